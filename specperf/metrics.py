@@ -1,0 +1,101 @@
+"""What is measured: metric definitions (direction, default tolerance, test) and their computation.
+
+Everything here is pure: it works on the plain round records that the engine returns.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+HIGHER = "higher"
+LOWER = "lower"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    unit: str
+    direction: str            # which way is better
+    rel_tolerance: float      # a change smaller than this fraction of the baseline is never a regression
+    test: str                 # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
+    description: str
+
+
+METRICS: dict[str, MetricSpec] = {m.name: m for m in (
+    MetricSpec("throughput_tok_s", "tok/s", HIGHER, 0.05, "mannwhitney",
+               "output tokens of the call / wall time of the call, prefill included"),
+    MetricSpec("speedup", "x", HIGHER, 0.05, "mannwhitney",
+               "SD throughput / no-SD throughput at the same model, dataset and batch size"),
+    MetricSpec("mean_acceptance_length", "tokens", HIGHER, 0.05, "threshold",
+               "1 + accepted / drafts (vLLM's gate: within 5%)"),
+    MetricSpec("draft_acceptance_rate", "", HIGHER, 0.05, "threshold",
+               "accepted draft tokens / proposed draft tokens"),
+    MetricSpec("per_position_acceptance", "", HIGHER, 0.05, "threshold",
+               "accepted at draft position i / drafts, each position checked"),
+    MetricSpec("lossless_fraction", "", HIGHER, 0.0, "threshold",
+               "fraction of requests whose greedy SD output equals the no-SD output"),
+)}
+
+
+def counter_delta(before: dict, after: dict) -> dict:
+    """Difference of two spec-decode counter snapshots (see engine.read_spec_counters)."""
+    before_pos = before.get("accepted_per_pos", [])
+    after_pos = after.get("accepted_per_pos", [])
+    return {
+        "drafts": after["drafts"] - before["drafts"],
+        "draft_tokens": after["draft_tokens"] - before["draft_tokens"],
+        "accepted": after["accepted"] - before["accepted"],
+        "accepted_per_pos": [
+            a - (before_pos[i] if i < len(before_pos) else 0) for i, a in enumerate(after_pos)
+        ],
+    }
+
+
+def sum_counters(deltas: list[dict]) -> dict:
+    total = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    for delta in deltas:
+        for key in ("drafts", "draft_tokens", "accepted"):
+            total[key] += delta[key]
+        per_pos = total["accepted_per_pos"]
+        for i, value in enumerate(delta["accepted_per_pos"]):
+            if i < len(per_pos):
+                per_pos[i] += value
+            else:
+                per_pos.append(value)
+    return total
+
+
+def acceptance(counters: dict) -> dict:
+    """Acceptance metrics from summed counters; None where no draft was proposed (n-gram can find none)."""
+    drafts, draft_tokens = counters["drafts"], counters["draft_tokens"]
+    return {
+        "mean_acceptance_length": 1 + counters["accepted"] / drafts if drafts else None,
+        "draft_acceptance_rate": counters["accepted"] / draft_tokens if draft_tokens else None,
+        "per_position_acceptance": [a / drafts for a in counters["accepted_per_pos"]] if drafts else None,
+    }
+
+
+def round_throughputs(rounds: list[dict]) -> list[float]:
+    return [r["output_tokens"] / r["wall_s"] for r in rounds]
+
+
+def lossless_fraction(outputs: list[list[int]], reference_outputs: list[list[int]]) -> float:
+    """Fraction of requests whose token ids equal the reference's, request by request."""
+    if len(outputs) != len(reference_outputs):
+        raise ValueError(f"{len(outputs)} outputs against {len(reference_outputs)} reference outputs")
+    same = sum(1 for ours, ref in zip(outputs, reference_outputs) if list(ours) == list(ref))
+    return same / len(outputs)
+
+
+def summarise(samples: list[float]) -> dict:
+    """Median and spread of round samples, as stored with results and baselines."""
+    if not samples:
+        return {"n": 0}
+    median = statistics.median(samples)
+    spread = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return {
+        "n": len(samples), "median": median, "mean": statistics.fmean(samples),
+        "min": min(samples), "max": max(samples), "stdev": spread,
+        "cv": spread / statistics.fmean(samples) if statistics.fmean(samples) else None,
+    }

@@ -1,0 +1,158 @@
+"""The pytest plugin: options, parametrisation, ordering and fixtures; the work is in session.py.
+
+A test module asks for the `specperf_scenario` and `specperf_session` fixtures (see tests_perf/).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from .hardware import has_nvidia_gpu
+from .scenarios import Profile, ProfileError, Scenario, load_profile
+
+PROFILE_KEY = pytest.StashKey[Profile]()
+SESSION_KEY = pytest.StashKey["RunSession"]()
+MARKERS = {
+    "nosd": "the no-SD reference scenarios",
+    "ngram": "n-gram (prompt lookup) scenarios",
+    "eagle": "EAGLE scenarios", "eagle3": "EAGLE-3 scenarios",
+    "draft_model": "draft-model scenarios", "mtp": "multi-token-prediction scenarios",
+    "suffix": "suffix-decoding scenarios",
+    "cnn_dailymail": "summarisation workload", "sharegpt": "chat workload",
+    "instructcoder": "code-editing workload", "gsm8k": "math workload",
+    "aime": "reasoning workload (AIME)", "gpqa": "reasoning workload (GPQA)",
+}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("specperf", "speculative-decoding performance regression suite")
+    group.addoption("--profile", default=None,
+                    help="scenario profile name in fixtures/scenarios/ or a .toml path "
+                         "(default: cpu-smoke without an NVIDIA GPU, h100-nightly with one)")
+    group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
+    group.addoption("--reports-dir", default="reports", help="where run directories are written (default: reports)")
+    group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
+    group.addoption("--dataset-dir", default=os.environ.get("SPECPERF_DATASET_DIR"),
+                    help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR; else the dataset hub)")
+    group.addoption("--update-baselines", action="store_true",
+                    help="store this run's valid results as the new baselines (complete runs only)")
+
+
+def pytest_configure(config):
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def default_profile() -> str:
+    return "h100-nightly" if has_nvidia_gpu() else "cpu-smoke"
+
+
+def _profile(config) -> Profile:
+    if PROFILE_KEY not in config.stash:
+        try:
+            config.stash[PROFILE_KEY] = load_profile(config.getoption("profile") or default_profile())
+        except ProfileError as err:
+            raise pytest.UsageError(str(err)) from None
+    return config.stash[PROFILE_KEY]
+
+
+def _model_marker(model_name: str) -> str:
+    return "model_" + "".join(c if c.isalnum() else "_" for c in model_name)
+
+
+def _marks(scenario: Scenario) -> list:
+    method = "nosd" if scenario.method.is_reference else scenario.method.name
+    return [getattr(pytest.mark, method), getattr(pytest.mark, scenario.dataset),
+            getattr(pytest.mark, _model_marker(scenario.model.name))]
+
+
+def pytest_generate_tests(metafunc):
+    if "specperf_scenario" not in metafunc.fixturenames:
+        return
+    profile = _profile(metafunc.config)
+    for name in sorted({s.model.name for s in profile.scenarios}):
+        metafunc.config.addinivalue_line("markers", f"{_model_marker(name)}: scenarios of model {name}")
+    metafunc.parametrize("specperf_scenario",
+                         [pytest.param(s, id=s.id, marks=_marks(s)) for s in profile.scenarios])
+
+
+def _scenario_of(item) -> Scenario | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("specperf_scenario") if callspec else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    """After -k/-m selection: bring back the no-SD references that selected SD scenarios need, and
+    order the scenarios so references come first and each engine key runs as one block."""
+    everything = list(items)
+    result = yield
+    selected = {id(item) for item in items}
+    by_id = {s.id: item for item in everything if (s := _scenario_of(item)) is not None}
+    needed = {s.reference_id for item in items if (s := _scenario_of(item)) is not None}
+    missing = [by_id[ref] for ref in needed if ref in by_id and id(by_id[ref]) not in selected]
+    perf = [item for item in items if _scenario_of(item) is not None] + missing
+    others = [item for item in items if _scenario_of(item) is None]
+    position = {id(item): i for i, item in enumerate(everything)}
+    first_seen: dict[str, int] = {}
+    for item in sorted(perf, key=lambda it: position[id(it)]):
+        first_seen.setdefault(_scenario_of(item).engine_key, position[id(item)])
+
+    def order(item):
+        s = _scenario_of(item)
+        return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
+
+    items[:] = others + sorted(perf, key=order)
+    return result
+
+
+@pytest.fixture(scope="session")
+def specperf_session(request):
+    from .session import RunSession
+
+    config = request.config
+    profile = _profile(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def log(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[specperf] {line}")
+
+    session = RunSession(
+        profile=profile.name,
+        reports_dir=Path(config.getoption("reports_dir")),
+        baseline_dir=Path(config.getoption("baseline_dir") or DEFAULT_BASELINE_DIR),
+        dataset_dir=config.getoption("dataset_dir"),
+        rounds=config.getoption("rounds"),
+        update_baselines=config.getoption("update_baselines"),
+        log=log,
+    )
+    config.stash[SESSION_KEY] = session
+    yield session
+    session.close_engine()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    run = session.config.stash.get(SESSION_KEY, None)
+    if run is None:
+        return
+    from .report import write_report
+
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    run.finish_lines = run.finish(interrupted=interrupted)
+    run.report_path = write_report([run.run_dir])
+
+
+def pytest_terminal_summary(terminalreporter):
+    run = terminalreporter.config.stash.get(SESSION_KEY, None)
+    if run is None:
+        return
+    terminalreporter.section("specperf")
+    for line in run.summary_lines() + getattr(run, "finish_lines", []):
+        terminalreporter.write_line(line)
+    if getattr(run, "report_path", None):
+        terminalreporter.write_line(f"report: {run.report_path}")

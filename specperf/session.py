@@ -1,0 +1,331 @@
+"""A run session: measures scenarios on engines, writes results, judges them against baselines.
+
+The pytest plugin and the command-line tool both drive this class; it knows nothing of pytest.
+Scenarios should arrive grouped by engine key (the plugin sorts them) so each engine starts once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import checkpoints, metrics, workloads
+from .baselines import load_baseline, write_baseline
+from .engine import Engine, EngineConfig, EngineError, default_env
+from .hardware import describe_device
+from .results import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso,
+                      suite_provenance, write_result)
+from .scenarios import Scenario
+from .verdicts import ScenarioVerdict, judge
+
+SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
+SHOWN_CHARS = 4000
+
+
+@dataclass
+class RunStats:
+    engine_starts: int = 0
+    engine_start_s: float = 0.0
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    scenarios: int = 0
+    errors: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Reference:
+    throughput: float | None
+    token_ids: list[list[int]]
+
+
+@dataclass
+class RunSession:
+    profile: str
+    reports_dir: Path
+    baseline_dir: Path
+    dataset_dir: Path | None = None
+    rounds: int | None = None               # overrides every scenario's rounds
+    update_baselines: bool = False
+    log: Callable[[str], None] = print
+    run_id: str | None = None
+    generate_timeout_s: float = 3600.0
+    stats: RunStats = field(default_factory=RunStats)
+
+    def __post_init__(self):
+        self.run_id = self.run_id or new_run_id(self.profile)
+        self.run_dir = Path(self.reports_dir) / self.run_id
+        self.device = describe_device()
+        self.provenance = suite_provenance()
+        self.started = time.monotonic()
+        self.started_at = now_iso()
+        self._engine: Engine | None = None
+        self._engine_key: str | None = None
+        self._failed_keys: dict[str, str] = {}
+        self._tokenizers: dict[str, object] = {}
+        self._references: dict[str, _Reference] = {}
+        self.results: list[dict] = []
+        self.write_run_file(finished=False)
+
+    # ------------------------------------------------------------ engines
+
+    def engine_config(self, scenario: Scenario) -> EngineConfig:
+        spec = scenario.method.speculative_config()
+        if spec is not None and isinstance(spec.get("model"), str):
+            spec["model"] = checkpoints.resolve(spec["model"])
+        tokenizer = scenario.model.tokenizer
+        return EngineConfig(
+            model=checkpoints.resolve(scenario.model.path),
+            tokenizer=checkpoints.resolve(tokenizer) if tokenizer else None,
+            tensor_parallel_size=scenario.model.tp, seed=scenario.seed,
+            speculative_config=spec, engine_args=scenario.engine_args, env=default_env(),
+        )
+
+    def engine_for(self, scenario: Scenario) -> tuple[Engine, float]:
+        """The engine of this scenario's key, started if needed; returns it and the start time spent."""
+        key = scenario.engine_key
+        if key in self._failed_keys:
+            raise EngineError(self._failed_keys[key])
+        if self._engine_key == key and self._engine is not None:
+            return self._engine, 0.0
+        self.close_engine()
+        self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}")
+        t0 = time.monotonic()
+        try:
+            self._engine = Engine(self.engine_config(scenario))
+        except (EngineError, checkpoints.CheckpointError) as err:
+            self._failed_keys[key] = str(err)
+            raise EngineError(str(err)) from None
+        finally:
+            self.stats.engine_starts += 1
+            self.stats.engine_start_s += time.monotonic() - t0
+        self._engine_key = key
+        return self._engine, time.monotonic() - t0
+
+    def close_engine(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+        self._engine, self._engine_key = None, None
+
+    # ------------------------------------------------------------ workloads
+
+    def tokenizer(self, scenario: Scenario):
+        path = checkpoints.resolve(scenario.model.tokenizer or scenario.model.path)
+        if path not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            self._tokenizers[path] = AutoTokenizer.from_pretrained(path)
+        return self._tokenizers[path]
+
+    def prepare(self, scenario: Scenario) -> tuple[list[list[list[int]]], dict, list]:
+        """The generate() calls of one round (token-id prompts), the workload facts, and the requests."""
+        tokenizer = self.tokenizer(scenario)
+        sample = workloads.load(scenario.dataset, scenario.num_requests, scenario.seed,
+                                self.dataset_dir, tokenizer=tokenizer)
+        requests = list(sample.requests)
+        prompts = [
+            tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids
+            for r in requests
+        ]
+        b = scenario.batch_size
+        if scenario.batching == "replicate":       # the study: one prompt replicated B times per call
+            calls = [[ids] * b for ids in prompts]
+            call_requests = [[r] * b for r in requests]
+        else:                                      # B distinct prompts per call, cycling if too few
+            count = -(-len(prompts) // b) * b
+            cycled = [i % len(prompts) for i in range(count)]
+            calls = [[prompts[i] for i in cycled[s:s + b]] for s in range(0, count, b)]
+            call_requests = [[requests[i] for i in cycled[s:s + b]] for s in range(0, count, b)]
+        facts = {
+            "source": sample.source, "checksum": sample.checksum, "stand_in": sample.stand_in,
+            "request_ids": [r.id for r in requests], "prompt_tokens": [len(p) for p in prompts],
+            "output_len": scenario.output_len,
+        }
+        return calls, facts, [r for group in call_requests for r in group]
+
+    # ------------------------------------------------------------ measuring
+
+    def run(self, scenario: Scenario, benchmark=None) -> dict:
+        """Measure one scenario and write its result; never raises for engine or workload faults."""
+        record = {"scenario": scenario.to_dict(), "status": "ok", "error": None,
+                  "started_at": now_iso(), "device": self.device}
+        try:
+            self._measure(scenario, record, benchmark)
+        except workloads.WorkloadUnavailable as err:
+            record.update(status="skipped", error=str(err))
+        except (EngineError, workloads.WorkloadError, checkpoints.CheckpointError) as err:
+            record.update(status="error", error=str(err))
+            self.stats.errors += 1
+            if isinstance(err, EngineError):
+                self.close_engine()
+        record["finished_at"] = now_iso()
+        record.setdefault("provenance", self.provenance)
+        self.stats.scenarios += 1
+        write_result(self.run_dir, record)
+        if record["status"] == "skipped":
+            return record
+        self.judge(record)
+        self.results.append(record)
+        return record
+
+    def _measure(self, scenario: Scenario, record: dict, benchmark) -> None:
+        calls, facts, call_requests = self.prepare(scenario)
+        record["workload"] = facts
+        engine, start_s = self.engine_for(scenario)
+        record["provenance"] = {**self.provenance, **engine.provenance, "engine_env": engine.config.env}
+        record["effective_config"] = engine.effective_config
+
+        t0 = time.monotonic()
+        for _ in range(scenario.warmup):
+            engine.generate(calls[0], scenario.output_len, self.generate_timeout_s)
+        warmup_s = time.monotonic() - t0
+
+        rounds: list[dict] = []
+
+        def one_round() -> None:
+            replies = [engine.generate(c, scenario.output_len, self.generate_timeout_s) for c in calls]
+            rounds.append({
+                "wall_s": sum(r["wall_s"] for r in replies),
+                "output_tokens": sum(r["output_tokens"] for r in replies),
+                "counters": metrics.sum_counters(
+                    [metrics.counter_delta(r["counters_before"], r["counters_after"]) for r in replies]),
+                "token_ids": [ids for r in replies for ids in r["token_ids"]],
+                "texts": [t for r in replies for t in r["texts"]],
+            })
+
+        n_rounds = self.rounds or scenario.rounds
+        t0 = time.monotonic()
+        if benchmark is not None and not getattr(benchmark, "disabled", True):
+            benchmark.pedantic(one_round, rounds=n_rounds, iterations=1, warmup_rounds=0)
+        else:
+            for _ in range(n_rounds):
+                one_round()
+        measure_s = time.monotonic() - t0
+        self.stats.warmup_s += warmup_s
+        self.stats.measure_s += measure_s
+        record["timings"] = {"engine_start_s": start_s, "warmup_s": warmup_s, "measure_s": measure_s}
+        self._summarise(scenario, record, rounds, call_requests, n_rounds)
+        if benchmark is not None:
+            benchmark.extra_info.update({k: v["value"] for k, v in record["metrics"].items()})
+
+    def _summarise(self, scenario: Scenario, record: dict, rounds: list[dict], call_requests: list,
+                   n_rounds: int) -> None:
+        throughputs = metrics.round_throughputs(rounds)
+        first = rounds[0]
+        record["rounds"] = [
+            {"wall_s": r["wall_s"], "output_tokens": r["output_tokens"], "throughput": t, "counters": r["counters"]}
+            for r, t in zip(rounds, throughputs)
+        ]
+        record["counters"] = metrics.sum_counters([r["counters"] for r in rounds])
+        shown = {}
+        for req, text in zip(call_requests, first["texts"]):     # distinct requests, not replicas
+            if req.id not in shown and len(shown) < SHOWN_OUTPUTS:
+                shown[req.id] = {"request_id": req.id, "prompt": req.text[:SHOWN_CHARS], "output": text[:SHOWN_CHARS]}
+        record["outputs"] = list(shown.values())
+        record["workload"]["overlap_bleu4"] = [
+            workloads.overlap_bleu4(req.text, text) for req, text in zip(call_requests, first["texts"])
+        ]
+        values = {"throughput_tok_s": {"value": _median(throughputs), "samples": throughputs}}
+        record["lossless"] = None
+        if scenario.method.is_reference:
+            self._references[scenario.id] = _Reference(_median(throughputs), first["token_ids"])
+        else:
+            per_round = [metrics.acceptance(r["counters"]) for r in rounds]
+            overall = metrics.acceptance(record["counters"])
+            for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
+                values[name] = {"value": overall[name], "samples": [a[name] for a in per_round]}
+            reference = self._references.get(scenario.reference_id)
+            if reference is not None and reference.throughput:
+                speedups = [t / reference.throughput for t in throughputs]
+                values["speedup"] = {"value": _median(speedups), "samples": speedups}
+                fraction = metrics.lossless_fraction(first["token_ids"], reference.token_ids)
+                values["lossless_fraction"] = {"value": fraction, "samples": [fraction]}
+                record["lossless"] = {"identical": round(fraction * len(first["token_ids"])),
+                                      "total": len(first["token_ids"]), "reference_id": scenario.reference_id}
+        record["metrics"] = values
+        reasons = []
+        if len(rounds) < n_rounds:
+            reasons.append(f"only {len(rounds)} of {n_rounds} rounds finished")
+        if any(r["output_tokens"] == 0 for r in rounds):
+            reasons.append("a round produced no output tokens")
+        if not scenario.method.is_reference and "speedup" not in values:
+            reasons.append(f"no reference result {scenario.reference_id} in this run")
+        stable = all(r["token_ids"] == first["token_ids"] for r in rounds)
+        if not stable:
+            reasons.append("greedy outputs differ between rounds")
+        record["validity"] = {"valid": not reasons, "reasons": reasons}
+
+    # ------------------------------------------------------------ judging
+
+    def judge(self, record: dict) -> ScenarioVerdict:
+        baseline, note = None, ""
+        try:
+            baseline = load_baseline(self.baseline_dir, self.device["hardware_key"], record["scenario"]["id"])
+        except ResultFileError as err:
+            note = str(err)
+        verdict = judge(record, baseline)
+        if note:
+            verdict.status, verdict.note = "error", note
+        record["verdict"] = {
+            "status": verdict.status, "note": verdict.note, "failed": verdict.failed,
+            "message": verdict.failure_message() if verdict.failed else "",
+            "metrics": [m.__dict__ for m in verdict.metrics],
+        }
+        if baseline is not None:
+            record["baseline"] = {
+                "vllm": baseline.get("provenance", {}).get("vllm"),
+                "recorded_at": baseline.get("recorded_at"),
+                "effective_config": baseline.get("effective_config"),
+                "device": baseline.get("device"),
+                "metric_medians": {k: v.get("value") for k, v in baseline["metrics"].items()},
+            }
+        write_result(self.run_dir, record)
+        return verdict
+
+    # ------------------------------------------------------------ the end
+
+    def finish(self, interrupted: bool = False) -> list[str]:
+        """Close the engine, refresh baselines if asked (only after a complete run), write run.json.
+
+        Returns one line per baseline written or refused."""
+        self.close_engine()
+        lines = []
+        if self.update_baselines:
+            if interrupted:
+                lines.append("baselines not updated: the run was interrupted")
+            else:
+                for record in self.results:
+                    try:
+                        path = write_baseline(self.baseline_dir, record)
+                        lines.append(f"baseline written: {path}")
+                    except ValueError as err:
+                        lines.append(f"baseline kept: {err}")
+        self.write_run_file(finished=True, interrupted=interrupted)
+        return lines
+
+    def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
+        atomic_write_json(self.run_dir / "run.json", {
+            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "profile": self.profile,
+            "started_at": self.started_at, "finished_at": now_iso() if finished else None,
+            "interrupted": interrupted, "device": self.device, "provenance": self.provenance,
+            "stats": {**self.stats.as_dict(), "wall_s": time.monotonic() - self.started},
+        })
+
+    def summary_lines(self) -> list[str]:
+        s = self.stats
+        return [
+            f"specperf run {self.run_id}: {s.scenarios} scenarios, {s.errors} errors, "
+            f"{s.engine_starts} engine starts",
+            f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
+            f"measurement {s.measure_s:.1f} s, total {time.monotonic() - self.started:.1f} s",
+        ]
+
+
+def _median(values: list[float]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None

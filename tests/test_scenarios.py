@@ -1,0 +1,358 @@
+"""Unit tests for specperf.scenarios: shipped profiles, ids, engine keys, hashes, profile errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specperf.scenarios import (
+    NO_SD_LABEL,
+    ProfileError,
+    available_profiles,
+    load_profile,
+    profile_path,
+)
+
+SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
+# (scenarios, distinct engine keys): one engine per (model, method), shared by batch sizes and datasets
+SIZES = {"cpu-smoke": (24, 8), "h100-nightly": (176, 8), "study-full": (298, 16)}
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {name: load_profile(name) for name in SHIPPED}
+
+
+# --------------------------------------------------------------------------
+# shipped profiles
+# --------------------------------------------------------------------------
+
+
+def test_shipped_profiles_are_available():
+    assert set(SHIPPED) <= set(available_profiles())
+    assert profile_path("cpu-smoke").name == "cpu-smoke.toml"
+    assert profile_path("/some/where/own.toml") == Path("/some/where/own.toml")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_profile_loads(profiles, name):
+    profile = profiles[name]
+    assert profile.name == name
+    assert profile.tier == ("cpu" if name == "cpu-smoke" else "gpu")
+    assert len(profile.scenarios) == SIZES[name][0]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_scenario_ids_are_readable_and_unique(profiles, name):
+    scenarios = profiles[name].scenarios
+    ids = [s.id for s in scenarios]
+    assert len(ids) == len(set(ids))
+    for s in scenarios:
+        assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}"
+        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+", s.id), s.id
+
+
+def test_known_ids_exist(profiles):
+    ids = {s.id for s in profiles["h100-nightly"].scenarios}
+    assert "llama3.1-8b-eagle3-k3-bs16-gsm8k" in ids
+    assert "llama3.1-8b-nosd-bs16-gsm8k" in ids
+    assert "qwen3-8b-draft-k3-bs8-aime" in ids
+    assert "qwen3-8b-draft-k3-bs8-gsm8k" not in ids       # batch 8 only for reasoning workloads
+    assert "llama3.1-8b-ngram-k5-bs1-instructcoder" in {s.id for s in profiles["study-full"].scenarios}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_sd_scenario_has_its_reference_in_the_profile(profiles, name):
+    by_id = {s.id: s for s in profiles[name].scenarios}
+    sd = [s for s in by_id.values() if not s.method.is_reference]
+    assert sd
+    for s in sd:
+        ref = by_id[s.reference_id]
+        assert ref.method.is_reference and ref.method.label == NO_SD_LABEL
+        assert (ref.model, ref.batch_size, ref.dataset) == (s.model, s.batch_size, s.dataset)
+        assert ref.output_len == s.output_len
+
+
+def test_reference_added_automatically(tmp_path):
+    path = write_profile(tmp_path, CELL)
+    ids = [s.id for s in load_profile(str(path)).scenarios]
+    assert ids == ["m-nosd-bs1-gsm8k", "m-nosd-bs4-gsm8k", "m-ngram-k3-bs1-gsm8k", "m-ngram-k3-bs4-gsm8k"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
+    scenarios = profiles[name].scenarios
+    keys = {s.engine_key for s in scenarios}
+    assert len(keys) == SIZES[name][1]
+    assert len(keys) == len({(s.model.name, s.method.label) for s in scenarios})
+
+
+def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):
+    by_id = {s.id: s for s in profiles["h100-nightly"].scenarios}
+    a = by_id["llama3.1-8b-eagle3-k3-bs16-gsm8k"]
+    assert a.engine_key == by_id["llama3.1-8b-eagle3-k3-bs1-cnn_dailymail"].engine_key
+    assert a.engine_key == by_id["llama3.1-8b-eagle3-k3-bs8-aime"].engine_key   # output_len 512
+    assert a.engine_key != by_id["llama3.1-8b-eagle-k3-bs16-gsm8k"].engine_key
+    assert a.engine_key != by_id["qwen3-8b-eagle3-k3-bs16-gsm8k"].engine_key
+
+
+def test_speculative_config():
+    profile = load_profile("h100-nightly")
+    by_id = {s.id: s for s in profile.scenarios}
+    assert by_id["llama3.1-8b-nosd-bs1-gsm8k"].method.speculative_config() is None
+    assert by_id["llama3.1-8b-eagle3-k3-bs1-gsm8k"].method.speculative_config() == {
+        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+    assert by_id["qwen3-8b-eagle3-k3-bs1-gsm8k"].method.params["model"] == "AngelSlim/Qwen3-8B_eagle3"
+
+
+def test_study_full_tp_and_settings(profiles):
+    by_id = {s.id: s for s in profiles["study-full"].scenarios}
+    assert by_id["llama3-70b-draft-k3-bs1-gsm8k"].model.tp == 4
+    assert by_id["llama3.1-8b-eagle3-k3-bs1-gsm8k"].model.tp == 1
+    assert by_id["llama3.1-8b-eagle3-k3-bs1-aime"].output_len == 1024
+    glm_batches = {s.batch_size for s in by_id.values() if s.model.name == "glm4.5-air"}
+    assert glm_batches == {1, 2, 4}
+
+
+def test_cpu_smoke_tolerances_and_engine_args(profiles):
+    s = next(iter(profiles["cpu-smoke"].scenarios))
+    assert s.tolerances == {"throughput_tok_s": 0.25, "speedup": 0.25}
+    assert s.engine_args["enforce_eager"] is True
+    assert s.to_dict()["tolerances"] == s.tolerances
+
+
+# --------------------------------------------------------------------------
+# content hash
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_content_hash_is_stable_across_loads(profiles, name):
+    again = load_profile(name)
+    assert [s.content_hash for s in again.scenarios] == [s.content_hash for s in profiles[name].scenarios]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", s.content_hash) for s in again.scenarios)
+    assert len({s.content_hash for s in again.scenarios}) == len(again.scenarios)
+
+
+def _one(tmp_path, name, text) -> dict:
+    folder = tmp_path / name
+    folder.mkdir()
+    return {s.id: s for s in load_profile(str(write_profile(folder, text))).scenarios}
+
+
+def test_content_hash_changes_with_what_is_measured(tmp_path):
+    base = _one(tmp_path, "base", CELL)["m-ngram-k3-bs4-gsm8k"]
+    assert base.content_hash == _one(tmp_path, "same", CELL)["m-ngram-k3-bs4-gsm8k"].content_hash
+
+    longer = _one(tmp_path, "output", CELL + "output_len = 64\n")["m-ngram-k3-bs4-gsm8k"]
+    assert longer.output_len == 64 and longer.content_hash != base.content_hash
+
+    assert _one(tmp_path, "batch", CELL)["m-ngram-k3-bs1-gsm8k"].content_hash != base.content_hash
+
+    lookup = _one(tmp_path, "params", CELL.replace("prompt_lookup_max = 7", "prompt_lookup_max = 5"))
+    assert lookup["m-ngram-k3-bs4-gsm8k"].method.params["prompt_lookup_max"] == 5
+    assert lookup["m-ngram-k3-bs4-gsm8k"].content_hash != base.content_hash
+    # the no-SD reference does not depend on SD method parameters
+    assert lookup["m-nosd-bs4-gsm8k"].content_hash == _one(tmp_path, "ref", CELL)["m-nosd-bs4-gsm8k"].content_hash
+
+    k5 = _one(tmp_path, "k", CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 5"))
+    assert k5["m-ngram-k3-bs4-gsm8k"].content_hash != base.content_hash
+
+    engine = _one(tmp_path, "engine", CELL + "engine_args = { dtype = \"float32\" }\n")
+    assert engine["m-ngram-k3-bs4-gsm8k"].content_hash != base.content_hash
+
+
+def test_content_hash_ignores_rounds_warmup_and_tolerances(tmp_path):
+    base = _one(tmp_path, "base", CELL)["m-ngram-k3-bs4-gsm8k"]
+    changed = _one(tmp_path, "changed", CELL.replace("rounds = 5", "rounds = 9").replace("warmup = 1", "warmup = 3")
+                   + "tolerances = { throughput_tok_s = 0.5, per_position_acceptance = 0.1 }\n")
+    other = changed["m-ngram-k3-bs4-gsm8k"]
+    assert (other.rounds, other.warmup) == (9, 3)
+    assert other.tolerances == {"throughput_tok_s": 0.5, "per_position_acceptance": 0.1}
+    assert other.content_hash == base.content_hash
+    assert other.to_dict()["hash"] == base.content_hash
+
+
+def test_cell_tolerances_override_profile_tolerances(tmp_path):
+    text = CELL.replace("[models.m]", "[profile.tolerances]\nthroughput_tok_s = 0.2\nspeedup = 0.3\n\n[models.m]")
+    text += "tolerances = { throughput_tok_s = 0.4 }\n"
+    s = _one(tmp_path, "tol", text)["m-ngram-k3-bs4-gsm8k"]
+    assert s.tolerances == {"throughput_tok_s": 0.4, "speedup": 0.3}
+
+
+# --------------------------------------------------------------------------
+# per-model methods
+# --------------------------------------------------------------------------
+
+
+def test_per_model_methods_override_shared_ones(tmp_path):
+    text = textwrap.dedent("""\
+        [profile]
+        name = "own"
+
+        [methods.ngram-k3]
+        method = "ngram"
+        num_speculative_tokens = 3
+        prompt_lookup_max = 7
+
+        [models.a]
+        path = "org/a"
+
+        [models.a.methods.ngram-k3]
+        method = "ngram"
+        num_speculative_tokens = 3
+        prompt_lookup_max = 5
+
+        [models.a.methods.eagle-k3]
+        method = "eagle"
+        model = "org/a-eagle"
+        num_speculative_tokens = 3
+
+        [models.b]
+        path = "org/b"
+
+        [[cells]]
+        model = "a"
+        methods = ["ngram-k3", "eagle-k3"]
+        batch_sizes = [1]
+        datasets = ["gsm8k"]
+
+        [[cells]]
+        model = "b"
+        methods = ["ngram-k3"]
+        batch_sizes = [1]
+        datasets = ["gsm8k"]
+        """)
+    by_id = {s.id: s for s in load_profile(str(write_profile(tmp_path, text))).scenarios}
+    assert by_id["a-ngram-k3-bs1-gsm8k"].method.params["prompt_lookup_max"] == 5
+    assert by_id["b-ngram-k3-bs1-gsm8k"].method.params["prompt_lookup_max"] == 7
+    assert by_id["a-eagle-k3-bs1-gsm8k"].method.params["model"] == "org/a-eagle"
+
+
+def test_per_model_method_is_not_visible_to_other_models(tmp_path):
+    text = CELL.replace("[[cells]]", "[models.other]\npath = \"org/other\"\n\n"
+                        "[models.other.methods.eagle-k3]\nmethod = \"eagle\"\nnum_speculative_tokens = 3\n\n[[cells]]")
+    text = text.replace('methods = ["ngram-k3"]', 'methods = ["ngram-k3", "eagle-k3"]')
+    message = profile_error(tmp_path, text)
+    assert "cells[0].methods[1]" in message and "eagle-k3" in message
+
+
+def test_identical_duplicate_scenarios_are_merged(tmp_path):
+    text = CELL + "\n" + CELL[CELL.index("[[cells]]"):]
+    ids = [s.id for s in load_profile(str(write_profile(tmp_path, text))).scenarios]
+    assert len(ids) == len(set(ids)) == 4
+
+
+# --------------------------------------------------------------------------
+# malformed profiles: one line naming the file and the field
+# --------------------------------------------------------------------------
+
+CELL = textwrap.dedent("""\
+    [profile]
+    name = "own"
+    rounds = 5
+    warmup = 1
+
+    [models.m]
+    path = "org/model"
+
+    [methods.ngram-k3]
+    method = "ngram"
+    num_speculative_tokens = 3
+    prompt_lookup_min = 3
+    prompt_lookup_max = 7
+
+    [[cells]]
+    model = "m"
+    methods = ["ngram-k3"]
+    batch_sizes = [1, 4]
+    datasets = ["gsm8k"]
+    """)
+
+
+def write_profile(folder: Path, text: str, name: str = "own.toml") -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def profile_error(tmp_path: Path, text: str) -> str:
+    path = write_profile(tmp_path, text, "broken.toml")
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(path))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    return message
+
+
+def test_valid_base_profile_loads(tmp_path):
+    assert len(load_profile(str(write_profile(tmp_path, CELL))).scenarios) == 4
+
+
+@pytest.mark.parametrize("text, field, words", [
+    (CELL + "\n[extra]\nx = 1\n", "file.extra", "unknown field"),
+    (CELL.replace('name = "own"', 'name = "own"\nrepeats = 3'), "profile.repeats", "unknown field"),
+    (CELL + "batch_size = 4\n", "cells[0].batch_size", "unknown field"),
+    (CELL.replace('path = "org/model"', 'path = "org/model"\ngpus = 2'), "models.m.gpus", "unknown field"),
+    (CELL.replace('model = "m"', 'model = "nope"'), "cells[0].model", "unknown model 'nope'"),
+    (CELL.replace('methods = ["ngram-k3"]', 'methods = ["ngram-k3", "eagle9"]'), "cells[0].methods[1]",
+     "unknown method 'eagle9'"),
+    (CELL.replace("[1, 4]", "[1, 0]"), "cells[0].batch_sizes[1]", "positive integer"),
+    (CELL.replace("[1, 4]", '[1, "4"]'), "cells[0].batch_sizes[1]", "positive integer"),
+    (CELL.replace("[1, 4]", "[true]"), "cells[0].batch_sizes[0]", "positive integer"),
+    (CELL.replace("[1, 4]", "[-2]"), "cells[0].batch_sizes[0]", "positive integer"),
+    (CELL.replace("batch_sizes = [1, 4]", "batch_sizes = []"), "cells[0].batch_sizes", "non-empty list"),
+    (CELL.replace('datasets = ["gsm8k"]', 'datasets = ["gsm8k", "mmlu"]'), "cells[0].datasets[1]",
+     "unknown dataset 'mmlu'"),
+    (CELL.replace("num_speculative_tokens = 3\n", ""), "methods.ngram-k3.num_speculative_tokens",
+     "positive integer, got None"),
+    (CELL.replace('method = "ngram"\n', ""), "methods.ngram-k3.method", "non-empty string"),
+    (CELL.replace("[methods.ngram-k3]", "[methods.nosd]"), "methods.nosd", "built-in"),
+    (CELL.replace("[models.m]", "[models.Big_Model]").replace('model = "m"', 'model = "Big_Model"'),
+     "models.Big_Model", "lower-case"),
+    (CELL.replace("[models.m]", "[profile.tolerances]\nlatency = 0.1\n\n[models.m]"),
+     "profile.tolerances.latency", "unknown metric"),
+    (CELL + "tolerances = { acceptance_pos0 = 0.1 }\n", "cells[0].tolerances.acceptance_pos0", "unknown metric"),
+    (CELL + "tolerances = { speedup = -0.1 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+    (CELL + 'batching = "shuffle"\n', "cells[0].batching", "replicate"),
+    (CELL.replace("rounds = 5", "rounds = 0"), "profile.rounds", "positive integer"),
+    (CELL + "rounds = 0\n", "cells[0].rounds", "positive integer"),
+    (CELL.replace("warmup = 1", "warmup = -1"), "profile.warmup", "non-negative"),
+    (CELL + "output_len = 2.5\n", "cells[0].output_len", "positive integer"),
+    (CELL.replace("rounds = 5", 'rounds = 5\nbatching = "x"'), "profile.batching", "replicate"),
+    (CELL.replace("rounds = 5", "rounds = 5\nseed = -1"), "profile.seed", "non-negative"),
+    (CELL[:CELL.index("[[cells]]")], "cells", "at least one"),
+])
+def test_malformed_profile(tmp_path, text, field, words):
+    message = profile_error(tmp_path, text)
+    assert f": {field}: " in message
+    assert words in message
+
+
+def test_bad_toml_syntax(tmp_path):
+    message = profile_error(tmp_path, CELL.replace("[profile]", "[profile"))
+    assert "not valid TOML" in message and "line 1" in message
+
+
+def test_missing_profile_names_the_available_ones():
+    with pytest.raises(ProfileError) as info:
+        load_profile("no-such-profile")
+    assert "no-such-profile.toml" in str(info.value) and "cpu-smoke" in str(info.value)
+
+
+def test_duplicate_scenario_with_different_settings(tmp_path):
+    second = CELL[CELL.index("[[cells]]"):].replace("[1, 4]", "[4]") + "output_len = 64\n"
+    message = profile_error(tmp_path, CELL + "\n" + second)
+    assert ": cells[1]: " in message
+    assert "m-nosd-bs4-gsm8k" in message and "declared twice" in message
+
+
+def test_scenarios_are_frozen(profiles):
+    s = profiles["cpu-smoke"].scenarios[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.batch_size = 2

@@ -1,0 +1,366 @@
+"""Unit tests for specperf.verdicts: per-metric and per-scenario judgement against a baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from records import THROUGHPUT, make_record, make_scenario, reference_scenario, scaled_counters
+from specperf import verdicts as v
+from specperf.baselines import baseline_from_result
+from specperf.metrics import HIGHER, LOWER, METRICS, MetricSpec
+from specperf.verdicts import (
+    ALPHA,
+    ERROR,
+    IMPROVEMENT,
+    INCOMPATIBLE,
+    INVALID,
+    MIN_ROUNDS,
+    NO_BASELINE,
+    PASS,
+    REGRESSION,
+    SEVERITY,
+    MetricVerdict,
+    ScenarioVerdict,
+    compare_metric,
+    judge,
+    metric_samples,
+    spec_for,
+    tolerance_for,
+    worst,
+)
+
+BASE = [100.0, 101.0, 99.0, 100.5, 99.5]           # median 100
+SPREAD = [20.0, 50.0, 100.0, 150.0, 180.0]         # median 100, very noisy
+OVERLAPPING = [10.0, 40.0, 60.0, 170.0, 190.0]     # median 60, mixed in with SPREAD
+
+
+def scaled(samples, factor):
+    return [s * factor for s in samples]
+
+
+# --------------------------------------------------------------------------
+# compare_metric
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metric", sorted(METRICS))
+def test_direction_of_every_metric(metric):
+    spec = METRICS[metric]
+    base = scaled(BASE, 0.005)                       # values in 0.5 range suit fractions too
+    drop, rise = compare_metric(metric, base, scaled(base, 0.8)), compare_metric(metric, base, scaled(base, 1.2))
+    if spec.direction == HIGHER:
+        assert (drop.status, rise.status) == (REGRESSION, IMPROVEMENT)
+    else:
+        assert (drop.status, rise.status) == (IMPROVEMENT, REGRESSION)
+    assert drop.change == pytest.approx(-0.2) and rise.change == pytest.approx(0.2)
+    assert drop.tolerance == spec.rel_tolerance
+    if spec.test == "mannwhitney":
+        assert drop.p_value is not None and drop.p_value < ALPHA
+    else:
+        assert drop.p_value is None
+
+
+def test_lower_is_better_metric(monkeypatch):
+    monkeypatch.setitem(METRICS, "latency_s", MetricSpec("latency_s", "s", LOWER, 0.05, "mannwhitney", "test"))
+    slower = compare_metric("latency_s", BASE, scaled(BASE, 1.4))
+    faster = compare_metric("latency_s", BASE, scaled(BASE, 0.6))
+    assert slower.status == REGRESSION and slower.p_value < ALPHA
+    assert faster.status == IMPROVEMENT and faster.p_value < ALPHA
+
+
+def test_separated_samples_large_drop_is_regression():
+    verdict = compare_metric("throughput_tok_s", BASE, scaled(BASE, 0.6))
+    assert verdict.status == REGRESSION
+    assert verdict.baseline == 100.0 and verdict.current == pytest.approx(60.0)
+    assert verdict.change == pytest.approx(-0.4)
+    assert verdict.p_value == pytest.approx(1 / 252)      # exact U test, 5 vs 5, complete separation
+    assert verdict.note == ""
+
+
+def test_overlapping_samples_same_shift_is_not_regression():
+    verdict = compare_metric("throughput_tok_s", SPREAD, OVERLAPPING)
+    assert verdict.change == pytest.approx(-0.4)          # the same median shift as above
+    assert verdict.status == PASS
+    assert verdict.p_value is not None and verdict.p_value >= ALPHA
+    assert "not significant" in verdict.note
+
+
+def test_significant_change_within_tolerance_passes():
+    verdict = compare_metric("throughput_tok_s", BASE, scaled(BASE, 0.97))
+    assert verdict.status == PASS and verdict.p_value is None
+
+
+def test_change_exactly_at_tolerance_passes():
+    assert compare_metric("throughput_tok_s", [100.0] * 5, [95.0] * 5).status == PASS
+    assert compare_metric("mean_acceptance_length", [2.0], [1.9]).status == PASS
+
+
+@pytest.mark.parametrize("n", range(1, MIN_ROUNDS))
+def test_too_few_rounds_is_invalid(n):
+    verdict = compare_metric("throughput_tok_s", BASE[:n], scaled(BASE[:n], 0.6))
+    assert verdict.status == INVALID and verdict.p_value is None
+    assert str(MIN_ROUNDS) in verdict.note
+    # on either side
+    assert compare_metric("throughput_tok_s", BASE, scaled(BASE[:n], 0.6)).status == INVALID
+    assert compare_metric("throughput_tok_s", BASE[:n], scaled(BASE, 0.6)).status == INVALID
+
+
+def test_min_rounds_separated_is_enough():
+    verdict = compare_metric("throughput_tok_s", BASE[:MIN_ROUNDS], scaled(BASE[:MIN_ROUNDS], 0.6))
+    assert verdict.status == REGRESSION and verdict.p_value < ALPHA
+
+
+def test_too_few_rounds_within_tolerance_still_passes():
+    assert compare_metric("throughput_tok_s", [100.0], [99.0]).status == PASS
+
+
+def test_threshold_metric_single_sample():
+    assert compare_metric("mean_acceptance_length", [2.5], [2.5 * 0.94]).status == REGRESSION
+    assert compare_metric("mean_acceptance_length", [2.5], [2.5 * 0.96]).status == PASS
+    assert compare_metric("draft_acceptance_rate", [0.5], [0.47]).status == REGRESSION
+    assert compare_metric("draft_acceptance_rate", [0.5], [0.48]).status == PASS
+    assert compare_metric("acceptance_pos2", [0.3], [0.28]).status == REGRESSION
+    assert compare_metric("acceptance_pos2", [0.3], [0.29]).status == PASS
+    assert compare_metric("mean_acceptance_length", [2.5], [2.7]).status == IMPROVEMENT
+
+
+def test_lossless_has_no_tolerance():
+    lost = compare_metric("lossless_fraction", [1.0], [0.875])
+    assert lost.status == REGRESSION and lost.tolerance == 0.0
+    assert compare_metric("lossless_fraction", [1.0], [1.0]).status == PASS
+
+
+def test_tolerance_override():
+    assert compare_metric("mean_acceptance_length", [2.5], [2.35], tolerance=0.1).status == PASS
+    assert compare_metric("throughput_tok_s", BASE, scaled(BASE, 0.8), tolerance=0.25).status == PASS
+    assert compare_metric("throughput_tok_s", BASE, scaled(BASE, 0.97), tolerance=0.01).status == REGRESSION
+    assert compare_metric("throughput_tok_s", BASE, scaled(BASE, 0.8), tolerance=0.25).tolerance == 0.25
+
+
+def test_missing_samples():
+    empty = compare_metric("throughput_tok_s", BASE, [])
+    assert empty.status == INVALID and empty.current is None
+    fresh = compare_metric("throughput_tok_s", [], BASE)
+    assert fresh.status == NO_BASELINE and fresh.current == 100.0 and fresh.baseline is None
+
+
+def test_zero_baseline():
+    assert compare_metric("lossless_fraction", [0.0], [0.0]).status == PASS
+    assert compare_metric("lossless_fraction", [0.0], [1.0]).status == IMPROVEMENT
+
+
+def test_spec_for_positions():
+    assert spec_for("acceptance_pos0") is METRICS["per_position_acceptance"]
+    assert spec_for("acceptance_pos12") is METRICS["per_position_acceptance"]
+    assert spec_for("speedup") is METRICS["speedup"]
+    with pytest.raises(KeyError):
+        spec_for("latency")
+
+
+def test_tolerance_for():
+    overrides = {"per_position_acceptance": 0.2, "throughput_tok_s": 0.3, "acceptance_pos1": 0.4}
+    assert tolerance_for("acceptance_pos0", overrides) == 0.2
+    assert tolerance_for("acceptance_pos1", overrides) == 0.4
+    assert tolerance_for("throughput_tok_s", overrides) == 0.3
+    assert tolerance_for("speedup", overrides) is None
+
+
+# --------------------------------------------------------------------------
+# metric_samples
+# --------------------------------------------------------------------------
+
+
+def test_metric_samples_flattens_positions_and_drops_none():
+    flat = metric_samples({
+        "throughput_tok_s": {"value": 2.0, "samples": [1.0, 2.0, 3.0]},
+        "mean_acceptance_length": {"value": 2.0, "samples": [2.0, None, 2.2]},
+        "per_position_acceptance": {"value": [0.7, 0.5], "samples": [[0.7, 0.5], None, [0.6, 0.4]]},
+        "speedup": {"value": None, "samples": None},
+    })
+    assert flat == {
+        "throughput_tok_s": [1.0, 2.0, 3.0],
+        "mean_acceptance_length": [2.0, 2.2],
+        "acceptance_pos0": [0.7, 0.6],
+        "acceptance_pos1": [0.5, 0.4],
+        "speedup": [],
+    }
+
+
+def test_metric_samples_of_a_record():
+    flat = metric_samples(make_record()["metrics"])
+    assert set(flat) == {"throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
+                         "acceptance_pos0", "acceptance_pos1", "acceptance_pos2", "lossless_fraction"}
+    assert flat["acceptance_pos0"] == pytest.approx([0.7] * 5)
+    assert flat["mean_acceptance_length"] == pytest.approx([2.5] * 5)
+
+
+# --------------------------------------------------------------------------
+# judge: every scenario status
+# --------------------------------------------------------------------------
+
+
+def baseline_of(**kwargs):
+    return baseline_from_result(make_record(**kwargs))
+
+
+def statuses(verdict):
+    return {m.metric: m.status for m in verdict.metrics}
+
+
+def test_judge_pass():
+    verdict = judge(make_record(), baseline_of())
+    assert verdict.status == PASS and not verdict.failed
+    assert verdict.scenario_id == "tiny-llama-eagle3-k3-bs4-gsm8k"
+    assert set(statuses(verdict).values()) == {PASS}
+    assert "acceptance_pos2" in statuses(verdict)
+
+
+def test_judge_regression_on_throughput():
+    verdict = judge(make_record(throughput=scaled(THROUGHPUT, 0.6)), baseline_of())
+    assert verdict.status == REGRESSION and verdict.failed
+    assert statuses(verdict)["throughput_tok_s"] == REGRESSION
+    assert statuses(verdict)["speedup"] == REGRESSION
+    assert statuses(verdict)["mean_acceptance_length"] == PASS
+
+
+def test_judge_improvement():
+    verdict = judge(make_record(throughput=scaled(THROUGHPUT, 1.5)), baseline_of())
+    assert verdict.status == IMPROVEMENT and not verdict.failed
+
+
+def test_judge_regression_on_acceptance_position():
+    # position 2 loses 20% of its accepted tokens; 30 -> 24 of 100 drafts
+    counters = [{"drafts": 100, "draft_tokens": 300, "accepted": 144, "accepted_per_pos": [70, 50, 24]}] * 5
+    verdict = judge(make_record(counters=counters), baseline_of())
+    assert verdict.status == REGRESSION
+    s = statuses(verdict)
+    assert s["acceptance_pos2"] == REGRESSION
+    assert s["acceptance_pos0"] == s["acceptance_pos1"] == PASS
+    assert s["mean_acceptance_length"] == PASS      # 2.44 against 2.5: -2.4%
+    assert s["draft_acceptance_rate"] == PASS       # 0.48 against 0.5: -4%
+
+
+def test_judge_applies_scenario_tolerances():
+    counters = scaled_counters(0.9)                   # acceptance metrics drop by ~6-10%
+    strict = judge(make_record(counters=counters), baseline_of())
+    assert strict.status == REGRESSION
+    assert statuses(strict)["acceptance_pos0"] == REGRESSION
+
+    lenient = make_scenario(tolerances={"mean_acceptance_length": 0.2, "draft_acceptance_rate": 0.2,
+                                        "per_position_acceptance": 0.2})
+    verdict = judge(make_record(lenient, counters=counters), baseline_of(scenario=lenient))
+    assert verdict.status == PASS
+    by_metric = {m.metric: m for m in verdict.metrics}
+    assert by_metric["acceptance_pos1"].tolerance == 0.2
+    assert by_metric["mean_acceptance_length"].tolerance == 0.2
+    assert by_metric["throughput_tok_s"].tolerance == METRICS["throughput_tok_s"].rel_tolerance
+
+
+def test_judge_throughput_tolerance_override():
+    lenient = make_scenario(tolerances={"throughput_tok_s": 0.5, "speedup": 0.5})
+    verdict = judge(make_record(lenient, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=lenient))
+    assert verdict.status == PASS
+
+
+def test_judge_no_baseline():
+    verdict = judge(make_record(), None)
+    assert verdict.status == NO_BASELINE and not verdict.failed
+    assert set(statuses(verdict).values()) == {NO_BASELINE}
+    assert {m.metric: m.current for m in verdict.metrics}["throughput_tok_s"] == 100.0
+
+
+def test_judge_incompatible_on_hash_change():
+    changed = make_scenario(output_len=64)
+    verdict = judge(make_record(changed, throughput=scaled(THROUGHPUT, 0.5)), baseline_of())
+    assert verdict.status == INCOMPATIBLE and not verdict.failed
+    assert verdict.metrics == []
+    assert changed.content_hash in verdict.note and make_scenario().content_hash in verdict.note
+
+
+def test_judge_same_hash_with_new_tolerances_is_comparable():
+    tolerant = make_scenario(tolerances={"speedup": 0.3}, rounds=9)
+    assert judge(make_record(tolerant), baseline_of()).status == PASS
+
+
+def test_judge_invalid_result_shows_invalid():
+    reasons = ["greedy outputs differ between rounds"]
+    verdict = judge(make_record(reasons=reasons), baseline_of())
+    assert verdict.status == INVALID and not verdict.failed
+    assert verdict.note == reasons[0]
+
+
+def test_judge_invalid_result_still_fails_on_regression():
+    reasons = ["only 4 of 5 rounds finished"]
+    verdict = judge(make_record(throughput=scaled(THROUGHPUT, 0.6), reasons=reasons), baseline_of())
+    assert verdict.status == REGRESSION and verdict.failed
+    assert reasons[0] in verdict.note
+
+
+def test_judge_too_few_rounds_is_invalid():
+    verdict = judge(make_record(throughput=scaled(THROUGHPUT[:2], 0.6)), baseline_of(throughput=THROUGHPUT[:2]))
+    assert verdict.status == INVALID
+    assert statuses(verdict)["throughput_tok_s"] == INVALID
+
+
+def test_judge_error():
+    record = make_record(status="error", error="engine failed to start: out of memory")
+    verdict = judge(record, baseline_of())
+    assert verdict.status == ERROR and verdict.failed
+    assert verdict.note == "engine failed to start: out of memory"
+    assert judge(make_record(status="error"), None).note == "no result"
+
+
+def test_judge_reference_scenario():
+    ref = reference_scenario()
+    verdict = judge(make_record(ref, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=ref))
+    assert verdict.scenario_id == "tiny-llama-nosd-bs4-gsm8k"
+    assert statuses(verdict) == {"throughput_tok_s": REGRESSION}
+
+
+def test_judge_metric_new_since_baseline():
+    baseline = baseline_of(reference_throughput=None)        # no speedup/lossless in the baseline
+    verdict = judge(make_record(), baseline)
+    assert statuses(verdict)["speedup"] == NO_BASELINE
+    assert verdict.status == NO_BASELINE
+
+
+# --------------------------------------------------------------------------
+# severity and messages
+# --------------------------------------------------------------------------
+
+
+def test_worst():
+    assert worst([PASS, IMPROVEMENT]) == IMPROVEMENT
+    assert worst([PASS, NO_BASELINE, IMPROVEMENT]) == NO_BASELINE
+    assert worst([INVALID, REGRESSION, PASS]) == REGRESSION
+    assert worst([REGRESSION, ERROR]) == ERROR
+    assert worst([]) == PASS
+    assert SEVERITY[0] == ERROR and SEVERITY[-1] == PASS
+    assert set(v.FAILING) == {ERROR, REGRESSION}
+
+
+def test_failure_message():
+    verdict = judge(make_record(throughput=scaled(THROUGHPUT, 0.6)), baseline_of())
+    message = verdict.failure_message()
+    lines = message.splitlines()
+    assert lines[0] == "tiny-llama-eagle3-k3-bs4-gsm8k: regression"
+    throughput = next(line for line in lines if "throughput_tok_s" in line)
+    assert "baseline 100" in throughput
+    assert "current 60" in throughput
+    assert "change -40.0%" in throughput
+    assert "tolerance 5.0%" in throughput
+    assert "p-value 0.00397" in throughput
+    assert not any("mean_acceptance_length" in line for line in lines)     # passing metrics left out
+
+
+def test_metric_line_formats():
+    line = MetricVerdict("mean_acceptance_length", REGRESSION, 2.5, 2.35, -0.06, 0.05).line()
+    assert line == ("mean_acceptance_length: regression: baseline 2.5, current 2.35, change -6.0%, "
+                    "tolerance 5.0%, p-value n/a")
+    assert MetricVerdict("speedup", INVALID, note="no current value").line() == (
+        "speedup: invalid: baseline n/a, current n/a, change n/a, tolerance n/a, p-value n/a (no current value)")
+
+
+def test_scenario_failure_message_with_note():
+    verdict = ScenarioVerdict("x", ERROR, note="boom")
+    assert verdict.failed and verdict.failure_message() == "x: error (boom)"

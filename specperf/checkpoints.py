@@ -746,7 +746,7 @@ _PARTS: dict[str, Recipe] = {
 BUILTINS: dict[str, Recipe] = {
     "smollm2-135m": Recipe(
         name="smollm2-135m",
-        version=1,
+        version=2,
         build=_build_smollm2,
         description="SmolLM2-135M-Instruct (Llama, 30 layers), fp32 safetensors from the Q4_1 GGUF",
         requires=("smollm2-tokenizer",),

@@ -120,8 +120,16 @@ def specperf_session(request):
     profile = _profile(config)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
     def log(line: str) -> None:
-        if reporter is not None:
+        """Progress goes to the terminal live, past pytest's output capture."""
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(f"[specperf] {line}")
+            return
+        with capture.global_and_fixture_disabled():
             reporter.write_line(f"[specperf] {line}")
 
     session = RunSession(

@@ -18,16 +18,14 @@ import datetime
 import hashlib
 import json
 import math
-import os
 import statistics
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from .results import SCHEMA_VERSION, ResultFileError, load_results, read_json
+from .results import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
 from .verdicts import ERROR, FAILING, INCOMPATIBLE, NO_BASELINE, SEVERITY
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -867,33 +865,14 @@ def summary_json(data: RunData) -> dict:
 
 # --------------------------------------------------------------------------- files
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Temp file and rename, so a reader never sees half a report; readable like any new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Path:
     """Write index.html, summary.md and summary.json into out_dir (default: the first run directory)."""
     dirs = [Path(d) for d in run_dirs]
     data = load_run(dirs)
     out = Path(out_dir) if out_dir is not None else dirs[0]
-    _atomic_write_text(out / "summary.json", json.dumps(summary_json(data), indent=2, sort_keys=True) + "\n")
-    _atomic_write_text(out / "summary.md", render_markdown(data))
+    atomic_write_text(out / "summary.json", json.dumps(summary_json(data), indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "summary.md", render_markdown(data))
     index = out / "index.html"
-    _atomic_write_text(index, render_html(data))
+    atomic_write_text(index, render_html(data))
     return index
 

@@ -24,13 +24,16 @@ class ResultFileError(Exception):
     """A result or baseline file that cannot be used; the message names the file and the problem."""
 
 
-def atomic_write_json(path: Path, data: dict) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    """Temp file and rename, so a reader never sees half a file; readable like any new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, sort_keys=True)
-            out.write("\n")
+            out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -38,6 +41,10 @@ def atomic_write_json(path: Path, data: dict) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_json(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path, what: str) -> dict:

@@ -73,6 +73,10 @@ SMOLLM2_DRAFT_LAYERS = 4
 SMOLLM2_DRAFT_CALIBRATION_TOKENS = 128
 SMOLLM2_DRAFT_RIDGE = 10.0
 
+#: torch threads for the SmolLM2 draft's calibration. Float results depend on the thread count,
+#: so it is fixed: the same bytes whatever OMP_NUM_THREADS or core count the caller has.
+BUILD_THREADS = 1
+
 TINY_SEED = 20240601
 TINY_VOCAB = 49152  # SmolLM2's tokenizer
 TINY_HIDDEN = 64
@@ -285,6 +289,20 @@ def _write_json(path: pathlib.Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run torch on ``n`` threads: float results then do not depend on the caller's thread
+    settings, and a build does not thrash cores that other work is using."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _save_tensors(folder: pathlib.Path, tensors: dict[str, Any]) -> None:
     from safetensors.torch import save_file
 
@@ -482,7 +500,6 @@ def _build_smollm2_draft(out: pathlib.Path) -> None:
     # prompts), and is folded into the draft's lm_head (E @ M); the final norm becomes a plain
     # RMS norm (weight 1). The draft is a standard LlamaForCausalLM with untied embeddings.
     import torch
-    from transformers import AutoTokenizer, LlamaForCausalLM
 
     name = "smollm2-135m-draft"
     src = _ensure(BUILTINS["smollm2-135m"])
@@ -490,35 +507,6 @@ def _build_smollm2_draft(out: pathlib.Path) -> None:
     n = SMOLLM2_DRAFT_LAYERS
     if not 0 < n < config["num_hidden_layers"]:
         raise CheckpointError(f"{name}: cannot keep {n} of {config['num_hidden_layers']} layers")
-    eps = float(config["rms_norm_eps"])
-
-    tok = AutoTokenizer.from_pretrained(str(src))
-    tok.padding_side = "left"
-    model = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
-    texts = [
-        tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
-        for p in SMOLLM2_DRAFT_CALIBRATION_PROMPTS
-    ]
-    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    eos = config["eos_token_id"]
-    width = enc["input_ids"].shape[1]
-    xs, ys = [], []
-    with torch.inference_mode():
-        gen = model.generate(**enc, max_new_tokens=SMOLLM2_DRAFT_CALIBRATION_TOKENS, do_sample=False,
-                             pad_token_id=eos, eos_token_id=eos)
-        for row, mask in zip(gen, enc["attention_mask"]):
-            pad = int((mask == 0).sum())
-            answer = row[width:].tolist()
-            if eos in answer:
-                answer = answer[: answer.index(eos) + 1]
-            ids = row[pad:width].tolist() + answer
-            hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
-            h = hidden[n][0].double()
-            xs.append(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
-            ys.append(hidden[-1][0].double())  # final state after the model's norm
-    x, y = torch.cat(xs), torch.cat(ys)
-    eye = torch.eye(x.shape[1], dtype=torch.float64)
-    lens = torch.linalg.solve(x.T @ x + SMOLLM2_DRAFT_RIDGE * eye, x.T @ y).T  # y ~ lens @ x
 
     full = _load_tensors(src)
     keep = {}
@@ -527,12 +515,49 @@ def _build_smollm2_draft(out: pathlib.Path) -> None:
             continue
         keep[key] = value
     head = full.get("lm_head.weight", full["model.embed_tokens.weight"])
-    keep["lm_head.weight"] = (head.double() @ lens).to(torch.float32)
+    with torch.inference_mode(), _torch_threads(BUILD_THREADS):
+        lens = _fit_lens(src, config, n)
+        keep["lm_head.weight"] = (head.double() @ lens).to(torch.float32)
     keep["model.norm.weight"] = torch.ones_like(full["model.norm.weight"])
     config.update(num_hidden_layers=n, tie_word_embeddings=False)
     _save_tensors(out, keep)
     _write_json(out / "config.json", config)
     _copy_tokenizer(out)
+
+
+def _fit_lens(src: pathlib.Path, config: dict[str, Any], n: int) -> Any:
+    """Matrix M (float64, H x H) with final_normed_state ~ M @ rmsnorm(state after layer n),
+    fitted on the full model's greedy answers to the calibration prompts."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    eps = float(config["rms_norm_eps"])
+    eos = config["eos_token_id"]
+    tok = AutoTokenizer.from_pretrained(str(src))
+    tok.padding_side = "left"
+    model = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
+    texts = [
+        tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+        for p in SMOLLM2_DRAFT_CALIBRATION_PROMPTS
+    ]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    width = enc["input_ids"].shape[1]
+    gen = model.generate(**enc, max_new_tokens=SMOLLM2_DRAFT_CALIBRATION_TOKENS, do_sample=False,
+                         pad_token_id=eos, eos_token_id=eos)
+    xs, ys = [], []
+    for row, mask in zip(gen, enc["attention_mask"]):
+        pad = int((mask == 0).sum())
+        answer = row[width:].tolist()
+        if eos in answer:
+            answer = answer[: answer.index(eos) + 1]
+        ids = row[pad:width].tolist() + answer
+        hidden = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        h = hidden[n][0].double()
+        xs.append(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+        ys.append(hidden[-1][0].double())  # the final state, after the model's norm
+    x, y = torch.cat(xs), torch.cat(ys)
+    eye = torch.eye(x.shape[1], dtype=torch.float64)
+    return torch.linalg.solve(x.T @ x + SMOLLM2_DRAFT_RIDGE * eye, x.T @ y).T
 
 
 # --------------------------------------------------------------------------------------------
@@ -754,7 +779,7 @@ BUILTINS: dict[str, Recipe] = {
     ),
     "smollm2-135m-draft": Recipe(
         name="smollm2-135m-draft",
-        version=1,
+        version=2,
         build=_build_smollm2_draft,
         description=f"SmolLM2-135M-Instruct's first {SMOLLM2_DRAFT_LAYERS} layers with its "
         "embeddings and tokenizer and a least-squares output map folded into the lm_head: "
@@ -766,6 +791,7 @@ BUILTINS: dict[str, Recipe] = {
             ("calibration_prompts", hashlib.sha256(
                 "\0".join(SMOLLM2_DRAFT_CALIBRATION_PROMPTS).encode()).hexdigest()[:16]),
             ("ridge", SMOLLM2_DRAFT_RIDGE),
+            ("torch_threads", BUILD_THREADS),
         ),
     ),
     "tiny-llama": Recipe(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from .baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from .engine import one_line
 from .hardware import has_nvidia_gpu
 from .scenarios import Profile, ProfileError, Scenario, load_profile
 
@@ -155,7 +156,11 @@ def pytest_sessionfinish(session, exitstatus):
 
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     run.finish_lines = run.finish(interrupted=interrupted)
-    run.report_path = write_report([run.run_dir])
+    try:
+        run.report_path = write_report([run.run_dir])
+    except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
+        run.finish_lines.append(f"report not written ({one_line(err)}); "
+                                f"results are kept: specperf report {run.run_dir}")
 
 
 def pytest_terminal_summary(terminalreporter):

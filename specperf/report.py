@@ -18,13 +18,13 @@ import datetime
 import hashlib
 import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from . import metrics
 from .results import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
 from .verdicts import ERROR, FAILING, INCOMPATIBLE, NO_BASELINE, SEVERITY
 
@@ -507,35 +507,10 @@ def _speedup_charts(pairs: list[tuple[dict, dict]], colors: dict[str, str], refe
 
 def _pooled_acceptance(records: list[dict]) -> dict:
     """Acceptance over several scenarios from their summed counters (the correct pooled rates)."""
-    drafts = draft_tokens = accepted = 0
-    per_pos: list[int] = []
-    for record in records:
-        counters = record.get("counters") or {}
-        if not all(_finite(counters.get(k)) for k in ("drafts", "draft_tokens", "accepted")):
-            continue
-        drafts += counters["drafts"]
-        draft_tokens += counters["draft_tokens"]
-        accepted += counters["accepted"]
-        for i, value in enumerate(counters.get("accepted_per_pos") or []):
-            if not _finite(value):
-                continue
-            if i < len(per_pos):
-                per_pos[i] += value
-            else:
-                per_pos.append(value)
-    if drafts:
-        return {"length": 1 + accepted / drafts,
-                "rate": accepted / draft_tokens if draft_tokens else None,
-                "per_pos": [a / drafts for a in per_pos], "drafts": drafts}
-    # No counters: fall back on the mean of the stored metric values.
-    lengths = [v for r in records if _finite(v := _metric_value(r, "mean_acceptance_length"))]
-    rates = [v for r in records if _finite(v := _metric_value(r, "draft_acceptance_rate"))]
-    vectors = [v for r in records if isinstance(v := _metric_value(r, "per_position_acceptance"), list)]
-    width = min((len(v) for v in vectors), default=0)
-    per_pos_mean = [statistics.fmean(v[i] for v in vectors) for i in range(width)
-                    if all(_finite(v[i]) for v in vectors)]
-    return {"length": statistics.fmean(lengths) if lengths else None,
-            "rate": statistics.fmean(rates) if rates else None, "per_pos": per_pos_mean, "drafts": 0}
+    total = metrics.sum_counters([r["counters"] for r in records if r.get("counters")])
+    pooled = metrics.acceptance(total)
+    return {"length": pooled["mean_acceptance_length"], "rate": pooled["draft_acceptance_rate"],
+            "per_pos": pooled["per_position_acceptance"] or [], "drafts": total["drafts"]}
 
 
 def bar_chart(rates: list[float], color: str, bar: int = 16, gap: int = 5, height: int = 64) -> dict:

@@ -97,17 +97,23 @@ class RunSession:
             return self._engine, 0.0
         self.close_engine()
         self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}")
+        try:
+            config = self.engine_config(scenario)      # may build a local checkpoint: not engine time
+        except checkpoints.CheckpointError as err:
+            self._failed_keys[key] = str(err)
+            raise
         t0 = time.monotonic()
         try:
-            self._engine = Engine(self.engine_config(scenario))
-        except (EngineError, checkpoints.CheckpointError) as err:
-            self._failed_keys[key] = str(err)
-            raise EngineError(str(err)) from None
+            self._engine = Engine(config)
+        except EngineError as err:
+            self._failed_keys[key] = str(err)      # later scenarios of this key fail at once
+            raise
         finally:
+            start_s = time.monotonic() - t0
             self.stats.engine_starts += 1
-            self.stats.engine_start_s += time.monotonic() - t0
+            self.stats.engine_start_s += start_s
         self._engine_key = key
-        return self._engine, time.monotonic() - t0
+        return self._engine, start_s
 
     def close_engine(self) -> None:
         if self._engine is not None:

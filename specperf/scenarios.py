@@ -96,12 +96,17 @@ class Scenario:
 
     @property
     def id(self) -> str:
-        return f"{self.model.name}-{self.method.label}-bs{self.batch_size}-{self.dataset}"
+        return self._id(self.method.label)
 
     @property
     def reference_id(self) -> str:
         """Id of the no-SD scenario this one's speedup and lossless check are measured against."""
-        return f"{self.model.name}-{NO_SD_LABEL}-bs{self.batch_size}-{self.dataset}"
+        return self._id(NO_SD_LABEL)
+
+    def _id(self, method_label: str) -> str:
+        # The study's batches replicate one prompt; batches of distinct prompts say so in the id.
+        suffix = "" if self.batching == "replicate" else f"-{self.batching}"
+        return f"{self.model.name}-{method_label}-bs{self.batch_size}-{self.dataset}{suffix}"
 
     @property
     def engine_key(self) -> str:

@@ -358,3 +358,11 @@ def test_scenarios_are_frozen(profiles):
     s = profiles["cpu-smoke"].scenarios[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.batch_size = 2
+
+
+def test_distinct_prompt_batches_are_named_in_the_id(tmp_path):
+    text = CELL + 'batching = "distinct"\n'
+    profile = load_profile(str(write_profile(tmp_path, text)))
+    ids = {s.id for s in profile.scenarios}
+    assert all(i.endswith("-distinct") for i in ids)
+    assert all(s.reference_id in ids for s in profile.scenarios)

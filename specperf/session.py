@@ -6,6 +6,7 @@ Scenarios should arrive grouped by engine key (the plugin sorts them) so each en
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -344,6 +345,4 @@ class RunSession:
 
 
 def _median(values: list[float]) -> float | None:
-    import statistics
-
     return statistics.median(values) if values else None

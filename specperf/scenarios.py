@@ -26,7 +26,7 @@ WORKLOAD_NAMES = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k", "aime",
 
 _PROFILE_KEYS = {
     "name", "description", "tier", "rounds", "warmup", "seed", "num_requests", "output_len",
-    "batching", "engine_args", "tolerances",
+    "batching", "engine_args", "tolerances", "informational",
 }
 _MODEL_KEYS = {"path", "tokenizer", "tp", "methods"}
 _CELL_KEYS = {
@@ -93,6 +93,7 @@ class Scenario:
     batching: str
     engine_args: dict
     tolerances: dict
+    informational: tuple = ()     # metrics judged and shown, whose regression does not fail the case
 
     @property
     def id(self) -> str:
@@ -145,7 +146,8 @@ class Scenario:
             "num_requests": self.num_requests, "output_len": self.output_len,
             "rounds": self.rounds, "warmup": self.warmup, "seed": self.seed,
             "batching": self.batching, "engine_args": self.engine_args,
-            "tolerances": self.tolerances, "reference_id": self.reference_id,
+            "tolerances": self.tolerances, "informational": list(self.informational),
+            "reference_id": self.reference_id,
         }
 
 
@@ -335,6 +337,7 @@ class _ProfileReader:
             warmup=self.non_negative_int(setting("warmup", 1), field_of("warmup")),
             seed=self.non_negative_int(settings.get("seed", 42), "profile.seed"),
             batching=batching, engine_args=engine_args, tolerances=tolerances,
+            informational=self.informational(settings.get("informational", []), "profile.informational"),
         )
         ordered_methods = [REFERENCE_METHOD] + [methods[l] for l in labels if l != NO_SD_LABEL]
         for method in ordered_methods:
@@ -346,6 +349,16 @@ class _ProfileReader:
         if not isinstance(value, dict):
             raise self.fail(where, "must be a table")
         return dict(value)
+
+    def informational(self, value: Any, where: str) -> tuple:
+        """Metric names whose regressions are reported but do not fail a case (e.g. throughput on a
+        shared CPU machine, where speed drifts over time more than any tolerance can absorb)."""
+        if not isinstance(value, list):
+            raise self.fail(where, "must be a list of metric names")
+        for i, metric in enumerate(value):
+            if metric not in METRICS:
+                raise self.fail(f"{where}[{i}]", f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
+        return tuple(value)
 
     def tolerances(self, value: Any, where: str) -> dict:
         """Relative tolerances per metric name, e.g. throughput_tok_s = 0.25."""

@@ -151,7 +151,14 @@ def judge(result: dict, baseline: dict | None) -> ScenarioVerdict:
     base = metric_samples(baseline["metrics"]) if baseline is not None else {}
     verdicts = [compare_metric(name, base.get(name, []), samples, tolerance_for(name, tolerances))
                 for name, samples in metric_samples(result["metrics"]).items()]
-    status = worst(v.status for v in verdicts) if baseline is not None else NO_BASELINE
+    informational = set(scenario.get("informational", []))
+    gating = []
+    for verdict in verdicts:
+        if verdict.metric in informational or spec_for(verdict.metric).name in informational:
+            verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
+        else:
+            gating.append(verdict)
+    status = worst(v.status for v in gating) if baseline is not None else NO_BASELINE
     validity = result.get("validity", {})
     note = ""
     if validity.get("valid") is False:

@@ -366,3 +366,17 @@ def test_distinct_prompt_batches_are_named_in_the_id(tmp_path):
     ids = {s.id for s in profile.scenarios}
     assert all(i.endswith("-distinct") for i in ids)
     assert all(s.reference_id in ids for s in profile.scenarios)
+
+
+def test_informational_metrics_are_validated_and_carried(tmp_path):
+    text = CELL.replace("rounds = 5", 'rounds = 5\ninformational = ["throughput_tok_s"]')
+    scenario = load_profile(str(write_profile(tmp_path, text))).scenarios[0]
+    assert scenario.informational == ("throughput_tok_s",)
+    assert scenario.to_dict()["informational"] == ["throughput_tok_s"]
+    message = profile_error(tmp_path, CELL.replace("rounds = 5", 'rounds = 5\ninformational = ["latency"]'))
+    assert ": profile.informational[0]: " in message and "unknown metric" in message
+
+
+def test_cpu_smoke_gates_on_deterministic_metrics_only():
+    scenario = load_profile("cpu-smoke").scenarios[0]
+    assert set(scenario.informational) == {"throughput_tok_s", "speedup"}

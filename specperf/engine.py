@@ -32,6 +32,10 @@ class EngineError(Exception):
     """An engine failed to start or died; the message is one line with the root cause."""
 
 
+class EngineTimeout(EngineError):
+    """A request did not finish in time; the engine was killed."""
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: str                      # resolved local path or hub id
@@ -120,6 +124,19 @@ def effective_engine_config(llm) -> dict:
     }
 
 
+def peak_memory() -> dict:
+    """Peak memory of this engine process: allocated GPU memory, or resident memory on CPU."""
+    import resource
+
+    import torch
+
+    if torch.cuda.is_available():
+        return {"peak_mib": torch.cuda.max_memory_allocated() / 2**20,
+                "source": "torch.cuda.max_memory_allocated"}
+    return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "source": "engine process max RSS"}
+
+
 def read_spec_counters(llm) -> dict:
     """Cumulative spec-decode counters, summed over label sets; callers take before/after deltas."""
     totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
@@ -178,6 +195,7 @@ def _serve(conn, config: EngineConfig) -> None:
                 "token_ids": token_ids,
                 "texts": [o.outputs[0].text for o in outputs],
                 "counters_before": before, "counters_after": after,
+                "memory": peak_memory(),
             }))
         except BaseException as err:  # noqa: BLE001
             conn.send(("error", one_line(err), traceback.format_exc()))
@@ -196,16 +214,21 @@ class Engine:
         self._process = context.Process(target=_serve, args=(child_conn, config), daemon=True)
         self._process.start()
         child_conn.close()
+        self._busy = True
         reply = self._receive(start_timeout_s, "engine start")
         self.start_s = reply["start_s"]
         self.pid = reply["pid"]
         self.provenance = reply["provenance"]
         self.effective_config = reply["effective_config"]
+        self._busy = False
 
     def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float = 3600.0) -> dict:
         """One timed `generate()` call over token-id prompts; greedy, so outputs are comparable."""
+        self._busy = True
         self._send(("generate", prompts, max_tokens))
-        return self._receive(timeout_s, "generate")
+        reply = self._receive(timeout_s, "generate")
+        self._busy = False
+        return reply
 
     def _send(self, message) -> None:
         try:
@@ -221,7 +244,7 @@ class Engine:
                 raise EngineError(f"engine process died during {what} ({self._exit_reason()})")
             if time.monotonic() > deadline:
                 self.kill()
-                raise EngineError(f"{what} did not finish within {timeout_s:.0f} s; engine killed")
+                raise EngineTimeout(f"{what} did not finish within {timeout_s:.0f} s; engine killed")
         try:
             reply = self._conn.recv()
         except EOFError:
@@ -246,7 +269,8 @@ class Engine:
         self._process.join(10)
 
     def close(self) -> None:
-        if self._process.is_alive():
+        """Ask the engine to exit; one still busy with a request (the run was interrupted) is killed."""
+        if self._process.is_alive() and not self._busy:
             try:
                 self._conn.send(("close",))
             except (BrokenPipeError, OSError):

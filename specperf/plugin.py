@@ -42,23 +42,83 @@ def pytest_addoption(parser):
                     help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR; else the dataset hub)")
     group.addoption("--update-baselines", action="store_true",
                     help="store this run's valid results as the new baselines (complete runs only)")
+    group.addoption("--scenario-timeout", type=float, default=3600.0,
+                    help="seconds one scenario's warm-up and rounds may take before its engine is killed "
+                         "and a timeout recorded (default: 3600)")
+    group.addoption("--resume", default=None, metavar="RUN_DIR",
+                    help="continue an interrupted run: keep its finished results, measure the rest")
 
 
 def pytest_configure(config):
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    check_options(config)
+    _terminate_as_interrupt()
+
+
+def check_options(config) -> None:
+    """Option values and combinations that cannot work: a one-line usage error before anything runs."""
+    from .verdicts import MIN_ROUNDS
+
+    rounds = config.getoption("rounds")
+    if rounds is not None and rounds < 1:
+        raise pytest.UsageError(f"--rounds must be at least 1, got {rounds}")
+    if rounds is not None and rounds < MIN_ROUNDS and config.getoption("update_baselines"):
+        raise pytest.UsageError(f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
+                                f"(the significance test needs them), got --rounds {rounds}")
+    if config.getoption("scenario_timeout") <= 0:
+        raise pytest.UsageError(f"--scenario-timeout must be positive, got {config.getoption('scenario_timeout')}")
+    resume = config.getoption("resume")
+    if resume is not None:
+        _resumed_profile(config, Path(resume))
+
+
+def _resumed_profile(config, run_dir: Path) -> str:
+    """The profile of the run being resumed; --profile, if given, must name the same one."""
+    from .results import ResultFileError, read_json
+
+    try:
+        run = read_json(run_dir / "run.json", "run file")
+    except ResultFileError as err:
+        raise pytest.UsageError(f"--resume: {err}") from None
+    recorded = run.get("profile_path") or run.get("profile")
+    asked = config.getoption("profile")
+    if asked is not None and load_profile_or_fail(asked).name != run.get("profile"):
+        raise pytest.UsageError(f"--resume {run_dir}: that run measured profile {run.get('profile')!r}, "
+                                f"not {asked!r}")
+    return recorded
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (a CI job cancelled, a node drained) ends the run like Ctrl-C: results kept, report written."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt("SIGTERM")
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def default_profile() -> str:
     return "h100-nightly" if has_nvidia_gpu() else "cpu-smoke"
 
 
+def load_profile_or_fail(name_or_path: str) -> Profile:
+    try:
+        return load_profile(name_or_path)
+    except ProfileError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
 def _profile(config) -> Profile:
     if PROFILE_KEY not in config.stash:
-        try:
-            config.stash[PROFILE_KEY] = load_profile(config.getoption("profile") or default_profile())
-        except ProfileError as err:
-            raise pytest.UsageError(str(err)) from None
+        resume = config.getoption("resume")
+        name = config.getoption("profile") or (
+            _resumed_profile(config, Path(resume)) if resume else default_profile())
+        config.stash[PROFILE_KEY] = load_profile_or_fail(name)
     return config.stash[PROFILE_KEY]
 
 
@@ -140,6 +200,9 @@ def specperf_session(request):
         dataset_dir=config.getoption("dataset_dir"),
         rounds=config.getoption("rounds"),
         update_baselines=config.getoption("update_baselines"),
+        scenario_timeout_s=config.getoption("scenario_timeout"),
+        resume_dir=Path(config.getoption("resume")) if config.getoption("resume") else None,
+        profile_path=str(profile.path),
         log=log,
         planned=config.stash.get(PLANNED_KEY, 0),
     )

@@ -22,6 +22,9 @@ PROFILE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
 NO_SD = "none"
 NO_SD_LABEL = "nosd"
 BATCHING_MODES = ("replicate", "distinct")
+# The speculative methods this suite measures (each a pytest marker); whether the installed vLLM
+# runs one is checked when its engine starts.
+SD_METHODS = ("ngram", "eagle", "eagle3", "draft_model", "mtp", "suffix")
 WORKLOAD_NAMES = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k", "aime", "gpqa")
 
 _PROFILE_KEYS = {
@@ -220,6 +223,8 @@ class _ProfileReader:
         ref = self.string(value, where)
         if is_builtin(ref) and ref[len(BUILTIN_PREFIX):] not in BUILTINS:
             raise self.fail(where, f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
+        if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().exists():
+            raise self.fail(where, f"no such local checkpoint {ref!r}")
         return ref
 
     def string_list(self, value: Any, where: str) -> list[str]:
@@ -289,6 +294,8 @@ class _ProfileReader:
             name = self.string(params.pop("method", None), f"{where}.method")
             if name == NO_SD:
                 raise self.fail(f"{where}.method", "'none' is the built-in reference; do not declare it")
+            if name not in SD_METHODS:
+                raise self.fail(f"{where}.method", f"unknown method {name!r} (known: {', '.join(SD_METHODS)})")
             if "model" in params:
                 self.checkpoint(params["model"], f"{where}.model")
             k = params.get("num_speculative_tokens")

@@ -14,9 +14,10 @@ from typing import Callable
 
 from . import checkpoints, metrics, workloads
 from .baselines import load_baseline, write_baseline
-from .engine import Engine, EngineConfig, EngineError, default_env
+from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
 from .hardware import describe_device
-from .results import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso,
+from .noise import load_noise
+from .results import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso, read_json,
                       suite_provenance, write_result)
 from .scenarios import Scenario
 from .verdicts import ScenarioVerdict, judge
@@ -33,6 +34,7 @@ class RunStats:
     measure_s: float = 0.0
     scenarios: int = 0
     errors: int = 0
+    resumed: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -41,7 +43,7 @@ class RunStats:
 @dataclass
 class _Reference:
     throughput: float | None
-    token_ids: list[list[int]]
+    output_hashes: list[str]
 
 
 @dataclass
@@ -54,13 +56,21 @@ class RunSession:
     update_baselines: bool = False
     log: Callable[[str], None] = print
     run_id: str | None = None
-    generate_timeout_s: float = 3600.0
+    scenario_timeout_s: float | None = None   # warm-up and rounds of one scenario; None: no limit
+    resume_dir: Path | None = None          # an earlier run of this profile: keep its finished results
+    profile_path: str | None = None
     planned: int = 0                        # scenarios expected in this run, for progress lines
     stats: RunStats = field(default_factory=RunStats)
 
     def __post_init__(self):
-        self.run_id = self.run_id or new_run_id(self.profile)
-        self.run_dir = Path(self.reports_dir) / self.run_id
+        if self.resume_dir is not None:
+            self.run_dir = Path(self.resume_dir)
+            self.run_id = self.run_dir.name
+            self._finished = self._finished_results()
+        else:
+            self.run_id = self.run_id or new_run_id(self.profile)
+            self.run_dir = Path(self.reports_dir) / self.run_id
+            self._finished = {}
         self.device = describe_device()
         self.provenance = suite_provenance()
         self.started = time.monotonic()
@@ -72,7 +82,21 @@ class RunSession:
         self._tokenizers: dict[str, object] = {}
         self._references: dict[str, _Reference] = {}
         self.results: list[dict] = []
+        self._noise: dict | None = None
         self.write_run_file(finished=False)
+
+    def _finished_results(self) -> dict[str, dict]:
+        """Results of the run being resumed that need no new measurement (ok, with output hashes)."""
+        finished = {}
+        for path in sorted((self.run_dir / "results").glob("*.json")):
+            try:
+                record = read_json(path, "result")
+            except ResultFileError as err:
+                self.log(f"resume: measuring again: {err}")
+                continue
+            if record.get("status") == "ok" and "output_hashes" in record:
+                finished[record["scenario"]["id"]] = record
+        return finished
 
     # ------------------------------------------------------------ engines
 
@@ -161,6 +185,9 @@ class RunSession:
 
     def run(self, scenario: Scenario, benchmark=None) -> dict:
         """Measure one scenario and write its result; never raises for engine or workload faults."""
+        kept = self._finished.get(scenario.id)
+        if kept is not None and kept["scenario"].get("hash") == scenario.content_hash:
+            return self._keep(scenario, kept)
         self.log(self._progress(scenario))
         record = {"scenario": scenario.to_dict(), "status": "ok", "error": None,
                   "started_at": now_iso(), "device": self.device}
@@ -168,11 +195,15 @@ class RunSession:
             self._measure(scenario, record, benchmark)
         except workloads.WorkloadUnavailable as err:
             record.update(status="skipped", error=str(err))
-        except (EngineError, workloads.WorkloadError, checkpoints.CheckpointError) as err:
-            record.update(status="error", error=str(err))
+        except EngineTimeout:
+            self._engine_failed(scenario, record, "timeout",
+                                f"timed out: the scenario did not finish within its {self.scenario_timeout_s:g} s "
+                                "limit; engine killed")
+        except EngineError as err:
+            self._engine_failed(scenario, record, "engine", str(err))
+        except (workloads.WorkloadError, checkpoints.CheckpointError) as err:
+            record.update(status="error", error=str(err), error_kind="input")
             self.stats.errors += 1
-            if isinstance(err, EngineError):
-                self.close_engine()
         record["finished_at"] = now_iso()
         record.setdefault("provenance", self.provenance)
         self.stats.scenarios += 1
@@ -183,6 +214,25 @@ class RunSession:
         self.results.append(record)
         return record
 
+    def _keep(self, scenario: Scenario, record: dict) -> dict:
+        """A result of the resumed run: not measured again, but judged and reported with this run."""
+        self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
+        if scenario.method.is_reference:
+            self._references[scenario.id] = _Reference(record["metrics"]["throughput_tok_s"]["value"],
+                                                       record["output_hashes"])
+        self.stats.scenarios += 1
+        self.stats.resumed += 1
+        self.judge(record)
+        self.results.append(record)
+        return record
+
+    def _engine_failed(self, scenario: Scenario, record: dict, kind: str, message: str) -> None:
+        """The engine of this key failed: its other scenarios fail at once; the next key starts afresh."""
+        record.update(status="error", error=message, error_kind=kind)
+        self.stats.errors += 1
+        self._failed_keys.setdefault(scenario.engine_key, message)
+        self.close_engine()
+
     def _measure(self, scenario: Scenario, record: dict, benchmark) -> None:
         calls, facts, call_requests = self.prepare(scenario)
         record["workload"] = facts
@@ -190,16 +240,22 @@ class RunSession:
         record["provenance"] = {**self.provenance, **engine.provenance, "engine_env": engine.config.env}
         record["effective_config"] = engine.effective_config
 
+        deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
+
+        def generate(prompts: list[list[int]]) -> dict:
+            return engine.generate(prompts, scenario.output_len, max(0.0, deadline - time.monotonic()))
+
         t0 = time.monotonic()
         for _ in range(scenario.warmup):
-            engine.generate(calls[0], scenario.output_len, self.generate_timeout_s)
+            generate(calls[0])
         warmup_s = time.monotonic() - t0
 
         rounds: list[dict] = []
 
         def one_round() -> None:
-            replies = [engine.generate(c, scenario.output_len, self.generate_timeout_s) for c in calls]
+            replies = [generate(c) for c in calls]
             rounds.append({
+                "memory": replies[-1]["memory"],
                 "wall_s": sum(r["wall_s"] for r in replies),
                 "output_tokens": sum(r["output_tokens"] for r in replies),
                 "counters": metrics.sum_counters(
@@ -232,6 +288,8 @@ class RunSession:
             for r, t in zip(rounds, throughputs)
         ]
         record["counters"] = metrics.sum_counters([r["counters"] for r in rounds])
+        record["memory"] = rounds[-1]["memory"]
+        record["output_hashes"] = [metrics.output_hash(ids) for ids in first["token_ids"]]
         shown = {}
         for req, text in zip(call_requests, first["texts"]):     # distinct requests, not replicas
             if req.id not in shown and len(shown) < SHOWN_OUTPUTS:
@@ -243,7 +301,7 @@ class RunSession:
         values = {"throughput_tok_s": {"value": _median(throughputs), "samples": throughputs}}
         record["lossless"] = None
         if scenario.method.is_reference:
-            self._references[scenario.id] = _Reference(_median(throughputs), first["token_ids"])
+            self._references[scenario.id] = _Reference(_median(throughputs), record["output_hashes"])
         else:
             per_round = [metrics.acceptance(r["counters"]) for r in rounds]
             overall = metrics.acceptance(record["counters"])
@@ -253,7 +311,7 @@ class RunSession:
             if reference is not None and reference.throughput:
                 speedups = [t / reference.throughput for t in throughputs]
                 values["speedup"] = {"value": _median(speedups), "samples": speedups}
-                fraction = metrics.lossless_fraction(first["token_ids"], reference.token_ids)
+                fraction = metrics.lossless_fraction(record["output_hashes"], reference.output_hashes)
                 values["lossless_fraction"] = {"value": fraction, "samples": [fraction]}
                 record["lossless"] = {"identical": round(fraction * len(first["token_ids"])),
                                       "total": len(first["token_ids"]), "reference_id": scenario.reference_id}
@@ -280,13 +338,22 @@ class RunSession:
 
     # ------------------------------------------------------------ judging
 
+    def noise(self) -> dict:
+        if self._noise is None:
+            self._noise = load_noise(self.baseline_dir, self.device["hardware_key"])
+        return self._noise
+
     def judge(self, record: dict) -> ScenarioVerdict:
         baseline, note = None, ""
         try:
             baseline = load_baseline(self.baseline_dir, self.device["hardware_key"], record["scenario"]["id"])
         except ResultFileError as err:
             note = str(err)
-        verdict = judge(record, baseline)
+        try:
+            noise = self.noise().get(record["scenario"]["id"])
+        except ResultFileError as err:
+            noise, note = None, str(err)
+        verdict = judge(record, baseline, noise)
         if note:
             verdict.status, verdict.note = "error", note
         record["verdict"] = {
@@ -301,6 +368,7 @@ class RunSession:
                 "effective_config": baseline.get("effective_config"),
                 "device": baseline.get("device"),
                 "metric_medians": {k: v.get("value") for k, v in baseline["metrics"].items()},
+                "metric_samples": {k: v.get("samples") for k, v in baseline["metrics"].items()},
             }
         write_result(self.run_dir, record)
         return verdict
@@ -329,6 +397,7 @@ class RunSession:
     def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
         atomic_write_json(self.run_dir / "run.json", {
             "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "profile": self.profile,
+            "profile_path": self.profile_path,
             "started_at": self.started_at, "finished_at": now_iso() if finished else None,
             "interrupted": interrupted, "device": self.device, "provenance": self.provenance,
             "stats": {**self.stats.as_dict(), "wall_s": time.monotonic() - self.started},

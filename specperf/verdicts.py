@@ -27,6 +27,7 @@ FAILING = (ERROR, REGRESSION)
 
 ALPHA = 0.05        # significance level of the U test
 MIN_ROUNDS = 4      # with fewer rounds on either side, p < ALPHA is impossible
+NOISE_MULTIPLE = 3.0    # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
 EPSILON = 1e-12
 
 
@@ -85,9 +86,12 @@ def worst(statuses) -> str:
 
 
 def compare_metric(metric: str, baseline_samples: list[float], current_samples: list[float],
-                   tolerance: float | None = None) -> MetricVerdict:
+                   tolerance: float | None = None, noise_cv: float | None = None) -> MetricVerdict:
+    """tolerance: the profile's (default: the metric's); noise_cv widens it to NOISE_MULTIPLE x CV."""
     spec = spec_for(metric)
     tol = spec.rel_tolerance if tolerance is None else tolerance
+    if noise_cv is not None:
+        tol = max(tol, NOISE_MULTIPLE * noise_cv)
     if not current_samples:
         return MetricVerdict(metric, INVALID, tolerance=tol, note="no current value")
     current = statistics.median(current_samples)
@@ -140,7 +144,8 @@ def tolerance_for(metric: str, overrides: dict) -> float | None:
     return overrides.get(metric, overrides.get(spec_for(metric).name))
 
 
-def judge(result: dict, baseline: dict | None) -> ScenarioVerdict:
+def judge(result: dict, baseline: dict | None, noise: dict[str, float] | None = None) -> ScenarioVerdict:
+    """noise: this scenario's measured CV per metric (noise.load_noise), widening its thresholds."""
     scenario = result["scenario"]
     if result.get("status") != "ok":
         return ScenarioVerdict(scenario["id"], ERROR, note=result.get("error") or "no result")
@@ -149,7 +154,8 @@ def judge(result: dict, baseline: dict | None) -> ScenarioVerdict:
                                note=f"scenario changed (hash {baseline['scenario_hash']} -> {scenario['hash']})")
     tolerances = scenario.get("tolerances", {})
     base = metric_samples(baseline["metrics"]) if baseline is not None else {}
-    verdicts = [compare_metric(name, base.get(name, []), samples, tolerance_for(name, tolerances))
+    noise = noise or {}
+    verdicts = [compare_metric(name, base.get(name, []), samples, tolerance_for(name, tolerances), noise.get(name))
                 for name, samples in metric_samples(result["metrics"]).items()]
     informational = set(scenario.get("informational", []))
     gating = []

@@ -145,7 +145,7 @@ def test_write_baseline_files_under_the_result_hardware_key(tmp_path):
 
 
 def test_write_baseline_refuses_error(tmp_path):
-    with pytest.raises(ValueError, match="error result"):
+    with pytest.raises(ValueError, match="from a result with status 'error'"):
         write_baseline(tmp_path, make_record(status="error", error="boom"))
     assert not any(tmp_path.iterdir())
 

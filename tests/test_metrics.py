@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.metrics import (
+from specperf.metrics import (output_hash, 
     HIGHER,
     LOWER,
     METRICS,
@@ -105,7 +105,10 @@ def test_lossless_fraction():
     assert lossless_fraction([[1, 2, 3], [4, 5], [6]], reference) == 1.0
     assert lossless_fraction([[1, 2, 3], [4, 9], [6]], reference) == pytest.approx(2 / 3)
     assert lossless_fraction([[1, 2], [4, 5, 7], [7]], reference) == 0.0
-    assert lossless_fraction([(1, 2, 3), (4, 5), (6,)], reference) == 1.0     # tuples compare as lists
+    hashes = [output_hash(ids) for ids in reference]
+    assert lossless_fraction([output_hash(ids) for ids in ([1, 2, 3], (4, 5), [6])], hashes) == 1.0
+    assert lossless_fraction([output_hash(ids) for ids in ([1, 2, 3], [4, 5, 0], [6])], hashes) == pytest.approx(2 / 3)
+    assert output_hash([1, 23]) != output_hash([12, 3])
 
 
 def test_lossless_fraction_length_mismatch():

@@ -116,3 +116,36 @@ def test_default_profile_without_gpu_is_cpu_smoke(pytester, monkeypatch):
     assert plugin.default_profile() == "cpu-smoke"
     monkeypatch.setattr(plugin, "has_nvidia_gpu", lambda: True)
     assert plugin.default_profile() == "h100-nightly"
+
+
+def usage_error(pytester, *args) -> str:
+    """The one-line usage error of a run with these options (collection only: nothing runs)."""
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    output = result.stderr.str() + result.stdout.str()
+    assert "Traceback" not in output
+    (line,) = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    return line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--rounds", "0"], "--rounds must be at least 1, got 0"),
+    (["--rounds", "2", "--update-baselines"], "--update-baselines needs at least 4 rounds"),
+    (["--scenario-timeout", "0"], "--scenario-timeout must be positive"),
+    (["--resume", "no-such-run"], "--resume: no-such-run/run.json: cannot read run file"),
+])
+def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, profile, args, words):
+    assert words in usage_error(pytester, "--profile", str(profile), *args)
+
+
+def test_resume_reads_the_profile_of_the_run_and_refuses_another(pytester, profile, tmp_path):
+    from specperf.results import atomic_write_json
+
+    run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
+    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "profile": "plugin-test",
+                                             "profile_path": str(profile)})
+    assert len(collected_ids(pytester, "--resume", str(run_dir))) == 16
+    line = usage_error(pytester, "--resume", str(run_dir), "--profile", "cpu-smoke")
+    assert "that run measured profile 'plugin-test', not 'cpu-smoke'" in line
+    (run_dir / "run.json").write_text("{")
+    assert "corrupt run file" in usage_error(pytester, "--resume", str(run_dir))

@@ -329,11 +329,23 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL[:CELL.index("[[cells]]")], "cells", "at least one"),
     (CELL.replace('path = "org/model"', 'path = "builtin:no-such"'), "models.m.path",
      "unknown builtin checkpoint 'builtin:no-such'"),
+    (CELL.replace('path = "org/model"', 'path = "/no/such/checkpoint"'), "models.m.path",
+     "no such local checkpoint '/no/such/checkpoint'"),
+    (CELL.replace('method = "ngram"', 'method = "ngram"\nmodel = "./no-such-head"'), "methods.ngram-k3.model",
+     "no such local checkpoint './no-such-head'"),
+    (CELL.replace('method = "ngram"', 'method = "eagel"'), "methods.ngram-k3.method",
+     "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix)"),
 ])
 def test_malformed_profile(tmp_path, text, field, words):
     message = profile_error(tmp_path, text)
     assert f": {field}: " in message
     assert words in message
+
+
+def test_existing_local_checkpoint_is_accepted(tmp_path):
+    (tmp_path / "weights").mkdir()
+    text = CELL.replace('path = "org/model"', f'path = "{tmp_path / "weights"}"')
+    assert load_profile(str(write_profile(tmp_path, text))).scenarios[0].model.path == str(tmp_path / "weights")
 
 
 def test_bad_toml_syntax(tmp_path):

@@ -42,6 +42,7 @@ def baseline_from_result(result: dict) -> dict:
         "provenance": result["provenance"],
         "device": result["device"],
         "effective_config": result.get("effective_config"),
+        "memory": result.get("memory"),
         "recorded_at": result["finished_at"],
     }
 

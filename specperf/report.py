@@ -25,8 +25,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from . import metrics
+from .gpus import BAD_THROTTLE_REASONS
 from .results import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
-from .verdicts import ERROR, FAILING, INCOMPATIBLE, NO_BASELINE, SEVERITY
+from .verdicts import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY, metric_samples
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data.json"
@@ -36,6 +37,9 @@ OUTPUTS_SHOWN = 3        # sample requests shown per scenario
 MARKDOWN_ROWS = 200      # scenarios listed in the Markdown summary
 NO_SD_METHOD = "none"    # vLLM method name of the no-SD reference scenarios
 SKIPPED = "skipped"      # result status of a scenario whose workload was unavailable; never judged
+
+IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
+CPU_CLOCKS = "no GPU: clocks and throttling not measured (CPU tier)"
 
 KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
                "lossless_fraction")
@@ -151,6 +155,24 @@ def fmt_p(value) -> str:
     return f"{value:.3g}" if _finite(value) else "—"
 
 
+def fmt_spread(median, stats: dict | None) -> str:
+    """A median with the spread of its rounds, e.g. "31.2 ±4.1% (n=4)" (spread: coefficient of variation)."""
+    text = fmt_num(median)
+    if median is None or not stats:
+        return text
+    if _finite(stats.get("cv")):
+        text += f" ±{stats['cv']:.1%}"
+    return text + f" (n={stats['n']})"
+
+
+def fmt_mib(value) -> str:
+    return f"{value:.0f} MiB" if _finite(value) else "—"
+
+
+def fmt_ratio(value) -> str:
+    return f"x{value:.2f}" if _finite(value) else "—"
+
+
 def fmt_duration(seconds) -> str:
     if not _finite(seconds):
         return "—"
@@ -222,6 +244,33 @@ def _int_or_none(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _round_samples(by_metric) -> dict[str, list[float]]:
+    """Finite round samples per verdict metric name (per-position vectors become acceptance_pos<i>)."""
+    if not isinstance(by_metric, dict):
+        return {}
+    entries = {name: entry for name, entry in by_metric.items()
+               if isinstance(entry, dict) and isinstance(entry.get("samples"), list)}
+    try:
+        flat = metric_samples(entries)
+    except TypeError:               # a per-position sample that is not a list: shape unknown, no spread
+        return {}
+    return {name: [s for s in samples if _finite(s)] for name, samples in flat.items()}
+
+
+def _with_spreads(record: dict, metric_verdicts: list[dict]) -> list[dict]:
+    """Metric verdicts with the round statistics (metrics.summarise) of each side; None where no samples."""
+    current = _round_samples(record.get("metrics"))
+    baseline = record.get("baseline")
+    stored = baseline.get("metric_samples") if isinstance(baseline, dict) else None   # absent in older records
+    previous = _round_samples({name: {"samples": samples} for name, samples in stored.items()}
+                              if isinstance(stored, dict) else None)
+
+    def stats(samples):
+        return metrics.summarise(samples) if samples else None
+    return [{**m, "baseline_stats": stats(previous.get(m.get("metric"))),
+             "current_stats": stats(current.get(m.get("metric")))} for m in metric_verdicts]
+
+
 def scenario_view(record: dict, source: Path | None = None) -> dict:
     """The plain facts of one result that every output format needs."""
     scenario = record.get("scenario") or {}
@@ -252,7 +301,8 @@ def scenario_view(record: dict, source: Path | None = None) -> dict:
         "result_status": result_status,
         "error": record.get("error") or "",
         "note": note,
-        "metric_verdicts": [m for m in verdict.get("metrics") or [] if isinstance(m, dict)],
+        "hint": IMPROVEMENT_HINT if status == IMPROVEMENT else "",
+        "metric_verdicts": _with_spreads(record, [m for m in verdict.get("metrics") or [] if isinstance(m, dict)]),
         "values": {name: _metric_value(record, name) for name in KEY_METRICS},
         "source": str(source) if source is not None else "",
     }
@@ -284,18 +334,49 @@ def _failing_lines(view: dict) -> list[str]:
         return [view["error"]]
     lines = []
     for m in view["metric_verdicts"]:
-        if m.get("status") in ("pass", "improvement", NO_BASELINE):
+        if m.get("status") in ("pass", NO_BASELINE):
             continue
-        text = f"{m.get('metric')} {m.get('status')} {fmt_change(m.get('change'))}"
+        text = (f"{m.get('metric')} {m.get('status')} {fmt_change(m.get('change'))}: "
+                f"{fmt_spread(m.get('baseline'), m['baseline_stats'])} → "
+                f"{fmt_spread(m.get('current'), m['current_stats'])}")
         if _finite(m.get("p_value")):
             text += f", p {fmt_p(m['p_value'])}"
         lines.append(text + (f" ({m['note']})" if m.get("note") else ""))
     if view["note"]:
         lines.insert(0, view["note"])
+    if view["hint"]:
+        lines.append(view["hint"])
     return lines
 
 
 # --------------------------------------------------------------------------- run header
+
+def _clocks(records: list[dict], devices: list[dict]) -> dict:
+    """GPU clock and throttle state over the scenarios: the lowest median SM clock, the union of throttle reasons."""
+    sampled = [((r.get("scenario") or {}).get("id"), r["gpu_telemetry"]) for r in records
+               if isinstance(r.get("gpu_telemetry"), dict)]
+    facts = {"measured": bool(sampled), "sm_clock_mhz": None, "max_sm_clock_mhz": None,
+             "throttle_reasons": [], "bad_reasons": [], "bad_scenarios": []}
+    if not sampled:
+        kinds = {d.get("kind") for d in devices}
+        facts["line"] = ("GPU clocks and throttling not recorded" if "gpu" in kinds
+                         else CPU_CLOCKS if "cpu" in kinds else "clocks and throttling unknown")
+        return facts
+    medians = [m for _, t in sampled if _finite(m := (t.get("sm_clock_mhz") or {}).get("median"))]
+    maxima = [m for d in devices for g in d.get("gpus") or [] if isinstance(g, dict)
+              and _finite(m := g.get("max_sm_clock_mhz"))]
+    reasons = sorted(_distinct(str(name) for _, t in sampled for name in t.get("throttle_reasons") or []),
+                     key=lambda name: name not in BAD_THROTTLE_REASONS)     # the bad ones first
+    facts.update(sm_clock_mhz=min(medians) if medians else None, max_sm_clock_mhz=max(maxima) if maxima else None,
+                 throttle_reasons=reasons, bad_reasons=[x for x in reasons if x in BAD_THROTTLE_REASONS],
+                 bad_scenarios=[sid for sid, t in sampled
+                                if any(x in BAD_THROTTLE_REASONS for x in t.get("throttle_reasons") or [])])
+    clock = f"SM clock {facts['sm_clock_mhz']:.0f} MHz" if medians else "SM clock not sampled"
+    if maxima:
+        clock += f" (max {facts['max_sm_clock_mhz']:.0f})"
+    facts["line"] = f"{clock}, throttling: {', '.join(reasons) or 'none seen'}"
+    return facts
+
 
 def _header(data: RunData, views: list[dict]) -> dict:
     records = data.results
@@ -313,6 +394,7 @@ def _header(data: RunData, views: list[dict]) -> dict:
     wall = [s.get("wall_s") for s in stats if _finite(s.get("wall_s"))]
     interrupted = any(r.get("interrupted") for r in runs) or any(r.get("finished_at") is None for r in runs)
     counts = verdict_counts(views)
+    clocks = _clocks(records, devices)
     return {
         "run_ids": _distinct(r.get("run_id") for r in runs) or [d.name for d in data.run_dirs],
         "profiles": _distinct([r.get("profile") for r in runs]
@@ -329,6 +411,13 @@ def _header(data: RunData, views: list[dict]) -> dict:
                              + (f" x{d['count']}" if d.get("kind") == "gpu" and _finite(d.get("count"))
                                 and d["count"] > 1 else "")
                              for d in devices if d),
+        "drivers": _distinct(str(d["driver"]) + (f" (CUDA {d['cuda_driver_version']})"
+                                                 if d.get("cuda_driver_version") else "")
+                             for d in devices if d.get("driver")),
+        "clocks": clocks,
+        "throttle_warning": (f"GPU throttling that lowers clocks was seen ({', '.join(clocks['bad_reasons'])}) in "
+                             f"{len(clocks['bad_scenarios'])} of {len(records)} scenarios: their throughput and "
+                             "speedup are suspect." if clocks["bad_reasons"] else ""),
         "hardware_keys": _distinct(d.get("hardware_key") for d in devices),
         "git_commits": _distinct(p.get("git_commit") for p in provenances),
         "suite_versions": _distinct(p.get("suite_version") for p in provenances),
@@ -354,7 +443,8 @@ def _verdict_groups(pairs: list[tuple[dict, dict]]) -> list[dict]:
             status = str(m.get("status") or "?")
             rows.append({
                 "metric": str(m.get("metric") or "?"), "status": status, "css": _status_class(status),
-                "baseline": fmt_num(m.get("baseline")), "current": fmt_num(m.get("current")),
+                "baseline": fmt_spread(m.get("baseline"), m["baseline_stats"]),
+                "current": fmt_spread(m.get("current"), m["current_stats"]),
                 "change": fmt_change(m.get("change")), "tolerance": fmt_pct(m.get("tolerance")),
                 "p_value": fmt_p(m.get("p_value")), "note": str(m.get("note") or ""),
             })
@@ -590,7 +680,79 @@ def _where_sd_pays(pairs: list[tuple[dict, dict]]) -> dict:
     return {"limits": limits, "best": best}
 
 
+# --------------------------------------------------------------------------- peak memory
+
+def _peak(value) -> float | None:
+    return value if _finite(value) else None
+
+
+def _memory_peaks(record: dict) -> tuple[float | None, float | None]:
+    """(current, baseline) peak memory in MiB of one scenario, None where not measured."""
+    memory = record.get("memory")
+    baseline = record.get("baseline")
+    return (_peak(memory.get("peak_mib")) if isinstance(memory, dict) else None,
+            _peak(baseline.get("memory_peak_mib")) if isinstance(baseline, dict) else None)
+
+
+def _memory_cell(record: dict, reference: dict | None) -> dict:
+    current, baseline = _memory_peaks(record)
+    ref_current, ref_baseline = _memory_peaks(reference) if reference else (None, None)
+    return {"peak_mib": current, "ratio": current / ref_current if current and ref_current else None,
+            "baseline_peak_mib": baseline,
+            "baseline_ratio": baseline / ref_baseline if baseline and ref_baseline else None}
+
+
+def memory_table(pairs: list[tuple[dict, dict]]) -> dict:
+    """Peak memory of each method against the no-SD reference, per (model, dataset, batch size)."""
+    groups: dict[tuple, dict[str | None, dict]] = {}    # method label (None: the no-SD reference) -> record
+    for view, record in pairs:
+        if any(x is not None for x in _memory_peaks(record)):
+            key = (view["model"], view["dataset"], view["batch_size"])
+            groups.setdefault(key, {})[view["method"] if view["is_sd"] else None] = record
+    methods = sorted({m for group in groups.values() for m in group if m is not None})
+    rows = []
+    for (model, dataset, batch_size), group in sorted(groups.items(), key=lambda g: (g[0][:2], g[0][2] or 0)):
+        reference = group.get(None)
+        rows.append({
+            "model": model, "dataset": dataset, "batch_size": batch_size,
+            "reference": _memory_cell(reference, None) if reference else None,
+            "methods": [{"method": m, **_memory_cell(group[m], reference)} if m in group else None for m in methods],
+        })
+    sources = _distinct((r.get("memory") or {}).get("source") for _, r in pairs if isinstance(r.get("memory"), dict))
+    return {"methods": methods, "rows": rows, "sources": [str(x) for x in sources]}
+
+
+def memory_text(cell: dict) -> str:
+    """One cell of the memory table as plain text: "1770 MiB x1.77 (baseline 1700 MiB x1.70)"."""
+    text = fmt_mib(cell["peak_mib"]) + (f" {fmt_ratio(cell['ratio'])}" if cell["ratio"] else "")
+    if cell["baseline_peak_mib"] is not None:
+        text += f" (baseline {fmt_mib(cell['baseline_peak_mib'])}"
+        text += f" {fmt_ratio(cell['baseline_ratio'])})" if cell["baseline_ratio"] else ")"
+    return text
+
+
 # --------------------------------------------------------------------------- per-scenario detail
+
+def _telemetry(record: dict) -> dict | None:
+    """The GPU telemetry sampled during a scenario's measurement, formatted; None on CPU."""
+    telemetry = record.get("gpu_telemetry")
+    if not isinstance(telemetry, dict):
+        return None
+
+    def row(key: str, label: str) -> dict:
+        stats = telemetry.get(key) if isinstance(telemetry.get(key), dict) else {}
+        return {"label": label, **{k: fmt_num(stats.get(k)) for k in ("min", "median", "max")}}
+    memory = telemetry.get("memory_used_mib") if isinstance(telemetry.get("memory_used_mib"), dict) else {}
+    return {
+        "rows": [row("sm_clock_mhz", "SM clock (MHz)"), row("mem_clock_mhz", "memory clock (MHz)"),
+                 row("temperature_c", "temperature (°C)"), row("power_w", "power (W)")],
+        "reasons": [{"name": str(x), "bad": x in BAD_THROTTLE_REASONS}
+                    for x in telemetry.get("throttle_reasons") or []],
+        "memory_start": fmt_mib(memory.get("start")), "memory_peak": fmt_mib(memory.get("peak")),
+        "samples": fmt_num(telemetry.get("samples")), "interval_s": fmt_num(telemetry.get("interval_s")),
+        "foreign_pids": [str(x) for x in telemetry.get("foreign_pids") or []],
+    }
+
 
 def _config_drift(current, baseline) -> list[dict]:
     """Effective-config keys whose value differs from the baseline's (defaults drift across vLLM versions)."""
@@ -635,6 +797,7 @@ def _detail(view: dict, record: dict) -> dict:
     lossless = record.get("lossless")
     validity = record.get("validity") or {}
     timings = record.get("timings") or {}
+    memory = record.get("memory")
     return {
         "view": view,
         "open": view["status"] in FAILING,
@@ -642,6 +805,9 @@ def _detail(view: dict, record: dict) -> dict:
         "metrics": metrics,
         "rounds": rounds,
         "counters": json.dumps(record["counters"], sort_keys=True) if record.get("counters") is not None else None,
+        "memory": {"peak": fmt_mib(memory.get("peak_mib")), "source": str(memory.get("source") or "—"),
+                   "baseline": _memory_peaks(record)[1]} if isinstance(memory, dict) else None,
+        "telemetry": _telemetry(record),
         "lossless": {
             "identical": fmt_num(lossless.get("identical")), "total": fmt_num(lossless.get("total")),
             "reference_id": str(lossless.get("reference_id") or scenario.get("reference_id") or "the no-SD reference"),
@@ -677,6 +843,8 @@ def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt_num
+    env.filters["mib"] = fmt_mib
+    env.filters["ratio"] = fmt_ratio
     return env
 
 
@@ -709,6 +877,7 @@ def render_html(data: RunData) -> str:
                   "engine": reference.get("engine", "")},
         "acceptance": _acceptance_table(pairs, colors),
         "pays": _where_sd_pays(pairs),
+        "memory": memory_table(pairs),
         "details": [_detail(v, r) for v, r in pairs],
         "script": script,
         "script_hash": script_hash,
@@ -749,12 +918,15 @@ def render_markdown(data: RunData) -> str:
     facts.append("vLLM " + md_escape(vllm))
     if header["hardware_keys"]:
         facts.append("hardware " + md_escape(", ".join(header["hardware_keys"])))
+    facts.append(md_escape(header["clocks"]["line"]))
     facts.append(f"run time {header['run_time']}")
     if header["engine_starts"] is not None:
         facts.append(f"{header['engine_starts']} engine starts")
     lines.append(" · ".join(facts))
     if header["interrupted"]:
         lines += ["", "**The run was interrupted or has not finished: results may be missing.**"]
+    if header["throttle_warning"]:
+        lines += ["", "**" + md_escape(header["throttle_warning"]) + "**"]
     for problem in header["problems"]:
         lines += ["", "Problem: " + md_escape(problem)]
     if not views:
@@ -772,7 +944,20 @@ def render_markdown(data: RunData) -> str:
         lines += _markdown_table(rows) + ["", "</details>"]
     if len(views) > shown:
         lines += ["", f"… and {len(views) - shown} more scenarios in the HTML report."]
+    memory = memory_table(pairs)
+    if memory["rows"]:
+        lines += ["", "### Peak memory against no-SD", ""] + _markdown_memory(memory)
     return "\n".join(lines) + "\n"
+
+
+def _markdown_memory(memory: dict) -> list[str]:
+    lines = ["| Model | Dataset | Batch | no-SD | " + " | ".join(md_escape(m) for m in memory["methods"]) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(memory["methods"])]
+    for row in memory["rows"][:MARKDOWN_ROWS]:
+        cells = [row["reference"]] + row["methods"]
+        lines.append("| " + " | ".join([md_escape(row["model"]), md_escape(row["dataset"]), fmt_num(row["batch_size"])]
+                                       + [memory_text(c) if c else "—" for c in cells]) + " |")
+    return lines
 
 
 def _markdown_table(views: list[dict]) -> list[str]:
@@ -813,7 +998,10 @@ def summary_json(data: RunData) -> dict:
             "result_status": view["result_status"], "error": view["error"] or None,
             "metrics": dict(view["values"]),
             "metric_verdicts": view["metric_verdicts"],
+            "hint": view["hint"] or None,
             "lossless": record.get("lossless"),
+            "memory": record.get("memory"),
+            "gpu_telemetry": record.get("gpu_telemetry"),
             "stand_in": (record.get("workload") or {}).get("stand_in"),
             "source": view["source"],
         })
@@ -829,6 +1017,9 @@ def summary_json(data: RunData) -> dict:
         "vllm": header["vllm"],
         "baseline_vllm": header["baseline_vllm"],
         "hardware_keys": header["hardware_keys"],
+        "drivers": header["drivers"],
+        "clocks": header["clocks"],
+        "memory": [{**row, "methods": [c for c in row["methods"] if c]} for row in memory_table(pairs)["rows"]],
         "started_at": header["started"] if header["started"] != "—" else None,
         "finished_at": header["finished"] if header["finished"] != "—" else None,
         "engine_starts": header["engine_starts"],

@@ -369,6 +369,7 @@ class RunSession:
                 "device": baseline.get("device"),
                 "metric_medians": {k: v.get("value") for k, v in baseline["metrics"].items()},
                 "metric_samples": {k: v.get("samples") for k, v in baseline["metrics"].items()},
+                "memory_peak_mib": (baseline.get("memory") or {}).get("peak_mib"),
             }
         write_result(self.run_dir, record)
         return verdict

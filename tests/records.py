@@ -88,3 +88,28 @@ def write_run(run_dir: Path, records: list[dict]) -> Path:
     for record in records:
         write_result(run_dir, record)
     return run_dir
+
+
+def gpu_device(*, count: int = 1, throttle_reasons: list[str] | None = None, max_sm_clock_mhz: int = 1980) -> dict:
+    """A record["device"] of an H100 box as hardware.describe_device gives it, one entry per GPU."""
+    gpus = [{"index": i, "uuid": f"GPU-{i:04d}", "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
+             "ecc_mode": True, "ecc_uncorrected_errors": 0, "persistence_mode": True, "mig_mode": False,
+             "sm_clock_mhz": max_sm_clock_mhz, "max_sm_clock_mhz": max_sm_clock_mhz, "mem_clock_mhz": 2619,
+             "temperature_c": 35, "power_w": 70.0, "power_limit_w": 700.0,
+             "throttle_reasons": list(throttle_reasons or [])} for i in range(count)]
+    return {"kind": "gpu", "name": "NVIDIA H100 80GB HBM3", "count": count, "memory_gib": 80,
+            "driver": "550.54.15", "cuda_driver_version": "12.4",
+            "hardware_key": f"gpu-nvidia-h100-80gb-hbm3-80g-x{count}", "gpus": gpus}
+
+
+def gpu_telemetry(*, sm_clock_median: float = 1980.0, throttle_reasons: list[str] | None = None,
+                  foreign_pids: list[int] | None = None) -> dict:
+    """A record["gpu_telemetry"]: what the GPU did while a scenario was measured."""
+    return {"samples": 40, "interval_s": 0.25,
+            "sm_clock_mhz": {"min": sm_clock_median - 15, "median": sm_clock_median, "max": 1980.0},
+            "mem_clock_mhz": {"min": 2619.0, "median": 2619.0, "max": 2619.0},
+            "temperature_c": {"min": 41.0, "median": 55.0, "max": 63.0},
+            "power_w": {"min": 180.0, "median": 420.5, "max": 612.0},
+            "throttle_reasons": list(throttle_reasons or []),
+            "memory_used_mib": {"start": 70123.0, "peak": 71002.0},
+            "foreign_pids": list(foreign_pids or [])}

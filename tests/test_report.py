@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from records import gpu_device, gpu_telemetry
 
 from specperf import report
 from specperf.results import atomic_write_json, write_result
@@ -481,6 +482,185 @@ def test_odd_values_render(tmp_path):
     report.render_markdown(data)
 
 
+# --------------------------------------------------------------------------- spread, clocks, memory
+
+def scenario_rows(html: str, scenario_id: str) -> str:
+    """The verdict table's rows of one scenario."""
+    table = verdict_table(html)
+    start = table.index(f'<a href="#s-{scenario_id}">')
+    return table[start:table.index("</tbody>", start)]
+
+
+def scenario_detail(html: str, scenario_id: str) -> str:
+    details = section(html, "details")
+    start = details.index(f'id="s-{scenario_id}"')
+    return details[start:details.index("</details>", start)]
+
+
+def spread_record() -> dict:
+    """A regression whose baseline stored its round samples: throughput 120/130/140/130, position 1 .5/.7/.6/.6."""
+    record = make_record(method="ngram", verdict="regression", speedup=1.38, baseline_speedup=1.5)
+    record["verdict"]["metrics"].append({"metric": "acceptance_pos1", "status": "pass", "baseline": 0.6,
+                                         "current": 0.6, "change": 0.0, "tolerance": 0.05, "p_value": None,
+                                         "note": ""})
+    record["baseline"]["metric_samples"] = {
+        "throughput_tok_s": [120.0, 130.0, 140.0, 130.0],
+        "per_position_acceptance": [[0.8, 0.5, 0.4], [0.8, 0.7, 0.4], [0.8, 0.6, 0.4], [0.8, 0.6, 0.4]],
+    }
+    return record
+
+
+def test_verdict_table_shows_spread_and_rounds_of_both_sides(tmp_path):
+    run = make_run(tmp_path / "run", [spread_record()])
+    rows = scenario_rows(report.render_html(report.load_run([run])), "smollm2-135m-ngram-bs4-instructcoder")
+    # baseline: stdev 8.165 / mean 130; current: rounds 134.7..138.7, stdev 1.581 / mean 136.7
+    assert '<td class="num">130 ±6.3% (n=4)</td>' in rows and '<td class="num">134.7 ±1.2% (n=5)</td>' in rows
+    # per-position samples are flattened to acceptance_pos<i>: .5/.7/.6/.6 against .6 in all five rounds
+    assert "0.6 ±13.6% (n=4)" in rows and "0.6 ±0.0% (n=5)" in rows
+
+
+def test_old_baseline_without_round_samples_shows_its_median_only(tmp_path):
+    record = make_record(method="ngram", verdict="pass", speedup=1.5, baseline_speedup=1.5)
+    assert "metric_samples" not in record["baseline"]
+    data = report.load_run([make_run(tmp_path / "run", [record])])
+    rows = scenario_rows(report.render_html(data), "smollm2-135m-ngram-bs4-instructcoder")
+    assert '<td class="num">130</td>' in rows and "134.7 ±1.2% (n=5)" in rows
+    verdicts = report.summary_json(data)["scenarios"][0]["metric_verdicts"]
+    assert verdicts[0]["baseline_stats"] is None and verdicts[0]["current_stats"]["n"] == 5
+
+
+def test_markdown_and_json_carry_the_spreads(tmp_path):
+    data = report.load_run([make_run(tmp_path / "run", [spread_record()])])
+    row = next(line for line in report.render_markdown(data).splitlines() if line.startswith("| smollm2"))
+    assert "throughput\\_tok\\_s regression +3.6%: 130 ±6.3% (n=4) → 134.7 ±1.2% (n=5), p 0.01" in row
+    throughput = report.summary_json(data)["scenarios"][0]["metric_verdicts"][0]
+    assert throughput["baseline_stats"]["n"] == 4 and throughput["baseline_stats"]["median"] == 130.0
+    assert throughput["baseline_stats"]["cv"] == pytest.approx(0.0628, abs=1e-4)
+    assert throughput["current_stats"]["n"] == 5
+    assert throughput["current_stats"]["cv"] == pytest.approx(0.01157, abs=1e-5)
+
+
+def test_improvement_suggests_refreshing_the_baseline(mixed_run):
+    data = report.load_run([mixed_run])
+    html = report.render_html(data)
+    scenario_id = "smollm2-135m-ngram-bs16-instructcoder"
+    assert report.IMPROVEMENT_HINT == "improvement — consider refreshing the baseline (--update-baselines)"
+    assert report.IMPROVEMENT_HINT in scenario_rows(html, scenario_id)
+    assert report.IMPROVEMENT_HINT in scenario_detail(html, scenario_id)
+    assert html.count(report.IMPROVEMENT_HINT) == 2            # only the improved scenario
+    row = next(line for line in report.render_markdown(data).splitlines() if line.startswith(f"| {scenario_id}"))
+    assert "improvement" in row and "consider refreshing the baseline (--update-baselines)" in row
+    hints = {s["id"]: s["hint"] for s in report.summary_json(data)["scenarios"]}
+    assert hints[scenario_id] == report.IMPROVEMENT_HINT
+    assert [h for h in hints.values() if h] == [report.IMPROVEMENT_HINT]
+
+
+def gpu_record(method: str, batch_size: int, *, telemetry: dict | None) -> dict:
+    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3)
+    record["device"] = gpu_device()
+    record["gpu_telemetry"] = telemetry
+    return record
+
+
+def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
+    run = make_run(tmp_path / "run", [
+        gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["sw_power_cap"])),
+        gpu_record("eagle", 4, telemetry=gpu_telemetry(sm_clock_median=1755.0, throttle_reasons=["hw_slowdown"],
+                                                       foreign_pids=[4242])),
+        gpu_record("ngram", 4, telemetry=None),       # an errored scenario has no telemetry
+    ])
+    data = report.load_run([run])
+    html = report.render_html(data)
+    header = html[html.index("<header>"):html.index("</header>")]
+    line = "SM clock 1755 MHz (max 1980), throttling: hw_slowdown, sw_power_cap"   # min of medians, union, bad first
+    assert f'<dt>clocks</dt><dd class="error-line">{line}' in header
+    assert re.search(r'<p class="alert bad">GPU throttling that lowers clocks was seen \(hw_slowdown\) '
+                     r"in 1 of 3 scenarios", header)
+    assert "550.54.15 (CUDA 12.4)" in header
+    detail = scenario_detail(html, "smollm2-135m-eagle-bs4-instructcoder")
+    assert "GPU telemetry during measurement" in detail
+    assert re.search(r"<td>SM clock \(MHz\)</td><td class=\"num\">1740</td><td class=\"num\">1755</td>", detail)
+    assert '<span class="badge regression">hw_slowdown</span>' in detail
+    assert "70123 MiB at start, 71002 MiB at peak" in detail
+    assert "Other processes used the GPU during the measurement: 4242" in detail
+    assert "sw_power_cap" in scenario_detail(html, "smollm2-135m-nosd-bs4-instructcoder")
+    assert "GPU telemetry" not in scenario_detail(html, "smollm2-135m-ngram-bs4-instructcoder")
+    md = report.render_markdown(data)
+    assert "SM clock 1755 MHz (max 1980), throttling: hw\\_slowdown, sw\\_power\\_cap" in md.splitlines()[2]
+    assert "**GPU throttling that lowers clocks was seen (hw\\_slowdown) in 1 of 3 scenarios" in md
+    clocks = report.summary_json(data)["clocks"]
+    assert clocks["line"] == line and clocks["bad_reasons"] == ["hw_slowdown"]
+    assert clocks["bad_scenarios"] == ["smollm2-135m-eagle-bs4-instructcoder"]
+
+
+def test_gpu_header_without_throttling(tmp_path):
+    run = make_run(tmp_path / "run", [gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["gpu_idle"])),
+                                      gpu_record("eagle", 4, telemetry=gpu_telemetry())])
+    html = report.render_html(report.load_run([run]))
+    header = html[html.index("<header>"):html.index("</header>")]
+    assert "<dt>clocks</dt><dd>SM clock 1980 MHz (max 1980), throttling: gpu_idle" in header
+    assert "alert bad" not in header
+
+
+def test_cpu_header_says_clocks_are_not_measured(mixed_run):
+    data = report.load_run([mixed_run])
+    html = report.render_html(data)
+    header = html[html.index("<header>"):html.index("</header>")]
+    assert "<dt>clocks</dt><dd>no GPU: clocks and throttling not measured (CPU tier)</dd>" in header
+    assert "GPU telemetry" not in html
+    assert "no GPU: clocks and throttling not measured (CPU tier)" in report.render_markdown(data)
+    assert report.summary_json(data)["clocks"]["line"] == report.CPU_CLOCKS
+
+
+def memory_record(method: str, batch_size: int, peak: float | None, baseline_peak: float | None = None) -> dict:
+    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3,
+                         baseline_speedup=None if method == "nosd" else 1.3)
+    record["memory"] = {"peak_mib": peak, "source": "torch.cuda.max_memory_allocated <b>"} if peak else None
+    if baseline_peak is not None:
+        record["baseline"] = {**(record["baseline"] or {}), "memory_peak_mib": baseline_peak}
+    return record
+
+
+def test_peak_memory_against_no_sd(tmp_path):
+    run = make_run(tmp_path / "run", [
+        memory_record("nosd", 4, 1000.0, baseline_peak=1000.0),
+        memory_record("ngram", 4, 1000.0),
+        memory_record("eagle", 4, 1080.0),
+        memory_record("draft_model", 4, 1770.0, baseline_peak=1700.0),
+        memory_record("draft_model", 16, 2400.0),        # no reference at batch 16: no ratio
+        memory_record("eagle", 16, None),                 # not measured
+    ])
+    data = report.load_run([run])
+    table = report.memory_table(report._sorted_views(data))
+    assert table["methods"] == ["draft_model", "eagle", "ngram"]
+    bs4, bs16 = table["rows"]
+    assert (bs4["batch_size"], bs16["batch_size"]) == (4, 16)
+    draft, eagle, ngram = bs4["methods"]
+    assert draft["ratio"] == pytest.approx(1.77) and draft["baseline_ratio"] == pytest.approx(1.70)
+    assert eagle["ratio"] == pytest.approx(1.08) and eagle["baseline_ratio"] is None
+    assert ngram["ratio"] == pytest.approx(1.0)
+    assert bs16["reference"] is None and bs16["methods"][0]["ratio"] is None and bs16["methods"][1:] == [None, None]
+
+    html = section(report.render_html(data), "memory")
+    assert "1770 MiB <strong>x1.77</strong>" in html and "baseline 1700 MiB x1.70" in html
+    assert "1080 MiB <strong>x1.08</strong>" in html and "2400 MiB" in html
+    assert "torch.cuda.max_memory_allocated &lt;b&gt;" in html and "<b>" not in html
+    md = report.render_markdown(data)
+    assert "| tiny" not in md and "### Peak memory against no-SD" in md
+    assert ("| smollm2-135m | instructcoder | 4 | 1000 MiB (baseline 1000 MiB) | 1770 MiB x1.77 "
+            "(baseline 1700 MiB x1.70) | 1080 MiB x1.08 | 1000 MiB x1.00 |") in md
+    rows = report.summary_json(data)["memory"]
+    assert rows[0]["methods"][0]["method"] == "draft_model" and rows[0]["methods"][0]["ratio"] == pytest.approx(1.77)
+    assert [c["method"] for c in rows[1]["methods"]] == ["draft_model"]
+
+
+def test_no_memory_recorded_still_renders(mixed_run):
+    data = report.load_run([mixed_run])
+    assert "No peak memory was recorded." in section(report.render_html(data), "memory")
+    assert "Peak memory" not in report.render_markdown(data)
+    assert report.summary_json(data)["memory"] == []
+
+
 # --------------------------------------------------------------------------- in a real browser
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -500,6 +680,7 @@ def _console_messages(stderr: str) -> list[str]:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed")
 def test_page_in_headless_chromium(tmp_path):
+    """Artifacts: report.html and report-screenshot.png go to $SPECPERF_ARTIFACTS when set, else tmp_path/artifacts."""
     records = mixed_records()
     records[6]["outputs"][0]["prompt"] += DOM_SCRIPT + DOM_IMG
     run = make_run(tmp_path / "run", records)
@@ -524,10 +705,11 @@ def test_page_in_headless_chromium(tmp_path):
     assert "scenarios shown" in dom.stdout          # the filter script ran under the page's CSP
     assert _console_messages(dom.stderr) == []
 
-    screenshot = artifacts / "report.png"
+    screenshot = artifacts / "report-screenshot.png"
     shot = _chromium([f"--screenshot={screenshot}", "--window-size=1400,2000", "--hide-scrollbars", url],
                      tmp_path / "profile-shot")
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert screenshot.exists() and screenshot.stat().st_size > 10_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _console_messages(shot.stderr) == []
+    print(f"report screenshot: {screenshot}")

@@ -1,7 +1,7 @@
 """What the suite runs on, and the hardware key that baselines are filed under.
 
 Only results with the same hardware key are ever compared.  On a machine with an NVIDIA driver
-the description comes from NVML (`nvidia-ml-py`); elsewhere it describes the CPU.
+the description comes from NVML (`nvidia-ml-py`, see gpus.py); elsewhere it describes the CPU.
 """
 
 from __future__ import annotations
@@ -46,37 +46,11 @@ def describe_cpu() -> dict:
     }
 
 
-def describe_gpus() -> dict | None:
-    """NVML description of the visible GPUs, or None without a working driver."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return None
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-        if count == 0:
-            return None
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
-        name = name.decode() if isinstance(name, bytes) else name
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else driver
-        memory_gib = round(pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30)
-    finally:
-        pynvml.nvmlShutdown()
-    return {
-        "kind": "gpu", "name": name, "count": count, "memory_gib": memory_gib, "driver": driver,
-        "hardware_key": f"gpu-{slug(name)}-{memory_gib}g-x{count}",
-    }
-
-
 def describe_device() -> dict:
-    device = describe_gpus() if has_nvidia_gpu() else None
-    return device or describe_cpu()
+    """The GPUs this process may use (gpus.preflight()), or the CPU when there are none."""
+    from . import gpus   # gpus imports slug from here
+
+    return gpus.preflight() or describe_cpu()
 
 
 def _host_memory_gib() -> int | None:

@@ -18,6 +18,10 @@ from .scenarios import Profile, ProfileError, Scenario, load_profile
 PROFILE_KEY = pytest.StashKey[Profile]()
 SESSION_KEY = pytest.StashKey["RunSession"]()
 PLANNED_KEY = pytest.StashKey[int]()
+DEVICE_KEY = pytest.StashKey[dict]()
+WORKERS_KEY = pytest.StashKey[list]()
+RUN_ID_KEY = pytest.StashKey[str]()
+FINISHED_KEY = pytest.StashKey[dict]()
 MARKERS = {
     "nosd": "the no-SD reference scenarios",
     "ngram": "n-gram (prompt lookup) scenarios",
@@ -47,13 +51,41 @@ def pytest_addoption(parser):
                          "and a timeout recorded (default: 3600)")
     group.addoption("--resume", default=None, metavar="RUN_DIR",
                     help="continue an interrupted run: keep its finished results, measure the rest")
+    group.addoption("--shard", default=None, metavar="I/N",
+                    help="run shard I of N of the selection (for N machines; merge with `specperf report`)")
 
 
 def pytest_configure(config):
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    config.addinivalue_line("markers", "requires_gpu(min_class=None, count=1, min_memory_gib=None): "
+                                       "skip unless this machine has such GPUs")
     check_options(config)
     _terminate_as_interrupt()
+    if config.getoption("dist", "no") == "load":
+        config.option.dist = "loadgroup"        # -n N: each model's scenarios stay on one worker
+    if _worker(config) is not None:
+        _own_gpus(config)
+
+
+def _worker(config) -> dict | None:
+    """The pytest-xdist worker input of this process, or None in the controller or without xdist."""
+    return getattr(config, "workerinput", None)
+
+
+def _own_gpus(config) -> None:
+    """Give this xdist worker its own GPUs (as many as the largest TP size) before vLLM starts."""
+    from .gpus import cuda_visible_devices_for_worker, visible_gpu_ids
+
+    if not has_nvidia_gpu():
+        return
+    worker = _worker(config)
+    tp = max(s.model.tp for s in _profile(config).scenarios)
+    try:
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices_for_worker(
+            worker["workerid"], worker["workercount"], visible_gpu_ids(), tp)
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
 
 
 def check_options(config) -> None:
@@ -71,6 +103,13 @@ def check_options(config) -> None:
     resume = config.getoption("resume")
     if resume is not None:
         _resumed_profile(config, Path(resume))
+    if config.getoption("shard") is not None:
+        from .sharding import parse_shard
+
+        try:
+            parse_shard(config.getoption("shard"))
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
 
 
 def _resumed_profile(config, run_dir: Path) -> str:
@@ -126,10 +165,14 @@ def _model_marker(model_name: str) -> str:
     return "model_" + "".join(c if c.isalnum() else "_" for c in model_name)
 
 
-def _marks(scenario: Scenario) -> list:
+def _marks(scenario: Scenario, profile: Profile) -> list:
     method = "nosd" if scenario.method.is_reference else scenario.method.name
-    return [getattr(pytest.mark, method), getattr(pytest.mark, scenario.dataset),
-            getattr(pytest.mark, _model_marker(scenario.model.name))]
+    marks = [getattr(pytest.mark, method), getattr(pytest.mark, scenario.dataset),
+             getattr(pytest.mark, _model_marker(scenario.model.name)),
+             pytest.mark.xdist_group(scenario.model.name)]   # references and engines stay on one worker
+    if profile.tier == "gpu":
+        marks.append(pytest.mark.requires_gpu(min_class=profile.requires_gpu, count=scenario.model.tp))
+    return marks
 
 
 def pytest_generate_tests(metafunc):
@@ -139,7 +182,7 @@ def pytest_generate_tests(metafunc):
     for name in sorted({s.model.name for s in profile.scenarios}):
         metafunc.config.addinivalue_line("markers", f"{_model_marker(name)}: scenarios of model {name}")
     metafunc.parametrize("specperf_scenario",
-                         [pytest.param(s, id=s.id, marks=_marks(s)) for s in profile.scenarios])
+                         [pytest.param(s, id=s.id, marks=_marks(s, profile)) for s in profile.scenarios])
 
 
 def _scenario_of(item) -> Scenario | None:
@@ -168,9 +211,36 @@ def pytest_collection_modifyitems(config, items):
         s = _scenario_of(item)
         return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
 
+    perf = _this_shard(config, perf)
     items[:] = others + sorted(perf, key=order)
     config.stash[PLANNED_KEY] = len(perf)
     return result
+
+
+def _this_shard(config, perf: list) -> list:
+    """With --shard I/N, only this machine's share of the selected scenarios; the rest is deselected."""
+    if config.getoption("shard") is None:
+        return perf
+    from .sharding import parse_shard, shard
+
+    index, count = parse_shard(config.getoption("shard"))
+    mine = {s.id for s in shard([_scenario_of(item) for item in perf], index, count)}
+    kept = [item for item in perf if _scenario_of(item).id in mine]
+    config.hook.pytest_deselected(items=[item for item in perf if _scenario_of(item).id not in mine])
+    return kept
+
+
+def pytest_runtest_setup(item):
+    """A scenario (or any test) marked requires_gpu is skipped, with the reason, where the box lacks it."""
+    from .gpus import unmet_requirement
+    from .hardware import describe_device
+
+    for mark in item.iter_markers("requires_gpu"):
+        if DEVICE_KEY not in item.config.stash:
+            item.config.stash[DEVICE_KEY] = describe_device()
+        reason = unmet_requirement(item.config.stash[DEVICE_KEY], *mark.args, **mark.kwargs)
+        if reason:
+            pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -203,6 +273,8 @@ def specperf_session(request):
         scenario_timeout_s=config.getoption("scenario_timeout"),
         resume_dir=Path(config.getoption("resume")) if config.getoption("resume") else None,
         profile_path=str(profile.path),
+        run_id=_run_id(config),
+        owns_run_file=_worker(config) is None,
         log=log,
         planned=config.stash.get(PLANNED_KEY, 0),
     )
@@ -211,27 +283,77 @@ def specperf_session(request):
     session.close_engine()
 
 
-def pytest_sessionfinish(session, exitstatus):
-    run = session.config.stash.get(SESSION_KEY, None)
-    if run is None:
-        return
-    from .report import write_report
+def _run_id(config) -> str:
+    """One run id per run: xdist workers take the controller's, so all write one run directory."""
+    if RUN_ID_KEY not in config.stash:
+        from .results import new_run_id
 
+        worker = _worker(config)
+        if worker is not None and "specperf_run_id" in worker:
+            config.stash[RUN_ID_KEY] = worker["specperf_run_id"]
+        else:
+            shard = config.getoption("shard")
+            suffix = "-shard{}of{}".format(*shard.split("/")) if shard else ""
+            config.stash[RUN_ID_KEY] = new_run_id(_profile(config).name + suffix)
+    return config.stash[RUN_ID_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: hand every worker the run id."""
+    node.workerinput["specperf_run_id"] = _run_id(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: keep what each worker's run session reported (see pytest_sessionfinish)."""
+    output = getattr(node, "workeroutput", {}).get("specperf")
+    if output is not None:
+        node.config.stash.setdefault(WORKERS_KEY, []).append(output)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Close the run: refresh baselines, write run.json and the report.  Under xdist each worker
+    refreshes its own baselines and hands its run file to the controller, which writes the rest."""
+    config = session.config
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-    run.finish_lines = run.finish(interrupted=interrupted)
+    run = config.stash.get(SESSION_KEY, None)
+    if run is not None:
+        lines = run.finish(interrupted=interrupted)
+        if _worker(config) is not None:
+            config.workeroutput["specperf"] = {"run_dir": str(run.run_dir), "lines": lines,
+                                               "run": run.run_file(finished=True, interrupted=interrupted)}
+            return
+        config.stash[FINISHED_KEY] = _write_report(run.run_dir, run.run_file(True, interrupted), lines)
+    elif config.stash.get(WORKERS_KEY, None):
+        from .results import atomic_write_json
+        from .session import merge_run_files
+
+        outputs = config.stash[WORKERS_KEY]
+        run_dir = Path(outputs[0]["run_dir"])
+        merged = merge_run_files([o["run"] for o in outputs])
+        atomic_write_json(run_dir / "run.json", merged)
+        config.stash[FINISHED_KEY] = _write_report(run_dir, merged, [line for o in outputs for line in o["lines"]])
+
+
+def _write_report(run_dir: Path, run: dict, lines: list[str]) -> dict:
+    """The report of a finished run, and the lines that close its terminal summary."""
+    from .report import load_run, write_report
+    from .session import summary_lines
+
     try:
-        run.report_path = write_report([run.run_dir])
+        report = write_report([run_dir])
+        results = load_run([run_dir]).results
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
-        run.finish_lines.append(f"report not written ({one_line(err)}); "
-                                f"results are kept: specperf report {run.run_dir}")
+        return {"lines": summary_lines(run) + lines + [
+            f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]}
+    return {"lines": summary_lines(run, results) + lines + [f"report: {report}"]}
 
 
 def pytest_terminal_summary(terminalreporter):
-    run = terminalreporter.config.stash.get(SESSION_KEY, None)
-    if run is None:
+    finished = terminalreporter.config.stash.get(FINISHED_KEY, None)
+    if finished is None:
         return
     terminalreporter.section("specperf")
-    for line in run.summary_lines() + getattr(run, "finish_lines", []):
+    for line in finished["lines"]:
         terminalreporter.write_line(line)
-    if getattr(run, "report_path", None):
-        terminalreporter.write_line(f"report: {run.report_path}")

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, checkpoint_path, is_builtin
+from .gpus import GPU_CLASSES
 from .metrics import METRICS
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
 NO_SD = "none"
 NO_SD_LABEL = "nosd"
 BATCHING_MODES = ("replicate", "distinct")
+TIERS = ("cpu", "gpu")
 # The speculative methods this suite measures (each a pytest marker); whether the installed vLLM
 # runs one is checked when its engine starts.
 SD_METHODS = ("ngram", "eagle", "eagle3", "draft_model", "mtp", "suffix")
@@ -29,7 +31,7 @@ WORKLOAD_NAMES = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k", "aime",
 
 _PROFILE_KEYS = {
     "name", "description", "tier", "rounds", "warmup", "seed", "num_requests", "output_len",
-    "batching", "engine_args", "tolerances", "informational",
+    "batching", "engine_args", "tolerances", "informational", "requires_gpu",
 }
 _MODEL_KEYS = {"path", "tokenizer", "tp", "methods"}
 _CELL_KEYS = {
@@ -161,6 +163,7 @@ class Profile:
     description: str
     tier: str
     scenarios: tuple[Scenario, ...]
+    requires_gpu: str | None = None     # oldest GPU class that may run the GPU tier, e.g. "H100"
 
 
 def profile_path(name_or_path: str) -> Path:
@@ -256,9 +259,22 @@ class _ProfileReader:
         return Profile(
             name=name, path=self.path,
             description=str(settings.get("description", "")),
-            tier=str(settings.get("tier", "gpu")),
+            tier=self.tier(settings.get("tier", "gpu")),
             scenarios=tuple(scenarios.values()),
+            requires_gpu=self.gpu_class(settings.get("requires_gpu")),
         )
+
+    def tier(self, value: Any) -> str:
+        if value not in TIERS:
+            raise self.fail("profile.tier", f"must be one of {', '.join(TIERS)}, got {value!r}")
+        return value
+
+    def gpu_class(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if value not in GPU_CLASSES:
+            raise self.fail("profile.requires_gpu", f"unknown GPU class {value!r} (known: {', '.join(GPU_CLASSES)})")
+        return value
 
     def read_models(self, table: Any) -> dict[str, Model]:
         if not isinstance(table, dict) or not table:

@@ -15,15 +15,17 @@ from typing import Callable
 from . import checkpoints, metrics, workloads
 from .baselines import load_baseline, write_baseline
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
+from .gpus import TelemetrySampler, telemetry_problems
 from .hardware import describe_device
 from .noise import load_noise
 from .results import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso, read_json,
                       suite_provenance, write_result)
 from .scenarios import Scenario
-from .verdicts import ScenarioVerdict, judge
+from .verdicts import MIN_ROUNDS, ScenarioVerdict, judge
 
 SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000
+MIN_ROUND_S = 0.05         # shorter rounds measure the timer and the scheduler, not the engine
 
 
 @dataclass
@@ -59,6 +61,7 @@ class RunSession:
     scenario_timeout_s: float | None = None   # warm-up and rounds of one scenario; None: no limit
     resume_dir: Path | None = None          # an earlier run of this profile: keep its finished results
     profile_path: str | None = None
+    owns_run_file: bool = True              # False on pytest-xdist workers: the controller merges theirs
     planned: int = 0                        # scenarios expected in this run, for progress lines
     stats: RunStats = field(default_factory=RunStats)
 
@@ -214,6 +217,11 @@ class RunSession:
         self.results.append(record)
         return record
 
+    def engine_gpus(self, scenario: Scenario) -> list[int] | None:
+        """NVML indices of the GPUs this scenario's engine uses: the first TP visible ones."""
+        gpus = self.device.get("gpus")
+        return [g["index"] for g in gpus[:scenario.model.tp]] if gpus else None
+
     def _keep(self, scenario: Scenario, record: dict) -> dict:
         """A result of the resumed run: not measured again, but judged and reported with this run."""
         self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
@@ -266,12 +274,14 @@ class RunSession:
 
         n_rounds = self.rounds or scenario.rounds
         t0 = time.monotonic()
-        if benchmark is not None and not getattr(benchmark, "disabled", True):
-            benchmark.pedantic(one_round, rounds=n_rounds, iterations=1, warmup_rounds=0)
-        else:
-            for _ in range(n_rounds):
-                one_round()
+        with TelemetrySampler(self.engine_gpus(scenario)) as sampler:
+            if benchmark is not None and not getattr(benchmark, "disabled", True):
+                benchmark.pedantic(one_round, rounds=n_rounds, iterations=1, warmup_rounds=0)
+            else:                   # no pytest-benchmark, or disabled (it is under xdist): same rounds
+                for _ in range(n_rounds):
+                    one_round()
         measure_s = time.monotonic() - t0
+        record["gpu_telemetry"] = sampler.summary()
         self.stats.warmup_s += warmup_s
         self.stats.measure_s += measure_s
         record["timings"] = {"engine_start_s": start_s, "warmup_s": warmup_s, "measure_s": measure_s}
@@ -319,6 +329,11 @@ class RunSession:
         reasons = []
         if len(rounds) < n_rounds:
             reasons.append(f"only {len(rounds)} of {n_rounds} rounds finished")
+        if n_rounds < MIN_ROUNDS:
+            reasons.append(f"{n_rounds} rounds are too few for the significance test (it needs {MIN_ROUNDS})")
+        shortest = min(r["wall_s"] for r in rounds)
+        if shortest < MIN_ROUND_S:
+            reasons.append(f"a round took {shortest * 1000:.1f} ms, too short to time (minimum {MIN_ROUND_S} s)")
         if any(r["output_tokens"] == 0 for r in rounds):
             reasons.append("a round produced no output tokens")
         if not scenario.method.is_reference and "speedup" not in values:
@@ -326,6 +341,8 @@ class RunSession:
         stable = all(r["token_ids"] == first["token_ids"] for r in rounds)
         if not stable:
             reasons.append("greedy outputs differ between rounds")
+        preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
+        reasons += telemetry_problems(record.get("gpu_telemetry"), preflight_pids)
         record["validity"] = {"valid": not reasons, "reasons": reasons}
 
     def _progress(self, scenario: Scenario) -> str:
@@ -395,23 +412,48 @@ class RunSession:
         self.write_run_file(finished=True, interrupted=interrupted)
         return lines
 
-    def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
-        atomic_write_json(self.run_dir / "run.json", {
+    def run_file(self, finished: bool, interrupted: bool = False) -> dict:
+        """run.json: what ran, where, and how long each phase took."""
+        return {
             "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "profile": self.profile,
             "profile_path": self.profile_path,
             "started_at": self.started_at, "finished_at": now_iso() if finished else None,
             "interrupted": interrupted, "device": self.device, "provenance": self.provenance,
             "stats": {**self.stats.as_dict(), "wall_s": time.monotonic() - self.started},
-        })
+            "engine_keys": sorted(self._keys_seen),
+        }
 
-    def summary_lines(self) -> list[str]:
-        s = self.stats
-        return [
-            f"specperf run {self.run_id}: {s.scenarios} scenarios, {s.errors} errors, "
-            f"{s.engine_starts} engine starts for {len(self._keys_seen)} engine keys",
-            f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
-            f"measurement {s.measure_s:.1f} s, total {time.monotonic() - self.started:.1f} s",
-        ]
+    def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
+        if self.owns_run_file:
+            atomic_write_json(self.run_dir / "run.json", self.run_file(finished, interrupted))
+
+
+def merge_run_files(parts: list[dict]) -> dict:
+    """One run.json from those of several pytest-xdist workers that wrote into one run directory."""
+    merged = dict(parts[0])
+    stats = {key: sum(p["stats"].get(key, 0) for p in parts) for key in parts[0]["stats"]}
+    stats["wall_s"] = max(p["stats"]["wall_s"] for p in parts)
+    merged.update(
+        started_at=min(p["started_at"] for p in parts), finished_at=now_iso(),
+        interrupted=any(p["interrupted"] for p in parts), stats=stats, workers=len(parts),
+        engine_keys=sorted({key for p in parts for key in p["engine_keys"]}),
+    )
+    return merged
+
+
+def summary_lines(run: dict, results: list[dict] | None = None) -> list[str]:
+    s = run["stats"]
+    lines = [
+        f"specperf run {run['run_id']}: {s['scenarios']} scenarios ({s.get('resumed', 0)} resumed), "
+        f"{s['errors']} errors, {s['engine_starts']} engine starts for {len(run['engine_keys'])} engine keys",
+        f"time: engine start {s['engine_start_s']:.1f} s, warm-up {s['warmup_s']:.1f} s, "
+        f"measurement {s['measure_s']:.1f} s, total {s['wall_s']:.1f} s",
+    ]
+    improved = [r["scenario"]["id"] for r in results or [] if r.get("verdict", {}).get("status") == "improvement"]
+    if improved:
+        lines.append(f"{len(improved)} improved: consider refreshing their baselines (--update-baselines): "
+                     + ", ".join(improved))
+    return lines
 
 
 def _median(values: list[float]) -> float | None:

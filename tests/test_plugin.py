@@ -149,3 +149,42 @@ def test_resume_reads_the_profile_of_the_run_and_refuses_another(pytester, profi
     assert "that run measured profile 'plugin-test', not 'cpu-smoke'" in line
     (run_dir / "run.json").write_text("{")
     assert "corrupt run file" in usage_error(pytester, "--resume", str(run_dir))
+
+
+def test_shards_partition_the_selection(pytester, profile):
+    everything = set(collected_ids(pytester, "--profile", str(profile)))
+    first = collected_ids(pytester, "--profile", str(profile), "--shard", "1/2")
+    second = collected_ids(pytester, "--profile", str(profile), "--shard", "2/2")
+    sd = {i for i in everything if "-nosd-" not in i}
+    assert (set(first) | set(second)) == everything
+    assert not (set(first) & set(second) & sd)           # SD scenarios run once; references where needed
+    assert first and second
+
+
+def test_bad_shard_is_a_usage_error(pytester, profile):
+    assert "--shard: expected I/N" in usage_error(pytester, "--profile", str(profile), "--shard", "3/2")
+
+
+def test_gpu_profile_on_a_machine_without_gpu_skips_with_the_reason(pytester, profile, monkeypatch):
+    from specperf import hardware
+
+    monkeypatch.setattr(hardware, "describe_device", hardware.describe_cpu)
+    gpu = profile.parent / "gpu-test.toml"
+    gpu.write_text(profile.read_text().replace('name = "plugin-test"', 'name = "gpu-test"\ntier = "gpu"\n'
+                                                                        'requires_gpu = "H100"'))
+    result = pytester.runpytest_inprocess("-q", "-rs", "-p", "no:cacheprovider", str(PERF_TESTS),
+                                          "--profile", str(gpu), "--reports-dir", str(pytester.path / "r"))
+    result.assert_outcomes(skipped=16)
+    assert "needs an NVIDIA GPU (this machine:" in result.stdout.str()
+    assert not (pytester.path / "r").exists()          # nothing started, nothing written
+
+
+def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
+    """-n N alone means --dist load; the suite turns it into loadgroup, grouped by model, so a
+    model's references and engines stay on one worker."""
+    config = pytester.parseconfigure("-n", "2", "--dist", "load", "-p", "no:cacheprovider", "--profile", str(profile))
+    assert config.option.dist == "loadgroup"
+    items, _ = pytester.inline_genitems(str(PERF_TESTS), "--profile", str(profile), "-p", "no:cacheprovider")
+    groups = {item.callspec.params["specperf_scenario"].model.name: item.get_closest_marker("xdist_group").args[0]
+              for item in items}
+    assert groups == {"tiny": "tiny"}

@@ -1,38 +1,20 @@
 """The suite end to end on real vLLM engines (CPU build): the cpu-smoke profile, twice.
 
-The first run stores its results as baselines in a temporary store; the second run of the same
-scenarios is judged against them (an A/A test: no regression may be reported).
+The first run stores its results as baselines in a temporary store; the second run, of part of the
+same scenarios on two pytest-xdist workers, is judged against them (an A/A test: no regression may
+be reported) and must come back as one run directory with one report.
 """
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from suite import ROOT, command, only_run_dir, read_results, run_suite
 
 pytestmark = pytest.mark.cpu_tier
 
-ROOT = Path(__file__).resolve().parents[2]
 A_A_SELECTION = "smollm2 and instructcoder or eagle3"
-
-
-def run_suite(reports: Path, baselines: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pytest", str(ROOT / "tests_perf"), "--profile", "cpu-smoke",
-               "--reports-dir", str(reports), "--baseline-dir", str(baselines),
-               "-p", "no:cacheprovider", "-q", "-rA", *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    print(done.stdout[-6000:], done.stderr[-3000:])
-    return done
-
-
-def only_run_dir(reports: Path) -> Path:
-    (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
-    return run_dir
-
-
-def read_results(run_dir: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +25,7 @@ def store(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, store):
     reports = tmp_path_factory.mktemp("reports-a")
-    done = run_suite(reports, store, "--update-baselines")
+    done = run_suite("cpu-smoke", reports, store, "--update-baselines")
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 
@@ -51,7 +33,7 @@ def first_run(tmp_path_factory, store):
 @pytest.fixture(scope="module")
 def second_run(tmp_path_factory, store, first_run):
     reports = tmp_path_factory.mktemp("reports-b")
-    done = run_suite(reports, store, "-k", A_A_SELECTION)
+    done = run_suite("cpu-smoke", reports, store, "-k", A_A_SELECTION, "-n", "2")
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 
@@ -129,3 +111,20 @@ def test_a_second_identical_run_reports_no_regression(second_run):
         deterministic = [m for m in result["verdict"]["metrics"]
                          if m["metric"] in ("mean_acceptance_length", "lossless_fraction")]
         assert all(m["change"] == 0 for m in deterministic), result["scenario"]["id"]
+
+
+def test_two_xdist_workers_give_one_run_with_the_same_scenarios(second_run, tmp_path):
+    from specperf.scenarios import load_profile
+
+    done, run_dir, results = second_run
+    listed = subprocess.run(command("cpu-smoke", tmp_path, tmp_path, "--collect-only", "-k", A_A_SELECTION),
+                            cwd=ROOT, capture_output=True, text=True, timeout=300).stdout
+    expected = {line.split("[", 1)[1].rstrip("]") for line in listed.splitlines() if "::test_scenario[" in line}
+    assert set(results) == expected
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["workers"] == 2 and run["stats"]["scenarios"] == len(expected)
+    keys = {s.engine_key for s in load_profile("cpu-smoke").scenarios if s.id in expected}
+    assert run["stats"]["engine_starts"] == len(keys) == len(run["engine_keys"])
+    html = (run_dir / "index.html").read_text()
+    assert all(scenario_id in html for scenario_id in expected)
+    assert f"{len(keys)} engine starts for {len(keys)} engine keys" in done.stdout

@@ -1,0 +1,144 @@
+"""Splitting a profile across machines (`--shard I/N`).
+
+The unit of assignment is an SD engine key: all scenarios that share one speculative engine run on
+one shard, so that engine starts once.  A whole model would be too coarse a unit: h100-nightly has
+two models and six SD engines, so it could use at most two machines and split unevenly.
+
+An SD scenario's speedup and lossless check need its no-SD reference measured in the same run, so
+a shard also runs every reference its SD scenarios name (`reference_id`).  A reference may thus run
+on several shards; that is deliberate, because a reference is cheap next to the SD engines it
+serves.  References that no selected SD scenario needs form units of their own, one per engine key.
+
+Units are placed by greedy longest-processing-time: most expensive first (alone, with its
+references), each onto the shard whose load it leaves lowest, a shard paying for a reference (and
+its engine start) only the first time it takes it; ties go to the lower shard index.  Units are
+ordered by cost, then engine key, so the split depends only on the set of scenarios, never on their
+order, and every machine computes the same one.  A shard that gets no unit is empty.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# Relative seconds, roughly one H100 running an 8B model; only the proportions matter.
+ENGINE_START_S = 120.0       # load weights, compile, capture CUDA graphs; paid once per engine key
+DECODE_STEP_S = 0.007        # one decode step of a single sequence
+FULL_BATCH = 128             # batch size at which a decode step costs about twice a single one
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """ "2/3" -> (2, 3); the index is 1-based."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if match:
+        index, count = int(match.group(1)), int(match.group(2))
+        if 1 <= index <= count:
+            return index, count
+    raise ValueError(f"--shard: expected I/N with 1 <= I <= N, got {text!r}")
+
+
+def estimated_cost(scenario) -> float:
+    """Measurement time of one scenario in relative seconds, engine start not included.
+
+    Warm-up runs the first call once per warm-up round, each round runs every call; a call decodes
+    output_len steps whose cost grows with the batch (1 + batch/FULL_BATCH).  TP stands in for
+    model size: the TP=4 models of the study are the big, slow ones."""
+    if scenario.batching == "replicate":
+        calls = scenario.num_requests                                 # one prompt x batch per call
+    else:
+        calls = math.ceil(scenario.num_requests / scenario.batch_size)
+    steps = (scenario.warmup + scenario.rounds * calls) * scenario.output_len
+    return steps * DECODE_STEP_S * (1 + scenario.batch_size / FULL_BATCH) * scenario.model.tp
+
+
+def group_cost(scenarios) -> float:
+    """Cost of running scenarios together: their measurements plus one engine start per engine key."""
+    starts = {s.engine_key: ENGINE_START_S * s.model.tp for s in scenarios}
+    return math.fsum(estimated_cost(s) for s in scenarios) + math.fsum(starts.values())
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What is assigned to one shard: the scenarios of one engine key and the references they need."""
+
+    engine_key: str
+    scenarios: tuple      # SD scenarios of one engine key, or references no selected SD scenario needs
+    references: tuple     # the no-SD reference scenarios (from the input) that `scenarios` need
+
+    @property
+    def cost(self) -> float:
+        """Cost on a shard that has none of its references yet."""
+        return group_cost(self.scenarios + self.references)
+
+
+def _by_name(scenarios) -> tuple:
+    return tuple(sorted(scenarios, key=lambda s: (s.id, s.engine_key)))
+
+
+def units(scenarios) -> list[Unit]:
+    """The units of a selection, sorted by engine key.
+
+    One unit per engine key of SD scenarios, carrying the references they name that are in the
+    input (a missing one is not invented); one per engine key of references that no SD scenario needs."""
+    scenarios = list(scenarios)
+    references: dict[str, list] = {}
+    sd_by_key: dict[str, list] = {}
+    for s in scenarios:
+        if s.method.is_reference:
+            references.setdefault(s.id, []).append(s)
+        else:
+            sd_by_key.setdefault(s.engine_key, []).append(s)
+    result = []
+    needed: set[str] = set()
+    for key, members in sd_by_key.items():
+        wanted = {s.reference_id for s in members} & references.keys()
+        needed |= wanted
+        result.append(Unit(key, _by_name(members), _by_name(r for rid in wanted for r in references[rid])))
+    spare_by_key: dict[str, list] = {}
+    for rid in references.keys() - needed:
+        for r in references[rid]:
+            spare_by_key.setdefault(r.engine_key, []).append(r)
+    result += [Unit(key, _by_name(members), ()) for key, members in spare_by_key.items()]
+    return sorted(result, key=lambda u: u.engine_key)
+
+
+class _Shard:
+    def __init__(self, keys: dict, costs: dict):
+        self.keys, self.costs = keys, costs      # engine key and estimated cost by id() of a scenario
+        self.members: set[int] = set()           # id() of the scenario objects it runs
+        self.engine_keys: set[str] = set()
+        self.load = 0.0
+
+    def added_cost(self, scenarios) -> float:
+        new = {id(s): s for s in scenarios if id(s) not in self.members}
+        starts = {self.keys[i]: ENGINE_START_S * s.model.tp
+                  for i, s in new.items() if self.keys[i] not in self.engine_keys}
+        return math.fsum(self.costs[i] for i in new) + math.fsum(starts.values())
+
+    def take(self, scenarios) -> None:
+        self.load += self.added_cost(scenarios)
+        self.members.update(id(s) for s in scenarios)
+        self.engine_keys.update(self.keys[id(s)] for s in scenarios)
+
+
+def assign(scenarios, count: int) -> list[list]:
+    """All `count` shards (0-based list); each shard keeps the input order of its scenarios."""
+    if count < 1:
+        raise ValueError(f"shard count must be >= 1, got {count}")
+    scenarios = list(scenarios)
+    keys = {id(s): s.engine_key for s in scenarios}
+    costs = {id(s): estimated_cost(s) for s in scenarios}
+    shards = [_Shard(keys, costs) for _ in range(count)]
+    for unit in sorted(units(scenarios), key=lambda u: (-u.cost, u.engine_key)):
+        wanted = unit.scenarios + unit.references
+        target = min(shards, key=lambda sh: sh.load + sh.added_cost(wanted))   # first of equals: lowest index
+        target.take(wanted)
+    return [[s for s in scenarios if id(s) in sh.members] for sh in shards]
+
+
+def shard(scenarios: list, index: int, count: int) -> list:
+    """The scenarios of shard `index` of `count` (1-based, as parse_shard returns), in input order."""
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard: expected I/N with 1 <= I <= N, got {index}/{count}")
+    return assign(list(scenarios), count)[index - 1]

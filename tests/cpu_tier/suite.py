@@ -1,0 +1,46 @@
+"""Runs the suite as a user does (`pytest tests_perf ...` in a subprocess) for the CPU-tier tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = Path(__file__).resolve().parent / "profiles"
+FAULT_PLUGIN = Path(__file__).resolve().parent / "vllm_faults"
+
+
+def command(profile: str, reports: Path, baselines: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", str(ROOT / "tests_perf"), "--profile", profile,
+            "--reports-dir", str(reports), "--baseline-dir", str(baselines),
+            "-p", "no:cacheprovider", "-q", "-rA", *args]
+
+
+def environment(fault: str | None = None) -> dict:
+    """The suite's environment; with a fault, the fault-injection vLLM plugin is on the path."""
+    env = dict(os.environ)
+    env.pop("SPECPERF_FAULT", None)
+    if fault:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FAULT_PLUGIN), env.get("PYTHONPATH")]))
+        env["SPECPERF_FAULT"] = fault
+    return env
+
+
+def run_suite(profile: str, reports: Path, baselines: Path, *args: str,
+              fault: str | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(command(profile, reports, baselines, *args), cwd=ROOT, capture_output=True,
+                          text=True, timeout=3600, env=environment(fault))
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    return done
+
+
+def only_run_dir(reports: Path) -> Path:
+    (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def read_results(run_dir: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}

@@ -1,0 +1,70 @@
+"""Real regressions injected into a vLLM CPU engine are caught, on the right metric.
+
+A clean run stores baselines; then the same scenarios run with the n-gram proposer slowed down
+(a sleep around every proposal) and with a smaller n-gram window (fewer accepted tokens), through
+the fault-injection vLLM plugin in vllm_faults/.  Neither fault changes the scenario definition,
+so both runs are judged against the clean baselines.
+"""
+
+from __future__ import annotations
+
+import pytest
+from suite import PROFILES, only_run_dir, read_results, run_suite
+
+pytestmark = pytest.mark.cpu_tier
+
+PROFILE = str(PROFILES / "detect.toml")
+NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
+DELAY = "propose_delay_ms=25"
+SMALLER_WINDOW = "ngram_window=1:1"
+ACCEPTANCE = ("mean_acceptance_length", "draft_acceptance_rate")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("baselines")
+    done = run_suite(PROFILE, tmp_path_factory.mktemp("clean"), store, "--update-baselines")
+    assert done.returncode == 0, done.stdout[-3000:]
+    return store
+
+
+def faulty_run(tmp_path_factory, store, fault):
+    reports = tmp_path_factory.mktemp("faulty")
+    done = run_suite(PROFILE, reports, store, fault=fault)
+    result = read_results(only_run_dir(reports))[NGRAM]
+    return done, result, {m["metric"]: m for m in result["verdict"]["metrics"]}
+
+
+@pytest.fixture(scope="module")
+def slowed(tmp_path_factory, store):
+    return faulty_run(tmp_path_factory, store, DELAY)
+
+
+@pytest.fixture(scope="module")
+def smaller_window(tmp_path_factory, store):
+    return faulty_run(tmp_path_factory, store, SMALLER_WINDOW)
+
+
+def test_a_slower_proposer_is_a_throughput_and_speedup_regression(slowed):
+    done, result, metrics = slowed
+    assert result["verdict"]["status"] == "regression"
+    for name in ("throughput_tok_s", "speedup"):
+        assert metrics[name]["status"] == "regression", metrics[name]
+        assert metrics[name]["change"] < -0.05 and metrics[name]["p_value"] < 0.05
+    assert f"FAILED tests_perf/test_speculative_decoding.py::test_scenario[{NGRAM}]" in done.stdout
+    assert "throughput_tok_s: regression: baseline" in done.stdout
+
+
+def test_a_slower_proposer_leaves_acceptance_alone(slowed):
+    _, _, metrics = slowed
+    for name in ACCEPTANCE + ("lossless_fraction",):
+        assert metrics[name]["status"] == "pass" and metrics[name]["change"] == 0, metrics[name]
+
+
+def test_a_smaller_ngram_window_is_an_acceptance_regression(smaller_window):
+    done, result, metrics = smaller_window
+    assert result["verdict"]["status"] == "regression"
+    assert metrics["mean_acceptance_length"]["status"] == "regression"
+    assert metrics["mean_acceptance_length"]["change"] < -0.05
+    assert "mean_acceptance_length: regression" in done.stdout
+    assert metrics["lossless_fraction"]["status"] == "pass"       # still the same greedy output

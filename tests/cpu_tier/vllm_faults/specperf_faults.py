@@ -1,0 +1,86 @@
+"""A vLLM general plugin that injects faults into engines, for specperf's CPU-tier tests.
+
+Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine process
+(entry point group `vllm.general_plugins`).  Nothing happens unless SPECPERF_FAULT is set:
+
+    SPECPERF_FAULT="propose_delay_ms=20"      sleep around every n-gram proposal (a slower proposer)
+    SPECPERF_FAULT="ngram_window=3:3"         n-gram matching with a smaller window (fewer accepted tokens)
+    SPECPERF_FAULT="die_on_generate=eagle3:3" an EAGLE-3 engine kills itself on its 3rd generate()
+    SPECPERF_FAULT="hang_on_generate=mtp:2"   an MTP engine's 2nd generate() never returns
+
+Faults combine with commas.  The method "none" names engines without speculative decoding.
+"""
+
+import os
+import signal
+import time
+
+_calls = 0
+
+
+def _faults() -> dict:
+    spec = os.environ.get("SPECPERF_FAULT", "")
+    return dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
+
+
+def _method(vllm_config) -> str:
+    spec = vllm_config.speculative_config
+    return spec.method if spec is not None else "none"
+
+
+def _nth_call(faults: dict, fault: str, method: str) -> int | None:
+    """The generate() call on which this fault fires for engines of this method, if it targets them."""
+    if fault not in faults:
+        return None
+    wanted, n = faults[fault].split(":")
+    return int(n) if wanted == method else None
+
+
+def register() -> None:
+    faults = _faults()
+    if not faults or getattr(register, "done", False):
+        return
+    register.done = True
+    if "propose_delay_ms" in faults or "ngram_window" in faults:
+        _patch_ngram(faults)
+    if "die_on_generate" in faults or "hang_on_generate" in faults:
+        _patch_generate(faults)
+
+
+def _patch_ngram(faults: dict) -> None:
+    from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+
+    init, propose = NgramProposer.__init__, NgramProposer.propose
+    delay_s = float(faults.get("propose_delay_ms", 0)) / 1000
+
+    def patched_init(self, vllm_config, *args, **kwargs):
+        init(self, vllm_config, *args, **kwargs)
+        if "ngram_window" in faults:
+            self.min_n, self.max_n = (int(n) for n in faults["ngram_window"].split(":"))
+
+    def patched_propose(self, *args, **kwargs):
+        if delay_s:
+            time.sleep(delay_s)
+        return propose(self, *args, **kwargs)
+
+    NgramProposer.__init__ = patched_init
+    NgramProposer.propose = patched_propose
+
+
+def _patch_generate(faults: dict) -> None:
+    from vllm import LLM
+
+    generate = LLM.generate
+
+    def patched_generate(self, *args, **kwargs):
+        global _calls
+        method = _method(self.llm_engine.vllm_config)
+        _calls += 1
+        if _calls == _nth_call(faults, "die_on_generate", method):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if _calls == _nth_call(faults, "hang_on_generate", method):
+            while True:
+                time.sleep(60)
+        return generate(self, *args, **kwargs)
+
+    LLM.generate = patched_generate

@@ -455,13 +455,20 @@ def allocate_gpus(worker_index: int, worker_count: int, gpu_ids: list[str], tp_s
 
 
 def cuda_visible_devices_for_worker(worker_id: str, worker_count: int, visible: list[str], tp_size: int) -> str:
-    """CUDA_VISIBLE_DEVICES for xdist worker "gwI"; "master" (no xdist) keeps every visible GPU."""
-    if worker_id == "master":
-        return ",".join(visible)
+    """CUDA_VISIBLE_DEVICES for xdist worker "gwI" (a run without xdist is worker gw0 of 1)."""
     match = re.fullmatch(r"gw(\d+)", worker_id)
     if match is None:
         raise ValueError(f"not a pytest-xdist worker id: {worker_id!r} (expected gw0, gw1, ...)")
     return ",".join(allocate_gpus(int(match.group(1)), worker_count, visible, tp_size))
+
+
+def process_gpus(visible: list[str], max_tp: int, worker_id: str | None = None, worker_count: int = 1) -> str:
+    """CUDA_VISIBLE_DEVICES for a process that runs engines: an xdist worker gets its own block of
+    max_tp GPUs; a run without xdist keeps the first max_tp (all there are, if fewer: scenarios
+    with a larger TP are then skipped by their requires_gpu mark)."""
+    if worker_id is None:
+        return ",".join(visible[:max(1, min(max_tp, len(visible)))])
+    return cuda_visible_devices_for_worker(worker_id, worker_count, visible, max_tp)
 
 
 def visible_gpu_ids() -> list[str]:

@@ -64,8 +64,8 @@ def pytest_configure(config):
     _terminate_as_interrupt()
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"        # -n N: each model's scenarios stay on one worker
-    if _worker(config) is not None:
-        _own_gpus(config)
+    if _worker(config) is not None or config.getoption("dist", "no") == "no":
+        _own_gpus(config)                       # not in an xdist controller: it runs no engine
 
 
 def _worker(config) -> dict | None:
@@ -74,16 +74,18 @@ def _worker(config) -> dict | None:
 
 
 def _own_gpus(config) -> None:
-    """Give this xdist worker its own GPUs (as many as the largest TP size) before vLLM starts."""
-    from .gpus import cuda_visible_devices_for_worker, visible_gpu_ids
+    """Give this process (an xdist worker, or the only one) its own GPUs before vLLM starts: as many
+    as the largest TP size of the profile.  The hardware key counts these, so a baseline recorded
+    with or without xdist files under the same key."""
+    from .gpus import process_gpus, visible_gpu_ids
 
-    if not has_nvidia_gpu():
+    if not has_nvidia_gpu() or not (visible := visible_gpu_ids()):
         return
-    worker = _worker(config)
     tp = max(s.model.tp for s in _profile(config).scenarios)
+    worker = _worker(config) or {}
     try:
-        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices_for_worker(
-            worker["workerid"], worker["workercount"], visible_gpu_ids(), tp)
+        os.environ["CUDA_VISIBLE_DEVICES"] = process_gpus(visible, tp, worker.get("workerid"),
+                                                          worker.get("workercount", 1))
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
 

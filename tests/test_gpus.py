@@ -397,9 +397,19 @@ def test_cuda_visible_devices_for_worker():
     uuids = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
     assert gpus.cuda_visible_devices_for_worker("gw1", 2, uuids, 2) == "GPU-c,GPU-d"
     assert gpus.cuda_visible_devices_for_worker("gw0", 4, ["4", "5", "6", "7"], 1) == "4"
-    assert gpus.cuda_visible_devices_for_worker("master", 1, uuids, 4) == "GPU-a,GPU-b,GPU-c,GPU-d"
+    assert gpus.cuda_visible_devices_for_worker("gw0", 1, uuids, 2) == "GPU-a,GPU-b"
     with pytest.raises(ValueError, match="not a pytest-xdist worker id"):
         gpus.cuda_visible_devices_for_worker("worker-1", 2, uuids, 1)
+
+
+def test_process_gpus_with_and_without_xdist():
+    eight = [str(i) for i in range(8)]
+    assert gpus.process_gpus(eight, 4) == "0,1,2,3"                      # no xdist: the first TP GPUs
+    assert gpus.process_gpus(["0", "1"], 4) == "0,1"                     # fewer: TP=4 cases skip
+    assert gpus.process_gpus(eight, 4, "gw1", 2) == "4,5,6,7"
+    assert gpus.process_gpus(eight, 1, "gw7", 8) == "7"
+    with pytest.raises(ValueError, match="need 12 GPUs"):
+        gpus.process_gpus(eight, 4, "gw0", 3)
 
 
 def test_visible_gpu_ids(install, monkeypatch):

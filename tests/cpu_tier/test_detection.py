@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "detect.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
-DELAY = "propose_delay_ms=25"
+DELAY = "propose_delay_ms=50"       # well beyond the VM's run-to-run drift (up to ~20%)
 SMALLER_WINDOW = "ngram_window=1:1"
 ACCEPTANCE = ("mean_acceptance_length", "draft_acceptance_rate")
 

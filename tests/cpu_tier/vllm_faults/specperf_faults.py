@@ -11,8 +11,11 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
 
+import importlib.abc
+import importlib.util
 import os
 import signal
+import sys
 import time
 
 _calls = 0
@@ -47,9 +50,34 @@ def register() -> None:
         _patch_generate(faults)
 
 
-def _patch_ngram(faults: dict) -> None:
-    from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `patch(module)` right after vLLM itself imports `name`.  Importing vLLM modules from
+    register() instead would change vLLM's import order, which breaks its CPU worker start."""
 
+    def __init__(self, name: str, patch):
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            self.patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _patch_ngram(faults: dict) -> None:
+    sys.meta_path.insert(0, _AfterImport("vllm.v1.spec_decode.ngram_proposer",
+                                         lambda module: _patch_proposer(module.NgramProposer, faults)))
+
+
+def _patch_proposer(NgramProposer, faults: dict) -> None:
     init, propose = NgramProposer.__init__, NgramProposer.propose
     delay_s = float(faults.get("propose_delay_ms", 0)) / 1000
 

@@ -188,3 +188,21 @@ def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
     groups = {item.callspec.params["specperf_scenario"].model.name: item.get_closest_marker("xdist_group").args[0]
               for item in items}
     assert groups == {"tiny": "tiny"}
+
+
+def test_sigterm_ends_a_run_as_an_interrupt(pytester):
+    """A cancelled CI job or a drained node sends SIGTERM: the run ends like Ctrl-C (results kept,
+    report written, no baseline refreshed) instead of dying on the spot."""
+    pytester.makepyfile(test_term="""
+        import os, signal
+
+        def test_gets_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        def test_never_runs():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "KeyboardInterrupt" in result.stdout.str() and "SIGTERM" in result.stdout.str()
+    assert "1 passed" not in result.stdout.str()

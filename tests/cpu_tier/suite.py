@@ -30,10 +30,11 @@ def environment(fault: str | None = None) -> dict:
 
 
 def run_suite(profile: str, reports: Path, baselines: Path, *args: str,
-              fault: str | None = None) -> subprocess.CompletedProcess:
+              fault: str | None = None, echo: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run(command(profile, reports, baselines, *args), cwd=ROOT, capture_output=True,
                           text=True, timeout=3600, env=environment(fault))
-    print(done.stdout[-6000:], done.stderr[-3000:])
+    if echo:
+        print(done.stdout[-6000:], done.stderr[-3000:])
     return done
 
 

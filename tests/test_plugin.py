@@ -206,3 +206,36 @@ def test_sigterm_ends_a_run_as_an_interrupt(pytester):
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "KeyboardInterrupt" in result.stdout.str() and "SIGTERM" in result.stdout.str()
     assert "1 passed" not in result.stdout.str()
+
+
+def test_xdist_grouping_problem_is_refused_not_silent():
+    from specperf.plugin import xdist_grouping_problem
+
+    assert "pytest-xdist#1386" in xdist_grouping_problem((9, 2, 0), (3, 8, 0))
+    assert xdist_grouping_problem((9, 1, 1), (3, 8, 0)) is None
+    assert xdist_grouping_problem((9, 2, 0), (3, 9, 0)) is None
+
+
+def test_installed_pytest_and_xdist_keep_groups_on_one_worker(pytester, monkeypatch):
+    """The grouping the suite relies on, with the installed versions (no engines involved)."""
+    seen_dir = pytester.path / "seen"
+    seen_dir.mkdir()
+    monkeypatch.setenv("SEEN_DIR", str(seen_dir))
+    pytester.makepyfile(test_groups="""
+        import os
+        import pytest
+
+        @pytest.mark.parametrize("group", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in "aaabbb"])
+        def test_member(group):
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+            with open(os.path.join(os.environ["SEEN_DIR"], f"{group}-{worker}"), "a") as seen:
+                seen.write("x")
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    workers = {}
+    for marker in seen_dir.iterdir():
+        group, worker = marker.name.split("-")
+        workers.setdefault(group, set()).add(worker)
+    assert workers.keys() == {"a", "b"}
+    assert all(len(w) == 1 for w in workers.values()), workers

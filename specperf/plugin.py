@@ -128,9 +128,8 @@ def check_options(config) -> None:
                                 f"(the significance test needs them), got --rounds {rounds}")
     if config.getoption("scenario_timeout") <= 0:
         raise pytest.UsageError(f"--scenario-timeout must be positive, got {config.getoption('scenario_timeout')}")
-    resume = config.getoption("resume")
-    if resume is not None:
-        _resumed_profile(config, Path(resume))
+    if config.getoption("resume") is not None:
+        _profile(config)                        # the run file must be readable and of the same profile
     if config.getoption("shard") is not None:
         from .sharding import parse_shard
 
@@ -140,20 +139,14 @@ def check_options(config) -> None:
             raise pytest.UsageError(str(err)) from None
 
 
-def _resumed_profile(config, run_dir: Path) -> str:
-    """The profile of the run being resumed; --profile, if given, must name the same one."""
+def _resumed_run(run_dir: Path) -> dict:
+    """run.json of the run that --resume continues."""
     from .results import ResultFileError, read_json
 
     try:
-        run = read_json(run_dir / "run.json", "run file")
+        return read_json(run_dir / "run.json", "run file")
     except ResultFileError as err:
         raise pytest.UsageError(f"--resume: {err}") from None
-    recorded = run.get("profile_path") or run.get("profile")
-    asked = config.getoption("profile")
-    if asked is not None and load_profile_or_fail(asked).name != run.get("profile"):
-        raise pytest.UsageError(f"--resume {run_dir}: that run measured profile {run.get('profile')!r}, "
-                                f"not {asked!r}")
-    return recorded
 
 
 def _terminate_as_interrupt() -> None:
@@ -181,11 +174,17 @@ def load_profile_or_fail(name_or_path: str) -> Profile:
 
 
 def _profile(config) -> Profile:
+    """The profile to run: --profile, else the resumed run's, else the default; a resumed run's
+    profile and --profile must agree."""
     if PROFILE_KEY not in config.stash:
         resume = config.getoption("resume")
-        name = config.getoption("profile") or (
-            _resumed_profile(config, Path(resume)) if resume else default_profile())
-        config.stash[PROFILE_KEY] = load_profile_or_fail(name)
+        run = _resumed_run(Path(resume)) if resume else None
+        recorded = (run.get("profile_path") or run.get("profile")) if run else None
+        profile = load_profile_or_fail(config.getoption("profile") or recorded or default_profile())
+        if run is not None and profile.name != run.get("profile"):
+            raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.get('profile')!r}, "
+                                    f"not {profile.name!r}")
+        config.stash[PROFILE_KEY] = profile
     return config.stash[PROFILE_KEY]
 
 

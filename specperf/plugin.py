@@ -366,16 +366,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 def _write_report(run_dir: Path, run: dict, lines: list[str]) -> dict:
     """The report of a finished run, and the lines that close its terminal summary."""
-    from .report import load_run, write_report
+    from .report import load_run, write_run_report
     from .session import summary_lines
 
     try:
-        report = write_report([run_dir])
-        results = load_run([run_dir]).results
+        data = load_run([run_dir])
+        report = write_run_report(data, run_dir)
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
         return {"lines": summary_lines(run) + lines + [
             f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]}
-    return {"lines": summary_lines(run, results) + lines + [f"report: {report}"]}
+    return {"lines": summary_lines(run, data.results) + lines + [f"report: {report}"]}
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1034,8 +1034,11 @@ def summary_json(data: RunData) -> dict:
 def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Path:
     """Write index.html, summary.md and summary.json into out_dir (default: the first run directory)."""
     dirs = [Path(d) for d in run_dirs]
-    data = load_run(dirs)
-    out = Path(out_dir) if out_dir is not None else dirs[0]
+    return write_run_report(load_run(dirs), Path(out_dir) if out_dir is not None else dirs[0])
+
+
+def write_run_report(data: RunData, out: Path) -> Path:
+    """The three report files of runs already loaded (load_run)."""
     atomic_write_text(out / "summary.json", json.dumps(summary_json(data), indent=2, sort_keys=True) + "\n")
     atomic_write_text(out / "summary.md", render_markdown(data))
     index = out / "index.html"

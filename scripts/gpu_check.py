@@ -76,10 +76,9 @@ def main() -> int:
     visible = gpus.visible_gpu_ids()
     show("visible_gpu_ids", visible)
     try:
-        show("cuda_visible_devices_for_worker('gw1', 2, visible, 1)",
-             gpus.cuda_visible_devices_for_worker("gw1", 2, visible, 1))
+        show("process_gpus(visible, 1, 'gw1', 2)", gpus.process_gpus(visible, 1, "gw1", 2))
     except ValueError as err:
-        show("cuda_visible_devices_for_worker('gw1', 2, visible, 1)", f"ValueError: {err}")
+        show("process_gpus(visible, 1, 'gw1', 2)", f"ValueError: {err}")
     return 0
 
 

@@ -5,7 +5,7 @@ power-brake throttling, and no other process computing on the same GPU.  This mo
 the GPUs before a run (`preflight`), samples them while a measurement runs (`TelemetrySampler`),
 turns what it saw into reasons a measurement is invalid (`telemetry_problems`), checks a test's
 GPU requirements (`unmet_requirement`) and gives each pytest-xdist worker its own GPUs
-(`allocate_gpus`).
+(`process_gpus`).
 
 Everything degrades to nothing without `pynvml`, an NVIDIA driver or GPUs: `preflight()` returns
 None and a sampler's `summary()` is None.  pynvml is imported inside the functions, so this module
@@ -454,21 +454,16 @@ def allocate_gpus(worker_index: int, worker_count: int, gpu_ids: list[str], tp_s
     return list(gpu_ids[worker_index * tp_size:(worker_index + 1) * tp_size])
 
 
-def cuda_visible_devices_for_worker(worker_id: str, worker_count: int, visible: list[str], tp_size: int) -> str:
-    """CUDA_VISIBLE_DEVICES for xdist worker "gwI" (a run without xdist is worker gw0 of 1)."""
-    match = re.fullmatch(r"gw(\d+)", worker_id)
-    if match is None:
-        raise ValueError(f"not a pytest-xdist worker id: {worker_id!r} (expected gw0, gw1, ...)")
-    return ",".join(allocate_gpus(int(match.group(1)), worker_count, visible, tp_size))
-
-
 def process_gpus(visible: list[str], max_tp: int, worker_id: str | None = None, worker_count: int = 1) -> str:
-    """CUDA_VISIBLE_DEVICES for a process that runs engines: an xdist worker gets its own block of
+    """CUDA_VISIBLE_DEVICES for a process that runs engines: xdist worker "gwI" gets its own block of
     max_tp GPUs; a run without xdist keeps the first max_tp (all there are, if fewer: scenarios
     with a larger TP are then skipped by their requires_gpu mark)."""
     if worker_id is None:
         return ",".join(visible[:max(1, min(max_tp, len(visible)))])
-    return cuda_visible_devices_for_worker(worker_id, worker_count, visible, max_tp)
+    match = re.fullmatch(r"gw(\d+)", worker_id)
+    if match is None:
+        raise ValueError(f"not a pytest-xdist worker id: {worker_id!r} (expected gw0, gw1, ...)")
+    return ",".join(allocate_gpus(int(match.group(1)), worker_count, visible, max_tp))
 
 
 def visible_gpu_ids() -> list[str]:

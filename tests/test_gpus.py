@@ -393,13 +393,13 @@ def test_allocate_not_enough_gpus():
         gpus.allocate_gpus(2, 2, ["0", "1", "2", "3"], 1)
 
 
-def test_cuda_visible_devices_for_worker():
+def test_process_gpus_of_xdist_workers():
     uuids = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
-    assert gpus.cuda_visible_devices_for_worker("gw1", 2, uuids, 2) == "GPU-c,GPU-d"
-    assert gpus.cuda_visible_devices_for_worker("gw0", 4, ["4", "5", "6", "7"], 1) == "4"
-    assert gpus.cuda_visible_devices_for_worker("gw0", 1, uuids, 2) == "GPU-a,GPU-b"
+    assert gpus.process_gpus(uuids, 2, "gw1", 2) == "GPU-c,GPU-d"
+    assert gpus.process_gpus(["4", "5", "6", "7"], 1, "gw0", 4) == "4"
+    assert gpus.process_gpus(uuids, 2, "gw0", 1) == "GPU-a,GPU-b"
     with pytest.raises(ValueError, match="not a pytest-xdist worker id"):
-        gpus.cuda_visible_devices_for_worker("worker-1", 2, uuids, 1)
+        gpus.process_gpus(uuids, 1, "worker-1", 2)
 
 
 def test_process_gpus_with_and_without_xdist():

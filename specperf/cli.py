@@ -58,9 +58,9 @@ def cmd_noise(args) -> int:
             print("specperf: error: --runs must be at least 2 to measure run-to-run noise", file=sys.stderr)
             return 2
         folder = Path(args.reports_dir) / new_run_id(f"noise-{Path(args.profile).stem}")
+        extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
         for i in range(args.runs):
             reports = folder / f"run{i + 1}"
-            extra = [a for a in args.pytest_args if a != "--"]
             command = [sys.executable, "-m", "pytest", str(SUITE_ROOT / "tests_perf"), "--profile", args.profile,
                        "--reports-dir", str(reports), "-q", "-p", "no:cacheprovider", *extra]
             print(f"noise run {i + 1}/{args.runs}: {' '.join(command)}", flush=True)

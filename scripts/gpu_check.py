@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specperf import gpus  # noqa: E402
+from specperf.run import gpus  # noqa: E402
 
 
 def show(title: str, value) -> None:

@@ -10,10 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
-from .baselines import baseline_from_result
-from .results import ResultFileError, load_results
-from .verdicts import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY, judge
+from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from .judge.baselines import baseline_from_result
+from .storage import ResultFileError, load_results
+from .judge.verdicts import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY, judge
 
 
 def cmd_report(args) -> int:
@@ -49,8 +49,8 @@ def cmd_noise(args) -> int:
     """Repeat a profile (or read runs already made) and report each metric's CV per scenario."""
     import subprocess
 
-    from .noise import measure_noise, noise_table, write_noise
-    from .results import SUITE_ROOT, new_run_id
+    from .judge.noise import measure_noise, noise_table, write_noise
+    from .storage import SUITE_ROOT, new_run_id
 
     run_dirs = [Path(d) for d in args.run_dirs]
     if not run_dirs:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from .baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
-from .engine import one_line
-from .hardware import has_nvidia_gpu
-from .scenarios import Profile, ProfileError, Scenario, load_profile
+from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from .run.engine import one_line
+from .run.device import has_nvidia_gpu
+from .profiles.scenarios import Profile, ProfileError, Scenario, load_profile
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 SESSION_KEY = pytest.StashKey["RunSession"]()
@@ -103,7 +103,7 @@ def _own_gpus(config) -> None:
     """Give this process (an xdist worker, or the only one) its own GPUs before vLLM starts: as many
     as the largest TP size of the profile.  The hardware key counts these, so a baseline recorded
     with or without xdist files under the same key."""
-    from .gpus import process_gpus, visible_gpu_ids
+    from .run.gpus import process_gpus, visible_gpu_ids
 
     if not has_nvidia_gpu() or not (visible := visible_gpu_ids()):
         return
@@ -118,7 +118,7 @@ def _own_gpus(config) -> None:
 
 def check_options(config) -> None:
     """Option values and combinations that cannot work: a one-line usage error before anything runs."""
-    from .verdicts import MIN_ROUNDS
+    from .judge.verdicts import MIN_ROUNDS
 
     rounds = config.getoption("rounds")
     if rounds is not None and rounds < 1:
@@ -131,7 +131,7 @@ def check_options(config) -> None:
     if config.getoption("resume") is not None:
         _profile(config)                        # the run file must be readable and of the same profile
     if config.getoption("shard") is not None:
-        from .sharding import parse_shard
+        from .run.sharding import parse_shard
 
         try:
             parse_shard(config.getoption("shard"))
@@ -141,7 +141,7 @@ def check_options(config) -> None:
 
 def _resumed_run(run_dir: Path) -> dict:
     """run.json of the run that --resume continues."""
-    from .results import ResultFileError, read_json
+    from .storage import ResultFileError, read_json
 
     try:
         return read_json(run_dir / "run.json", "run file")
@@ -248,7 +248,7 @@ def _this_shard(config, perf: list) -> list:
     """With --shard I/N, only this machine's share of the selected scenarios; the rest is deselected."""
     if config.getoption("shard") is None:
         return perf
-    from .sharding import parse_shard, shard
+    from .run.sharding import parse_shard, shard
 
     index, count = parse_shard(config.getoption("shard"))
     mine = {s.id for s in shard([_scenario_of(item) for item in perf], index, count)}
@@ -259,8 +259,8 @@ def _this_shard(config, perf: list) -> list:
 
 def pytest_runtest_setup(item):
     """A scenario (or any test) marked requires_gpu is skipped, with the reason, where the box lacks it."""
-    from .gpus import unmet_requirement
-    from .hardware import describe_device
+    from .run.gpus import unmet_requirement
+    from .run.device import describe_device
 
     for mark in item.iter_markers("requires_gpu"):
         if DEVICE_KEY not in item.config.stash:
@@ -272,7 +272,7 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture(scope="session")
 def specperf_session(request):
-    from .session import RunSession
+    from .run.session import RunSession
 
     config = request.config
     profile = _profile(config)
@@ -313,7 +313,7 @@ def specperf_session(request):
 def _run_id(config) -> str:
     """One run id per run: xdist workers take the controller's, so all write one run directory."""
     if RUN_ID_KEY not in config.stash:
-        from .results import new_run_id
+        from .storage import new_run_id
 
         worker = _worker(config)
         if worker is not None and "specperf_run_id" in worker:
@@ -354,8 +354,8 @@ def pytest_sessionfinish(session, exitstatus):
             return
         config.stash[FINISHED_KEY] = _write_report(run.run_dir, run.run_file(True, interrupted), lines)
     elif config.stash.get(WORKERS_KEY, None):
-        from .results import atomic_write_json
-        from .session import merge_run_files
+        from .storage import atomic_write_json
+        from .run.session import merge_run_files
 
         outputs = config.stash[WORKERS_KEY]
         run_dir = Path(outputs[0]["run_dir"])
@@ -367,7 +367,7 @@ def pytest_sessionfinish(session, exitstatus):
 def _write_report(run_dir: Path, run: dict, lines: list[str]) -> dict:
     """The report of a finished run, and the lines that close its terminal summary."""
     from .report import load_run, write_run_report
-    from .session import summary_lines
+    from .run.session import summary_lines
 
     try:
         data = load_run([run_dir])

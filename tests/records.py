@@ -11,9 +11,9 @@ import copy
 import statistics
 from pathlib import Path
 
-from specperf import metrics
-from specperf.results import write_result
-from specperf.scenarios import REFERENCE_METHOD, Method, Model, Scenario
+from specperf.judge import metrics
+from specperf.storage import write_result
+from specperf.profiles.scenarios import REFERENCE_METHOD, Method, Model, Scenario
 
 HARDWARE_KEY = "cpu-test-xeon-2c"
 THROUGHPUT = [100.0, 101.0, 99.0, 100.5, 99.5]

@@ -1,4 +1,4 @@
-"""Unit tests for specperf.results, specperf.baselines and the hardware key."""
+"""Unit tests for specperf.storage, specperf.judge.baselines and the hardware key."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import re
 import pytest
 
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
-from specperf import hardware
-from specperf.baselines import baseline_path, load_baseline, write_baseline
-from specperf.results import (
+from specperf.run import device as hardware
+from specperf.judge.baselines import baseline_path, load_baseline, write_baseline
+from specperf.storage import (
     SCHEMA_VERSION,
     ResultFileError,
     atomic_write_json,

@@ -1,4 +1,4 @@
-"""Unit tests of specperf.checkpoints: refs, cache layout, atomic builds, and the tiny recipes
+"""Unit tests of specperf.profiles.checkpoints: refs, cache layout, atomic builds, and the tiny recipes
 (deterministic bytes, the config keys and tensor shapes vLLM reads). No vLLM here."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from specperf import checkpoints as ck
+from specperf.profiles import checkpoints as ck
 
 H = ck.TINY_HIDDEN
 ATTN = ck.TINY_HEADS * ck.TINY_HEAD_DIM
@@ -116,7 +116,7 @@ def test_recipe_version_follows_params_and_requirements():
 
 
 def test_import_is_light():
-    code = "import sys, specperf.checkpoints; print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
+    code = "import sys, specperf.profiles.checkpoints; print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=pathlib.Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"

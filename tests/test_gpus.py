@@ -11,7 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specperf import gpus, hardware
+from specperf.run import gpus
+
+from specperf.run import device as hardware
 
 MIB = 2**20
 FOREIGN_PID = 4_194_304          # pid_max is at most 2**22, so no process has this pid

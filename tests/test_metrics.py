@@ -1,10 +1,10 @@
-"""Unit tests for specperf.metrics: counter arithmetic, acceptance, lossless fraction, summaries."""
+"""Unit tests for specperf.judge.metrics: counter arithmetic, acceptance, lossless fraction, summaries."""
 
 from __future__ import annotations
 
 import pytest
 
-from specperf.metrics import (output_hash, 
+from specperf.judge.metrics import (output_hash, 
     HIGHER,
     LOWER,
     METRICS,

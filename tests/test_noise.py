@@ -7,11 +7,11 @@ import statistics
 import pytest
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 
-from specperf.baselines import baseline_from_result
+from specperf.judge.baselines import baseline_from_result
 from specperf.cli import main
-from specperf.noise import load_noise, measure_noise, noise_table, write_noise
-from specperf.results import ResultFileError
-from specperf.verdicts import NOISE_MULTIPLE, compare_metric, judge
+from specperf.judge.noise import load_noise, measure_noise, noise_table, write_noise
+from specperf.storage import ResultFileError
+from specperf.judge.verdicts import NOISE_MULTIPLE, compare_metric, judge
 
 RUNS = [[100.0, 102.0, 98.0, 100.0], [110.0, 112.0, 108.0, 110.0], [90.0, 92.0, 88.0, 90.0]]
 

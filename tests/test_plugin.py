@@ -139,7 +139,7 @@ def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, p
 
 
 def test_resume_reads_the_profile_of_the_run_and_refuses_another(pytester, profile, tmp_path):
-    from specperf.results import atomic_write_json
+    from specperf.storage import atomic_write_json
 
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
     atomic_write_json(run_dir / "run.json", {"schema_version": 1, "profile": "plugin-test",
@@ -166,7 +166,7 @@ def test_bad_shard_is_a_usage_error(pytester, profile):
 
 
 def test_gpu_profile_on_a_machine_without_gpu_skips_with_the_reason(pytester, profile, monkeypatch):
-    from specperf import hardware
+    from specperf.run import device as hardware
 
     monkeypatch.setattr(hardware, "describe_device", hardware.describe_cpu)
     gpu = profile.parent / "gpu-test.toml"

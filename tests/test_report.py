@@ -16,7 +16,7 @@ import pytest
 from records import gpu_device, gpu_telemetry
 
 from specperf import report
-from specperf.results import atomic_write_json, write_result
+from specperf.storage import atomic_write_json, write_result
 
 SCRIPT_INJECTION = "<script>alert(1)</script>"
 IMG_INJECTION = "<img src=x onerror=alert(1)>"

@@ -1,4 +1,4 @@
-"""Unit tests for specperf.scenarios: shipped profiles, ids, engine keys, hashes, profile errors."""
+"""Unit tests for specperf.profiles.scenarios: shipped profiles, ids, engine keys, hashes, profile errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specperf.scenarios import (
+from specperf.profiles.scenarios import (
     NO_SD_LABEL,
     ProfileError,
     available_profiles,

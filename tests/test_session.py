@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from records import make_record
 
-from specperf.session import merge_run_files, summary_lines
+from specperf.run.session import merge_run_files, summary_lines
 
 
 def worker_run(started: str, scenarios: int, starts: int, keys: list[str], wall_s: float,

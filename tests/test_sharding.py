@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from specperf import sharding
-from specperf.scenarios import load_profile
+from specperf.run import sharding
+from specperf.profiles.scenarios import load_profile
 
 
 def sd_keys(scenarios):

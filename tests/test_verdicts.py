@@ -1,14 +1,14 @@
-"""Unit tests for specperf.verdicts: per-metric and per-scenario judgement against a baseline."""
+"""Unit tests for specperf.judge.verdicts: per-metric and per-scenario judgement against a baseline."""
 
 from __future__ import annotations
 
 import pytest
 
 from records import THROUGHPUT, make_record, make_scenario, reference_scenario, scaled_counters
-from specperf import verdicts as v
-from specperf.baselines import baseline_from_result
-from specperf.metrics import HIGHER, LOWER, METRICS, MetricSpec
-from specperf.verdicts import (
+from specperf.judge import verdicts as v
+from specperf.judge.baselines import baseline_from_result
+from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
+from specperf.judge.verdicts import (
     ALPHA,
     ERROR,
     IMPROVEMENT,

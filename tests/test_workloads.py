@@ -1,4 +1,4 @@
-"""Unit tests for specperf.workloads (no network, no vLLM, no real GPQA items)."""
+"""Unit tests for specperf.profiles.workloads (no network, no vLLM, no real GPQA items)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specperf import workloads as wl
-from specperf.workloads import (
+from specperf.profiles import workloads as wl
+from specperf.profiles.workloads import (
     WORKLOADS,
     Request,
     WorkloadError,

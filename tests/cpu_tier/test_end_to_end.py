@@ -39,7 +39,7 @@ def second_run(tmp_path_factory, store, first_run):
 
 
 def test_every_scenario_of_the_profile_ran(first_run):
-    from specperf.scenarios import load_profile
+    from specperf.profiles.scenarios import load_profile
 
     done, _, results = first_run
     assert done.returncode == 0, done.stdout[-3000:]
@@ -49,7 +49,7 @@ def test_every_scenario_of_the_profile_ran(first_run):
 
 
 def test_one_engine_start_per_engine_key(first_run):
-    from specperf.scenarios import load_profile
+    from specperf.profiles.scenarios import load_profile
 
     done, run_dir, _ = first_run
     stats = json.loads((run_dir / "run.json").read_text())["stats"]
@@ -114,7 +114,7 @@ def test_a_second_identical_run_reports_no_regression(second_run):
 
 
 def test_two_xdist_workers_give_one_run_with_the_same_scenarios(second_run, tmp_path):
-    from specperf.scenarios import load_profile
+    from specperf.profiles.scenarios import load_profile
 
     done, run_dir, results = second_run
     listed = subprocess.run(command("cpu-smoke", tmp_path, tmp_path, "--collect-only", "-k", A_A_SELECTION),

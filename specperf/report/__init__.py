@@ -24,13 +24,13 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from . import metrics
-from .gpus import BAD_THROTTLE_REASONS
-from .results import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
-from .verdicts import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY, metric_samples
+from ..judge import metrics
+from ..run.gpus import BAD_THROTTLE_REASONS
+from ..storage import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
+from ..judge.verdicts import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY, metric_samples
 
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
-REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data.json"
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+REFERENCE_DATA = Path(__file__).resolve().parent.parent / "reference_data.json"
 
 TEXT_LIMIT = 2000        # characters of a prompt or output shown on the page
 OUTPUTS_SHOWN = 3        # sample requests shown per scenario

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from .metrics import summarise
-from .results import SCHEMA_VERSION, ResultFileError, atomic_write_json, load_results, now_iso, read_json
+from ..storage import SCHEMA_VERSION, ResultFileError, atomic_write_json, load_results, now_iso, read_json
 from .verdicts import metric_samples
 
 NOISE_FILE = "noise.json"

@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from .hardware import has_nvidia_gpu
+from .device import has_nvidia_gpu
 
 SPEC_COUNTERS = {
     "vllm:spec_decode_num_drafts": "drafts",

@@ -22,7 +22,7 @@ import re
 import statistics
 import threading
 
-from .hardware import slug
+from .device import slug
 
 # NVML's clocks-event (formerly "throttle") reasons: (our name, NVML constant suffix, bit value).
 # The constants were renamed nvmlClocksThrottleReason* -> nvmlClocksEventReason*; the bits did not change.

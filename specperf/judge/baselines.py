@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .metrics import summarise
-from .results import SCHEMA_VERSION, ResultFileError, atomic_write_json, read_json
+from ..storage import SCHEMA_VERSION, ResultFileError, atomic_write_json, read_json
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "baselines"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "baselines"
 
 
 def baseline_path(baseline_dir: Path, hardware_key: str, scenario_id: str) -> Path:

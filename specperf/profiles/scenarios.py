@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, checkpoint_path, is_builtin
-from .gpus import GPU_CLASSES
-from .metrics import METRICS
+from ..run.gpus import GPU_CLASSES
+from ..judge.metrics import METRICS
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 NO_SD = "none"
 NO_SD_LABEL = "nosd"
 BATCHING_MODES = ("replicate", "distinct")

@@ -12,16 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import checkpoints, metrics, workloads
-from .baselines import load_baseline, write_baseline
+from ..profiles import checkpoints
+
+from ..judge import metrics
+
+from ..profiles import workloads
+from ..judge.baselines import load_baseline, write_baseline
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
 from .gpus import TelemetrySampler, telemetry_problems
-from .hardware import describe_device
-from .noise import load_noise
-from .results import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso, read_json,
+from .device import describe_device
+from ..judge.noise import load_noise
+from ..storage import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso, read_json,
                       suite_provenance, write_result)
-from .scenarios import Scenario
-from .verdicts import MIN_ROUNDS, ScenarioVerdict, judge
+from ..profiles.scenarios import Scenario
+from ..judge.verdicts import MIN_ROUNDS, ScenarioVerdict, judge
 
 SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000

@@ -13,7 +13,8 @@ from pathlib import Path
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .judge.baselines import baseline_from_result
 from .storage import ResultFileError, load_results
-from .judge.verdicts import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY, judge
+from .judge.verdicts import judge
+from .status import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY
 
 
 def cmd_report(args) -> int:
@@ -26,11 +27,11 @@ def cmd_report(args) -> int:
 
 def cmd_compare(args) -> int:
     """Judge every scenario of NEW against the same scenario of OLD, as if OLD were the baseline."""
-    old = {r["scenario"]["id"]: r for r in load_results(Path(args.old)) if r.get("status") == "ok"}
+    old = {r.id: r for r in load_results(Path(args.old)) if r.ok}
     verdicts = []
     for result in load_results(Path(args.new)):
-        baseline = old.get(result["scenario"]["id"])
-        if baseline is not None and baseline["device"]["hardware_key"] != result["device"]["hardware_key"]:
+        baseline = old.get(result.id)
+        if baseline is not None and baseline.device.hardware_key != result.device.hardware_key:
             baseline = None      # results from other hardware are never compared
         verdicts.append(judge(result, baseline_from_result(baseline) if baseline else None))
     verdicts.sort(key=lambda v: (SEVERITY.index(v.status), v.scenario_id))

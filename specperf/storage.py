@@ -12,16 +12,21 @@ import os
 import platform
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import ValidationError
 
 from . import __version__
+from .records import SCHEMA_VERSION, Record, RunFile, ScenarioResult
 
-SCHEMA_VERSION = 1
+R = TypeVar("R", bound=Record)
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ResultFileError(Exception):
-    """A result or baseline file that cannot be used; the message names the file and the problem."""
+    """A result, baseline, run or noise file that cannot be used; the message names the file and the problem."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -47,12 +52,17 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number")
+
+
 def read_json(path: Path, what: str) -> dict:
+    """A JSON object of this schema version; NaN and Infinity are refused (they defeat every comparison)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except OSError as err:
         raise ResultFileError(f"{path}: cannot read {what}: {err.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError) as err:       # JSONDecodeError is a ValueError
         raise ResultFileError(f"{path}: corrupt {what} (not valid JSON: {err})") from None
     if not isinstance(data, dict):
         raise ResultFileError(f"{path}: corrupt {what} (expected a JSON object)")
@@ -62,27 +72,90 @@ def read_json(path: Path, what: str) -> dict:
     return data
 
 
+def validation_problem(err: ValidationError) -> str:
+    """pydantic's first complaint as 'field.path: problem'."""
+    first = err.errors()[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    return f"{where or 'file'}: {first['msg']}"
+
+
+def read_record(path: Path, model: type[R], what: str) -> R:
+    """A stored file as its typed record; any problem is one ResultFileError line naming file and field."""
+    data = read_json(path, what)
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ResultFileError(f"{path}: corrupt {what} ({validation_problem(err)})") from None
+
+
+def write_record(path: Path, record: Record) -> Path:
+    atomic_write_json(path, record.to_json())
+    return path
+
+
 def new_run_id(profile: str) -> str:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{profile}"
 
 
-def result_path(run_dir: Path, scenario_id: str) -> Path:
-    return Path(run_dir) / "results" / f"{scenario_id}.json"
-
-
-def write_result(run_dir: Path, record: dict) -> Path:
-    path = result_path(run_dir, record["scenario"]["id"])
-    atomic_write_json(path, {"schema_version": SCHEMA_VERSION, **record})
+def inside(folder: Path, *parts: str) -> Path:
+    """folder/parts..., refused when the parts would lead out of folder (ids and keys come from files)."""
+    path = Path(folder).joinpath(*parts)
+    if any(part in ("", ".", "..") or "/" in part or "\\" in part for part in parts) or \
+            not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise ResultFileError(f"{path}: refusing a path outside {folder}")
     return path
 
 
-def load_results(run_dir: Path) -> list[dict]:
-    """Every result of a run directory, in scenario-id order."""
+def result_path(run_dir: Path, scenario_id: str) -> Path:
+    return inside(Path(run_dir) / "results", f"{scenario_id}.json")
+
+
+def write_result(run_dir: Path, result: ScenarioResult) -> Path:
+    return write_record(result_path(run_dir, result.id), result)
+
+
+def load_results(run_dir: Path) -> list[ScenarioResult]:
+    """Every result of a run directory, in scenario-id order; the first unusable file raises."""
     folder = Path(run_dir) / "results"
     if not folder.is_dir():
         raise ResultFileError(f"{run_dir}: not a run directory (no results/ folder)")
-    return [read_json(path, "result") for path in sorted(folder.glob("*.json"))]
+    return [read_record(path, ScenarioResult, "result") for path in sorted(folder.glob("*.json"))]
+
+
+@dataclass
+class RunDir:
+    """What one run directory holds that can be used, and a line for each file that cannot."""
+
+    path: Path
+    run: RunFile | None = None
+    results: list[ScenarioResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_run_dir(run_dir: Path) -> RunDir:
+    """run.json and every readable result of a run directory; unusable files are skipped and named.
+
+    A folder with neither results/ nor run.json is not a run directory: ResultFileError."""
+    run_dir = Path(run_dir)
+    found = RunDir(run_dir)
+    run_file, folder = run_dir / "run.json", run_dir / "results"
+    if not run_file.exists() and not folder.is_dir():
+        raise ResultFileError(f"{run_dir}: not a run directory (no results/ folder)")
+    if run_file.exists():
+        try:
+            found.run = read_record(run_file, RunFile, "run file")
+        except ResultFileError as err:
+            found.problems.append(str(err))
+    if not folder.is_dir():
+        found.problems.append(f"{run_dir}: no results/ folder (the run stored no result)")
+        return found
+    for path in sorted(folder.glob("*.json")):
+        try:
+            found.results.append(read_record(path, ScenarioResult, "result"))
+        except ResultFileError as err:
+            found.problems.append(str(err))
+    return found
 
 
 def git_commit() -> str | None:

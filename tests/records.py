@@ -1,8 +1,7 @@
 """Constructed scenarios and result records for the unit tests.
 
-A record has the shape RunSession._summarise and RunSession.run give it (the fields the pure
-modules read: scenario, status, device, provenance, metrics, validity, finished_at), without
-running an engine.
+A record is the typed ScenarioResult a run session writes (the fields the pure modules read:
+scenario, status, device, provenance, metrics, validity, finished_at), without running an engine.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ def reference_scenario(**kwargs) -> Scenario:
 def make_record(scenario: Scenario | None = None, *, throughput: list[float] | None = None,
                 counters: list[dict] | None = None, reference_throughput: float | None = REFERENCE_THROUGHPUT,
                 lossless: float = 1.0, hardware_key: str = HARDWARE_KEY, status: str = "ok",
-                error: str | None = None, reasons: list[str] | None = None) -> dict:
+                error: str | None = None, reasons: list[str] | None = None) -> ScenarioResult:
     """A finished result record; SD scenarios get acceptance, speedup and lossless metrics."""
     scenario = scenario or make_scenario()
     throughput = list(THROUGHPUT if throughput is None else throughput)
@@ -57,8 +56,8 @@ def make_record(scenario: Scenario | None = None, *, throughput: list[float] | N
         "effective_config": {"max_num_seqs": 256},
     }
     if status != "ok":
-        return record
-    record["rounds"] = [{"wall_s": 1.0, "output_tokens": t, "throughput": t, "counters": c}
+        return ScenarioResult.model_validate(record)
+    record["rounds"] = [{"wall_s": 100 / t, "output_tokens": 100, "throughput": t, "counters": c}
                         for t, c in zip(throughput, counters)]
     record["counters"] = metrics.sum_counters(counters)
     values = {"throughput_tok_s": {"value": statistics.median(throughput), "samples": throughput}}
@@ -73,7 +72,7 @@ def make_record(scenario: Scenario | None = None, *, throughput: list[float] | N
             values["lossless_fraction"] = {"value": lossless, "samples": [lossless]}
     record["metrics"] = values
     record["validity"] = {"valid": not reasons, "reasons": reasons}
-    return record
+    return ScenarioResult.model_validate(record)
 
 
 def scaled_counters(factor: float, rounds: int = 5) -> list[dict]:
@@ -84,7 +83,7 @@ def scaled_counters(factor: float, rounds: int = 5) -> list[dict]:
             for _ in range(rounds)]
 
 
-def write_run(run_dir: Path, records: list[dict]) -> Path:
+def write_run(run_dir: Path, records: list[ScenarioResult]) -> Path:
     for record in records:
         write_result(run_dir, record)
     return run_dir

@@ -8,26 +8,11 @@ from records import THROUGHPUT, make_record, make_scenario, reference_scenario, 
 from specperf.judge import verdicts as v
 from specperf.judge.baselines import baseline_from_result
 from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
-from specperf.judge.verdicts import (
-    ALPHA,
-    ERROR,
-    IMPROVEMENT,
-    INCOMPATIBLE,
-    INVALID,
-    MIN_ROUNDS,
-    NO_BASELINE,
-    PASS,
-    REGRESSION,
-    SEVERITY,
-    MetricVerdict,
-    ScenarioVerdict,
-    compare_metric,
-    judge,
-    metric_samples,
-    spec_for,
-    tolerance_for,
-    worst,
-)
+from specperf.judge.metrics import metric_samples
+from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, compare_metric, judge, spec_for, tolerance_for
+from specperf.records import MetricVerdict, Verdict as ScenarioVerdict
+from specperf.status import (ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY,
+                             worst)
 
 BASE = [100.0, 101.0, 99.0, 100.5, 99.5]           # median 100
 SPREAD = [20.0, 50.0, 100.0, 150.0, 180.0]         # median 100, very noisy

@@ -9,6 +9,8 @@ import hashlib
 import statistics
 from dataclasses import dataclass
 
+from ..records import Metric
+
 HIGHER = "higher"
 LOWER = "lower"
 
@@ -105,3 +107,16 @@ def summarise(samples: list[float]) -> dict:
         "min": min(samples), "max": max(samples), "stdev": spread,
         "cv": spread / statistics.fmean(samples) if statistics.fmean(samples) else None,
     }
+
+
+def metric_samples(metrics: dict[str, Metric]) -> dict[str, list[float]]:
+    """Flatten a result's metrics to name -> samples; per-position vectors become acceptance_pos<i>."""
+    flat: dict[str, list[float]] = {}
+    for name, entry in metrics.items():
+        if name == "per_position_acceptance":
+            for round_values in entry.samples:
+                for i, value in enumerate(round_values or []):
+                    flat.setdefault(f"acceptance_pos{i}", []).append(value)
+        else:
+            flat[name] = [s for s in entry.samples if s is not None]
+    return flat

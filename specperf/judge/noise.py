@@ -11,9 +11,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from .metrics import summarise
-from ..storage import SCHEMA_VERSION, ResultFileError, atomic_write_json, load_results, now_iso, read_json
-from .verdicts import metric_samples
+from ..records import SCHEMA_VERSION
+from ..storage import ResultFileError, atomic_write_json, inside, load_results, now_iso, read_json
+from .metrics import metric_samples, summarise
 
 NOISE_FILE = "noise.json"
 
@@ -24,11 +24,11 @@ def measure_noise(run_dirs: list[Path]) -> dict:
     hardware_keys = set()
     for run_dir in run_dirs:
         for result in load_results(run_dir):
-            if result.get("status") != "ok" or result.get("validity", {}).get("valid") is False:
+            if not result.ok or not result.valid:
                 continue
-            hardware_keys.add(result["device"]["hardware_key"])
-            metrics = per_scenario.setdefault(result["scenario"]["id"], {})
-            for name, samples in metric_samples(result["metrics"]).items():
+            hardware_keys.add(result.device.hardware_key)
+            metrics = per_scenario.setdefault(result.id, {})
+            for name, samples in metric_samples(result.metrics).items():
                 entry = metrics.setdefault(name, {"medians": [], "round_cvs": []})
                 summary = summarise(samples)
                 if summary["n"]:
@@ -60,14 +60,14 @@ def noise_cv(entry: dict) -> float | None:
 
 
 def write_noise(baseline_dir: Path, noise: dict) -> Path:
-    path = Path(baseline_dir) / noise["hardware_key"] / NOISE_FILE
+    path = inside(Path(baseline_dir), noise["hardware_key"], NOISE_FILE)
     atomic_write_json(path, noise)
     return path
 
 
 def load_noise(baseline_dir: Path, hardware_key: str) -> dict[str, dict[str, float]]:
     """scenario id -> metric -> CV from the stored noise file; empty when none was measured."""
-    path = Path(baseline_dir) / hardware_key / NOISE_FILE
+    path = inside(Path(baseline_dir), hardware_key, NOISE_FILE)
     if not path.exists():
         return {}
     data = read_json(path, "noise file")

@@ -26,8 +26,10 @@ from markupsafe import Markup
 
 from ..judge import metrics
 from ..run.gpus import BAD_THROTTLE_REASONS
-from ..storage import SCHEMA_VERSION, ResultFileError, atomic_write_text, load_results, read_json
-from ..judge.verdicts import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY, metric_samples
+from ..records import SCHEMA_VERSION
+from ..storage import ResultFileError, atomic_write_text, load_results, read_json
+from ..judge.metrics import metric_samples
+from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 REFERENCE_DATA = Path(__file__).resolve().parent.parent / "reference_data.json"

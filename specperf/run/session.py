@@ -25,7 +25,8 @@ from ..judge.noise import load_noise
 from ..storage import (SCHEMA_VERSION, ResultFileError, atomic_write_json, new_run_id, now_iso, read_json,
                       suite_provenance, write_result)
 from ..profiles.scenarios import Scenario
-from ..judge.verdicts import MIN_ROUNDS, ScenarioVerdict, judge
+from ..judge.verdicts import MIN_ROUNDS, judge
+from ..records import Verdict as ScenarioVerdict
 
 SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000

@@ -1,0 +1,303 @@
+"""Typed records of what the suite stores: results, verdicts, baselines and run files.
+
+Every module that reads or writes these files uses these models, so a field has one name and one
+type everywhere.  pydantic validates a file's shape when it is read (a string where a number
+belongs, a missing scenario, a non-finite number), and `storage` turns a failure into one line
+naming the file and the field.  Unknown fields are kept, so a newer file survives a round trip.
+The JSON layout is schema version 1, unchanged from the untyped records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
+from .status import FAILING, OK
+
+SCHEMA_VERSION = 1
+NO_SD = "none"          # the method name of the no-SD reference scenarios
+
+Number = float | int
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+# ------------------------------------------------------------------ the scenario
+
+class ModelInfo(Record):
+    name: str
+    path: str
+    tokenizer: str | None = None
+    tp: int = 1
+
+
+class MethodInfo(Record):
+    label: str
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScenarioInfo(Record):
+    """A scenario as results store it (profiles.scenarios.Scenario.to_dict())."""
+
+    id: str = Field(min_length=1)
+    hash: str
+    profile: str
+    model: ModelInfo
+    method: MethodInfo
+    batch_size: int
+    dataset: str
+    num_requests: int
+    output_len: int
+    rounds: int
+    warmup: int = 1
+    seed: int = 42
+    batching: str = "replicate"
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    tolerances: dict[str, float] = Field(default_factory=dict)
+    informational: list[str] = Field(default_factory=list)
+    reference_id: str
+
+    @property
+    def is_reference(self) -> bool:
+        return self.method.name == NO_SD
+
+
+# ------------------------------------------------------------------ what was measured
+
+class Counters(Record):
+    """vLLM's spec-decode counters over some calls (see run.engine.read_spec_counters)."""
+
+    drafts: Number = 0
+    draft_tokens: Number = 0
+    accepted: Number = 0
+    accepted_per_pos: list[Number] = Field(default_factory=list)
+
+
+class Round(Record):
+    wall_s: float
+    output_tokens: int
+    throughput: float
+    counters: Counters = Field(default_factory=Counters)
+
+
+class Metric(Record):
+    """A metric's value (the median over rounds) and its samples; per-position rates are lists."""
+
+    value: float | list[float] | None
+    samples: list[float | list[float] | None] = Field(default_factory=list)
+
+
+class Validity(Record):
+    valid: bool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Lossless(Record):
+    identical: int
+    total: int
+    reference_id: str
+
+
+class ShownOutput(Record):
+    request_id: str
+    prompt: str
+    output: str
+
+
+class WorkloadFacts(Record):
+    source: str | None = None
+    checksum: str | None = None
+    stand_in: str | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    prompt_tokens: list[int] = Field(default_factory=list)
+    output_len: int | None = None
+    overlap_bleu4: list[float] = Field(default_factory=list)
+
+
+class Memory(Record):
+    peak_mib: float | None = None
+    source: str | None = None
+
+
+class Timings(Record):
+    engine_start_s: float = 0.0
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+
+
+class Device(Record):
+    """What ran the scenario: the CPU, or the GPUs NVML described (more fields then)."""
+
+    kind: str
+    name: str | None = None
+    count: int | None = None
+    memory_gib: float | None = None
+    driver: str | None = None
+    hardware_key: str = Field(min_length=1)
+
+
+# ------------------------------------------------------------------ how it compared
+
+class MetricVerdict(Record):
+    metric: str
+    status: str
+    baseline: float | None = None
+    current: float | None = None
+    change: float | None = None          # relative, signed: (current - baseline) / baseline
+    tolerance: float | None = None
+    p_value: float | None = None
+    note: str = ""
+
+    def line(self) -> str:
+        def fmt(value):
+            return "n/a" if value is None else f"{value:.4g}"
+        change = "n/a" if self.change is None else f"{self.change:+.1%}"
+        tolerance = "n/a" if self.tolerance is None else f"{self.tolerance:.1%}"
+        p_value = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
+        text = (f"{self.metric}: {self.status}: baseline {fmt(self.baseline)}, current {fmt(self.current)}, "
+                f"change {change}, tolerance {tolerance}, p-value {p_value}")
+        return f"{text} ({self.note})" if self.note else text
+
+
+class Verdict(Record):
+    """A scenario's verdict: the worst of its gating metrics', or why it could not be judged."""
+
+    scenario_id: str = ""
+    status: str
+    note: str = ""
+    metrics: list[MetricVerdict] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        """`failed` and `message` are stored for readers of the JSON, and derived again on load."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in ("failed", "message")}
+        return data
+
+    @computed_field
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+    @computed_field
+    @property
+    def message(self) -> str:
+        if not self.failed:
+            return ""
+        lines = [f"{self.scenario_id}: {self.status}" + (f" ({self.note})" if self.note else "")]
+        lines += ["  " + m.line() for m in self.metrics if m.status in FAILING]
+        return "\n".join(lines)
+
+    def failure_message(self) -> str:
+        return self.message
+
+
+class BaselineRef(Record):
+    """What a result shows of the baseline that judged it."""
+
+    vllm: str | None = None
+    recorded_at: str | None = None
+    effective_config: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None
+    metric_medians: dict[str, float | list[float] | None] = Field(default_factory=dict)
+    metric_samples: dict[str, list[float | list[float] | None] | None] = Field(default_factory=dict)
+    memory_peak_mib: float | None = None
+
+
+# ------------------------------------------------------------------ the files
+
+class ScenarioResult(Record):
+    """reports/<run-id>/results/<scenario-id>.json: one scenario of one run."""
+
+    schema_version: int = SCHEMA_VERSION
+    scenario: ScenarioInfo
+    status: str
+    error: str | None = None
+    error_kind: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    device: Device
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    effective_config: dict[str, Any] | None = None
+    workload: WorkloadFacts | None = None
+    timings: Timings | None = None
+    rounds: list[Round] = Field(default_factory=list)
+    counters: Counters | None = None
+    memory: Memory | None = None
+    gpu_telemetry: dict[str, Any] | None = None
+    output_hashes: list[str] | None = None
+    outputs: list[ShownOutput] = Field(default_factory=list)
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    lossless: Lossless | None = None
+    validity: Validity | None = None
+    verdict: Verdict | None = None
+    baseline: BaselineRef | None = None
+
+    @property
+    def id(self) -> str:
+        return self.scenario.id
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def valid(self) -> bool:
+        """False only when a validity rule was broken (a result that never ran has no validity)."""
+        return self.validity is None or self.validity.valid
+
+    def value(self, metric: str):
+        entry = self.metrics.get(metric)
+        return None if entry is None else entry.value
+
+
+class Baseline(Record):
+    """baselines/<hardware-key>/<scenario-id>.json: the samples of a valid result, kept for comparison."""
+
+    schema_version: int = SCHEMA_VERSION
+    scenario_id: str
+    scenario_hash: str
+    hardware_key: str
+    metrics: dict[str, Metric]
+    summaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    device: dict[str, Any] | None = None
+    effective_config: dict[str, Any] | None = None
+    memory: Memory | None = None
+    recorded_at: str | None = None
+
+
+class RunStats(Record):
+    engine_starts: int = 0
+    engine_start_s: float = 0.0
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    scenarios: int = 0
+    errors: int = 0
+    resumed: int = 0
+    wall_s: float = 0.0
+
+
+class RunFile(Record):
+    """reports/<run-id>/run.json: what ran, where, and how long each phase took."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    profile: str
+    profile_path: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    interrupted: bool = False
+    device: Device
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    stats: RunStats = Field(default_factory=RunStats)
+    engine_keys: list[str] = Field(default_factory=list)
+    workers: int | None = None

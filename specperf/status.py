@@ -1,0 +1,29 @@
+"""Status words, defined once: of a result (did the scenario run?) and of a verdict (how did it compare?)."""
+
+# A result's status.
+OK = "ok"               # measured; judged against its baseline
+SKIPPED = "skipped"     # its workload was unavailable; never judged
+# ERROR (below) also marks a result whose engine or input failed.
+
+# Why a result has status ERROR.
+ERROR_TIMEOUT = "timeout"
+ERROR_ENGINE = "engine"
+ERROR_INPUT = "input"
+
+# A verdict's status, per metric and per scenario.
+PASS = "pass"
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_BASELINE = "no-baseline"
+INCOMPATIBLE = "incompatible"
+INVALID = "invalid"
+ERROR = "error"
+
+# Worst first: a scenario's verdict is the worst of its metrics'.
+SEVERITY = (ERROR, REGRESSION, INVALID, INCOMPATIBLE, NO_BASELINE, IMPROVEMENT, PASS)
+FAILING = (ERROR, REGRESSION)
+
+
+def worst(statuses) -> str:
+    """The most severe status of an iterable (PASS when it is empty)."""
+    return min(statuses, key=SEVERITY.index, default=PASS)

@@ -1,6 +1,9 @@
-"""The pytest plugin: options, parametrisation, ordering and fixtures; the work is in session.py.
+"""The pytest plugin: options, parametrisation, ordering and fixtures; the work is in run/session.py.
 
 A test module asks for the `specperf_scenario` and `specperf_session` fixtures (see tests_perf/).
+The plugin is installed with the package, so it acts only in the suite's own runs (tests_perf/
+on the command line, or --profile or --resume given); in any other pytest run it only adds its
+options.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .run.engine import one_line
 from .run.device import has_nvidia_gpu
 from .profiles.scenarios import Profile, ProfileError, Scenario, load_profile
+from .records import RunFile
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 SESSION_KEY = pytest.StashKey["RunSession"]()
@@ -22,6 +26,7 @@ DEVICE_KEY = pytest.StashKey[dict]()
 WORKERS_KEY = pytest.StashKey[list]()
 RUN_ID_KEY = pytest.StashKey[str]()
 FINISHED_KEY = pytest.StashKey[dict]()
+SUITE_RUN_KEY = pytest.StashKey[bool]()
 MARKERS = {
     "nosd": "the no-SD reference scenarios",
     "ngram": "n-gram (prompt lookup) scenarios",
@@ -55,12 +60,31 @@ def pytest_addoption(parser):
                     help="run shard I of N of the selection (for N machines; merge with `specperf report`)")
 
 
+SUITE_TESTS = Path(__file__).resolve().parent.parent / "tests_perf"
+
+
+def is_suite_run(config) -> bool:
+    """Whether this pytest run is the suite's: --profile or --resume given, or a path argument at or
+    inside tests_perf/ (or above it, as `pytest .` in the checkout)."""
+    if config.getoption("profile") or config.getoption("resume"):
+        return True
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if path == SUITE_TESTS or SUITE_TESTS in path.parents or path in SUITE_TESTS.parents:
+            return True
+    return False
+
+
 def pytest_configure(config):
+    if not is_suite_run(config):
+        return
+    config.stash[SUITE_RUN_KEY] = True
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.addinivalue_line("markers", "requires_gpu(min_class=None, count=1, min_memory_gib=None): "
                                        "skip unless this machine has such GPUs")
     check_options(config)
+    _profile(config)                            # a profile error is one usage line, before collection
     _terminate_as_interrupt()
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"        # -n N: each model's scenarios stay on one worker
@@ -139,12 +163,12 @@ def check_options(config) -> None:
             raise pytest.UsageError(str(err)) from None
 
 
-def _resumed_run(run_dir: Path) -> dict:
+def _resumed_run(run_dir: Path) -> RunFile:
     """run.json of the run that --resume continues."""
-    from .storage import ResultFileError, read_json
+    from .storage import ResultFileError, read_record
 
     try:
-        return read_json(run_dir / "run.json", "run file")
+        return read_record(run_dir / "run.json", RunFile, "run file")
     except ResultFileError as err:
         raise pytest.UsageError(f"--resume: {err}") from None
 
@@ -179,10 +203,10 @@ def _profile(config) -> Profile:
     if PROFILE_KEY not in config.stash:
         resume = config.getoption("resume")
         run = _resumed_run(Path(resume)) if resume else None
-        recorded = (run.get("profile_path") or run.get("profile")) if run else None
+        recorded = (run.profile_path or run.profile) if run else None
         profile = load_profile_or_fail(config.getoption("profile") or recorded or default_profile())
-        if run is not None and profile.name != run.get("profile"):
-            raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.get('profile')!r}, "
+        if run is not None and profile.name != run.profile:
+            raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.profile!r}, "
                                     f"not {profile.name!r}")
         config.stash[PROFILE_KEY] = profile
     return config.stash[PROFILE_KEY]
@@ -221,6 +245,8 @@ def _scenario_of(item) -> Scenario | None:
 def pytest_collection_modifyitems(config, items):
     """After -k/-m selection: bring back the no-SD references that selected SD scenarios need, and
     order the scenarios so references come first and each engine key runs as one block."""
+    if SUITE_RUN_KEY not in config.stash:
+        return (yield)
     everything = list(items)
     result = yield
     selected = {id(item) for item in items}
@@ -259,8 +285,10 @@ def _this_shard(config, perf: list) -> list:
 
 def pytest_runtest_setup(item):
     """A scenario (or any test) marked requires_gpu is skipped, with the reason, where the box lacks it."""
-    from .run.gpus import unmet_requirement
+    if SUITE_RUN_KEY not in item.config.stash:
+        return
     from .run.device import describe_device
+    from .run.gpus import unmet_requirement
 
     for mark in item.iter_markers("requires_gpu"):
         if DEVICE_KEY not in item.config.stash:
@@ -328,6 +356,8 @@ def _run_id(config) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """xdist controller: hand every worker the run id, and whether tests are grouped (loadgroup)."""
+    if SUITE_RUN_KEY not in node.config.stash:
+        return
     node.workerinput["specperf_run_id"] = _run_id(node.config)
     node.workerinput["specperf_loadgroup"] = node.config.getoption("dist") == "loadgroup"
 
@@ -350,21 +380,21 @@ def pytest_sessionfinish(session, exitstatus):
         lines = run.finish(interrupted=interrupted)
         if _worker(config) is not None:
             config.workeroutput["specperf"] = {"run_dir": str(run.run_dir), "lines": lines,
-                                               "run": run.run_file(finished=True, interrupted=interrupted)}
+                                               "run": run.run_file(True, interrupted).to_json()}
             return
         config.stash[FINISHED_KEY] = _write_report(run.run_dir, run.run_file(True, interrupted), lines)
     elif config.stash.get(WORKERS_KEY, None):
-        from .storage import atomic_write_json
         from .run.session import merge_run_files
+        from .storage import write_record
 
         outputs = config.stash[WORKERS_KEY]
         run_dir = Path(outputs[0]["run_dir"])
-        merged = merge_run_files([o["run"] for o in outputs])
-        atomic_write_json(run_dir / "run.json", merged)
+        merged = merge_run_files([RunFile.model_validate(o["run"]) for o in outputs])
+        write_record(run_dir / "run.json", merged)
         config.stash[FINISHED_KEY] = _write_report(run_dir, merged, [line for o in outputs for line in o["lines"]])
 
 
-def _write_report(run_dir: Path, run: dict, lines: list[str]) -> dict:
+def _write_report(run_dir: Path, run: RunFile, lines: list[str]) -> dict:
     """The report of a finished run, and the lines that close its terminal summary."""
     from .report import load_run, write_run_report
     from .run.session import summary_lines

@@ -22,6 +22,7 @@ from . import __version__
 from .records import SCHEMA_VERSION, Record, RunFile, ScenarioResult
 
 R = TypeVar("R", bound=Record)
+UNION_TAGS = {"float", "int", "str", "bool", "list[float]", "list[int]", "none"}
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,7 +76,8 @@ def read_json(path: Path, what: str) -> dict:
 def validation_problem(err: ValidationError) -> str:
     """pydantic's first complaint as 'field.path: problem'."""
     first = err.errors()[0]
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    parts = [part for part in first["loc"] if part not in UNION_TAGS]     # "float" in value.float: the union member
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts).lstrip(".")
     return f"{where or 'file'}: {first['msg']}"
 
 

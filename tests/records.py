@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 from specperf.judge import metrics
+from specperf.records import ScenarioResult
 from specperf.storage import write_result
 from specperf.profiles.scenarios import REFERENCE_METHOD, Method, Model, Scenario
 

@@ -7,19 +7,35 @@ import os
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 from specperf.run import device as hardware
-from specperf.judge.baselines import baseline_path, load_baseline, write_baseline
+from specperf.judge.baselines import baseline_from_result, baseline_path, load_baseline, write_baseline
+from specperf.records import Baseline, ScenarioResult
 from specperf.storage import (
     SCHEMA_VERSION,
     ResultFileError,
     atomic_write_json,
+    inside,
     load_results,
     read_json,
+    read_record,
+    read_run_dir,
     result_path,
     write_result,
 )
+
+SD_ID = "tiny-llama-eagle3-k3-bs4-gsm8k"
+
+
+def one_line_naming(info, path) -> str:
+    """The ResultFileError's message, checked to be one line that starts with the file."""
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert "\n" not in message
+    return message
+
 
 # --------------------------------------------------------------------------
 # results
@@ -73,6 +89,16 @@ def test_read_json_non_utf8(tmp_path):
         read_json(path, "result")
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_read_json_refuses_non_finite_numbers(tmp_path, constant):
+    path = tmp_path / "nan.json"
+    path.write_text('{"schema_version": 1, "x": [1.0, %s]}' % constant, encoding="utf-8")
+    with pytest.raises(ResultFileError) as info:
+        read_json(path, "result")
+    assert one_line_naming(info, path) == (
+        f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
+
+
 def test_read_json_missing_file(tmp_path):
     path = tmp_path / "absent.json"
     with pytest.raises(ResultFileError, match=re.escape(f"{path}: cannot read result")):
@@ -87,9 +113,23 @@ def test_write_and_load_results(tmp_path):
     assert path == run / "results" / "tiny-llama-eagle3-k3-bs4-gsm8k.json"
     write_result(run, ref)
     loaded = load_results(run)
-    assert [r["scenario"]["id"] for r in loaded] == ["tiny-llama-eagle3-k3-bs4-gsm8k", "tiny-llama-nosd-bs4-gsm8k"]
-    assert all(r["schema_version"] == SCHEMA_VERSION for r in loaded)
-    assert {k: v for k, v in loaded[0].items() if k != "schema_version"} == json.loads(json.dumps(sd))
+    assert all(isinstance(r, ScenarioResult) for r in loaded)
+    assert [r.id for r in loaded] == ["tiny-llama-eagle3-k3-bs4-gsm8k", "tiny-llama-nosd-bs4-gsm8k"]
+    assert all(r.schema_version == SCHEMA_VERSION for r in loaded)
+    assert loaded[0] == sd and loaded[1] == ref
+    assert loaded[0].to_json() == json.loads(json.dumps(sd.to_json()))
+    assert json.loads(path.read_text(encoding="utf-8")) == sd.to_json()
+
+
+def test_unknown_fields_survive_a_round_trip(tmp_path):
+    data = make_record().to_json()
+    data["from_a_newer_suite"] = {"x": 1}
+    data["device"]["fan_rpm"] = 1200
+    result = ScenarioResult.model_validate(data)
+    path = write_result(tmp_path, result)
+    loaded = read_record(path, ScenarioResult, "result")
+    assert loaded.to_json()["from_a_newer_suite"] == {"x": 1}
+    assert loaded.device.to_json()["fan_rpm"] == 1200
 
 
 def test_load_results_of_an_empty_run(tmp_path):
@@ -112,6 +152,111 @@ def test_load_results_names_a_corrupt_file(tmp_path):
         load_results(tmp_path)
 
 
+def stored_result(tmp_path, change):
+    """A result file written by the suite, then edited by change(data)."""
+    path = write_result(tmp_path, make_record())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_result_file_with_non_finite_number_is_refused(tmp_path, constant):
+    path = write_result(tmp_path, make_record())
+    text = path.read_text(encoding="utf-8")
+    assert '"value": 100.0' in text
+    path.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
+    with pytest.raises(ResultFileError) as info:
+        load_results(tmp_path)
+    assert one_line_naming(info, path) == (
+        f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
+
+
+def set_in(data, keys, value):
+    for key in keys[:-1]:
+        data = data[key]
+    data[keys[-1]] = value
+
+
+@pytest.mark.parametrize("keys, value, where", [
+    (("scenario",), None, "scenario: Input should be a valid dictionary"),
+    (("rounds", 0, "wall_s"), "fast", "rounds[0].wall_s: Input should be a valid number"),
+    (("metrics", "throughput_tok_s", "samples", 1), "fast", "metrics.throughput_tok_s.samples[1]"),
+    (("metrics", "throughput_tok_s", "value"), "fast", "metrics.throughput_tok_s.value"),
+    (("device", "hardware_key"), 3, "device.hardware_key: Input should be a valid string"),
+    (("scenario", "id"), "", "scenario.id: String should have at least 1 character"),
+    (("status",), None, "status: Input should be a valid string"),
+])
+def test_result_file_of_the_wrong_type_names_the_file_and_field(tmp_path, keys, value, where):
+    path = stored_result(tmp_path, lambda data: set_in(data, keys, value))
+    with pytest.raises(ResultFileError) as info:
+        load_results(tmp_path)
+    assert one_line_naming(info, path).startswith(f"{path}: corrupt result ({where}")
+
+
+def test_result_file_without_a_scenario_names_the_field(tmp_path):
+    path = stored_result(tmp_path, lambda data: data.pop("scenario"))
+    with pytest.raises(ResultFileError) as info:
+        load_results(tmp_path)
+    assert one_line_naming(info, path) == f"{path}: corrupt result (scenario: Field required)"
+
+
+def test_read_run_dir_skips_and_names_a_result_of_the_wrong_type(tmp_path):
+    write_run(tmp_path, [make_record(reference_scenario())])
+    path = stored_result(tmp_path, lambda data: data.__setitem__("scenario", None))
+    found = read_run_dir(tmp_path)
+    assert [r.id for r in found.results] == ["tiny-llama-nosd-bs4-gsm8k"]
+    assert found.problems == [f"{path}: corrupt result (scenario: Input should be a valid dictionary or "
+                              f"instance of ScenarioInfo)"]
+
+
+def test_model_validate_of_a_built_dict_refuses_wrong_types():
+    data = make_record().to_json()
+    assert ScenarioResult.model_validate(data) == make_record()
+    with pytest.raises(ValidationError, match="scenario"):
+        ScenarioResult.model_validate({**data, "scenario": None})
+    with pytest.raises(ValidationError, match="finite number"):
+        ScenarioResult.model_validate({**data, "metrics": {"throughput_tok_s": {"value": float("nan")}}})
+
+
+# --------------------------------------------------------------------------
+# paths built from ids and keys stay inside their folder
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("part", ["../x", "..", ".", "", "a/b", "..\\x", "/etc/passwd"])
+def test_inside_refuses_parts_that_leave_the_folder(tmp_path, part):
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        inside(tmp_path, part)
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        inside(tmp_path, "fine", part)
+
+
+def test_inside_allows_plain_names_and_refuses_a_link_out(tmp_path):
+    assert inside(tmp_path, HARDWARE_KEY, "s.json") == tmp_path / HARDWARE_KEY / "s.json"
+    assert inside(tmp_path, "..s.json") == tmp_path / "..s.json"           # dots inside a name are a name
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ResultFileError) as info:
+        inside(tmp_path / "store", "link", "s.json")
+    store = tmp_path / "store"
+    assert str(info.value) == f"{store / 'link' / 's.json'}: refusing a path outside {store}"
+
+
+@pytest.mark.parametrize("scenario_id", ["../x", "../../etc/x", "a/b"])
+def test_result_paths_refuse_scenario_ids_that_leave_the_run(tmp_path, scenario_id):
+    run = tmp_path / "run"
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        result_path(run, scenario_id)
+    record = make_record()
+    record.scenario.id = scenario_id
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        write_result(run, record)
+    assert not any(tmp_path.rglob("*.json"))
+
+
 # --------------------------------------------------------------------------
 # baselines
 # --------------------------------------------------------------------------
@@ -128,13 +273,17 @@ def test_write_and_load_baseline(tmp_path):
     assert path == baseline_path(tmp_path, HARDWARE_KEY, "tiny-llama-eagle3-k3-bs4-gsm8k")
     assert os.listdir(path.parent) == [path.name]
     baseline = load_baseline(tmp_path, HARDWARE_KEY, "tiny-llama-eagle3-k3-bs4-gsm8k")
-    assert baseline["schema_version"] == SCHEMA_VERSION
-    assert baseline["scenario_hash"] == record["scenario"]["hash"]
-    assert baseline["scenario_id"] == record["scenario"]["id"]
-    assert baseline["hardware_key"] == HARDWARE_KEY
-    assert baseline["metrics"] == json.loads(json.dumps(record["metrics"]))
-    assert baseline["provenance"]["vllm"] == "0.32.0"
-    assert baseline["recorded_at"] == record["finished_at"]
+    assert isinstance(baseline, Baseline)
+    assert baseline.schema_version == SCHEMA_VERSION
+    assert baseline.scenario_hash == record.scenario.hash
+    assert baseline.scenario_id == record.scenario.id == record.id
+    assert baseline.hardware_key == HARDWARE_KEY
+    assert baseline.metrics == record.metrics
+    assert {k: m.to_json() for k, m in baseline.metrics.items()} == json.loads(json.dumps(
+        {k: m.to_json() for k, m in record.metrics.items()}))
+    assert baseline.provenance["vllm"] == "0.32.0"
+    assert baseline.recorded_at == record.finished_at
+    assert baseline == baseline_from_result(record)
     # another hardware key is another store
     assert load_baseline(tmp_path, "gpu-nvidia-h100-80gb-hbm3-80g-x1", "tiny-llama-eagle3-k3-bs4-gsm8k") is None
 
@@ -164,10 +313,16 @@ def test_write_baseline_keeps_old_one_when_refused(tmp_path):
     assert path.read_text(encoding="utf-8") == before
 
 
+BASELINE_KEYS = '"scenario_id": "s", "hardware_key": "%s"' % HARDWARE_KEY
+
+
 @pytest.mark.parametrize("content, words", [
     ('{"schema_version": 1, "metr', "not valid JSON"),
-    ('{"schema_version": 1, "metrics": {}}', "missing 'scenario_hash'"),
-    ('{"schema_version": 1, "scenario_hash": "abc"}', "missing 'metrics'"),
+    ('{"schema_version": 1, %s, "metrics": {}}' % BASELINE_KEYS,
+     "corrupt baseline (scenario_hash: Field required)"),
+    ('{"schema_version": 1, %s, "scenario_hash": "abc"}' % BASELINE_KEYS,
+     "corrupt baseline (metrics: Field required)"),
+    ('{"schema_version": 1, "metrics": {}}', "corrupt baseline (scenario_id: Field required)"),
     ('{"schema_version": 7, "scenario_hash": "abc", "metrics": {}}', "schema version 7"),
 ])
 def test_load_baseline_corrupt(tmp_path, content, words):
@@ -177,6 +332,77 @@ def test_load_baseline_corrupt(tmp_path, content, words):
     with pytest.raises(ResultFileError) as info:
         load_baseline(tmp_path, HARDWARE_KEY, "s")
     assert str(path) in str(info.value) and words in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_load_baseline_missing_key_is_one_line_naming_file_and_field(tmp_path):
+    path = baseline_path(tmp_path, HARDWARE_KEY, "s")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema_version": 1, %s, "metrics": {}}' % BASELINE_KEYS, encoding="utf-8")
+    with pytest.raises(ResultFileError) as info:
+        load_baseline(tmp_path, HARDWARE_KEY, "s")
+    assert one_line_naming(info, path) == f"{path}: corrupt baseline (scenario_hash: Field required)"
+
+
+def stored_baseline(tmp_path, change):
+    """A baseline written by the suite, then edited by change(data)."""
+    path = write_baseline(tmp_path, make_record())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_baseline_with_non_finite_number_is_refused(tmp_path, constant):
+    path = write_baseline(tmp_path, make_record())
+    text = path.read_text(encoding="utf-8")
+    assert '"value": 100.0' in text
+    path.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
+    with pytest.raises(ResultFileError) as info:
+        load_baseline(tmp_path, HARDWARE_KEY, SD_ID)
+    assert one_line_naming(info, path) == (
+        f"{path}: corrupt baseline (not valid JSON: {constant} is not a number)")
+
+
+@pytest.mark.parametrize("keys, value, where", [
+    (("metrics", "throughput_tok_s", "samples", 0), "fast", "metrics.throughput_tok_s.samples[0]"),
+    (("metrics", "speedup", "value"), "fast", "metrics.speedup.value"),
+    (("metrics",), None, "metrics: Input should be a valid dictionary"),
+    (("scenario_hash",), 123, "scenario_hash: Input should be a valid string"),
+    (("memory",), "lots", "memory: Input should be a valid dictionary"),
+])
+def test_baseline_of_the_wrong_type_names_the_file_and_field(tmp_path, keys, value, where):
+    path = stored_baseline(tmp_path, lambda data: set_in(data, keys, value))
+    with pytest.raises(ResultFileError) as info:
+        load_baseline(tmp_path, HARDWARE_KEY, SD_ID)
+    assert one_line_naming(info, path).startswith(f"{path}: corrupt baseline ({where}")
+
+
+@pytest.mark.parametrize("key", ["../x", "..", "a/b"])
+def test_baseline_paths_refuse_hardware_keys_that_leave_the_store(tmp_path, key):
+    store = tmp_path / "baselines"
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        baseline_path(store, key, SD_ID)
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        load_baseline(store, key, SD_ID)
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        write_baseline(store, make_record(hardware_key=key))
+    assert not any(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.parametrize("scenario_id", ["../x", "../../x", "a/b"])
+def test_baseline_paths_refuse_scenario_ids_that_leave_the_store(tmp_path, scenario_id):
+    store = tmp_path / "baselines"
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        baseline_path(store, HARDWARE_KEY, scenario_id)
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        load_baseline(store, HARDWARE_KEY, scenario_id)
+    record = make_record()
+    record.scenario.id = scenario_id
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        write_baseline(store, record)
+    assert not any(tmp_path.rglob("*.json"))
 
 
 # --------------------------------------------------------------------------

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from records import THROUGHPUT, make_record, make_scenario, reference_scenario, write_run
 from specperf.cli import main
+from specperf.records import ScenarioResult
 
 SD_ID = "tiny-llama-eagle3-k3-bs4-gsm8k"
 REF_ID = "tiny-llama-nosd-bs4-gsm8k"
@@ -166,3 +169,48 @@ def test_corrupt_result_file(tmp_path, capsys):
     code, _, err = compare(capsys, old, new)
     assert code == 2
     assert str(broken) in err and "not valid JSON" in err
+
+
+@pytest.mark.parametrize("which", ["old", "new"])
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_number_in_a_result_file(tmp_path, capsys, which, constant):
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", pair())
+    broken = tmp_path / which / "results" / f"{SD_ID}.json"
+    text = broken.read_text(encoding="utf-8")
+    assert '"value": 100.0' in text
+    broken.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
+    code, out, err = compare(capsys, old, new)
+    assert code == 2 and out == ""
+    assert err == f"specperf: error: {broken}: corrupt result (not valid JSON: {constant} is not a number)\n"
+
+
+@pytest.mark.parametrize("which", ["old", "new"])
+@pytest.mark.parametrize("field, value, where", [
+    ("scenario", None, "scenario: Input should be a valid dictionary"),
+    ("rounds", [{"wall_s": "slow", "output_tokens": 100, "throughput": 1.0}], "rounds[0].wall_s: "),
+    ("metrics", {"throughput_tok_s": {"value": "fast", "samples": []}}, "metrics.throughput_tok_s.value"),
+    ("device", {"kind": "cpu", "hardware_key": None}, "device.hardware_key: Input should be a valid string"),
+])
+def test_result_file_of_the_wrong_type(tmp_path, capsys, which, field, value, where):
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", pair())
+    broken = tmp_path / which / "results" / f"{SD_ID}.json"
+    data = json.loads(broken.read_text(encoding="utf-8"))
+    data[field] = value
+    broken.write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = compare(capsys, old, new)
+    assert code == 2 and out == ""
+    assert err.startswith(f"specperf: error: {broken}: corrupt result ({where}")
+    assert err.count("\n") == 1
+
+
+def test_compare_judges_typed_results_read_back(tmp_path, capsys):
+    """A result built from a dict (as another tool would write it) compares like one the suite made."""
+    old = run_dir(tmp_path, "old", [make_record()])
+    data = make_record(throughput=[t * 0.6 for t in THROUGHPUT]).to_json()
+    data["metrics"] = {"throughput_tok_s": data["metrics"]["throughput_tok_s"]}
+    new = run_dir(tmp_path, "new", [ScenarioResult.model_validate(data)])
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1
+    assert verdict_line(out, SD_ID) == f"{SD_ID}: regression"
+    assert "throughput_tok_s: regression: baseline 100, current 60, change -40.0%" in out
+    assert "speedup" not in out                      # a metric only in OLD is not judged

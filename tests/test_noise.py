@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 
 import pytest
@@ -10,7 +12,7 @@ from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 from specperf.judge.baselines import baseline_from_result
 from specperf.cli import main
 from specperf.judge.noise import load_noise, measure_noise, noise_table, write_noise
-from specperf.storage import ResultFileError
+from specperf.storage import ResultFileError, result_path
 from specperf.judge.verdicts import NOISE_MULTIPLE, compare_metric, judge
 
 RUNS = [[100.0, 102.0, 98.0, 100.0], [110.0, 112.0, 108.0, 110.0], [90.0, 92.0, 88.0, 90.0]]
@@ -72,6 +74,38 @@ def test_corrupt_noise_file_names_the_file(tmp_path):
     path.write_text('{"schema_version": 1, "scenarios": {"x": 3}}')
     with pytest.raises(ResultFileError, match=f"{path}: corrupt noise file"):
         load_noise(tmp_path, HARDWARE_KEY)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_noise_file_is_refused(tmp_path, constant):
+    path = tmp_path / HARDWARE_KEY / "noise.json"
+    path.parent.mkdir()
+    path.write_text('{"schema_version": 1, "scenarios": {"x": {"throughput_tok_s": {"run_cv": %s}}}}' % constant)
+    with pytest.raises(ResultFileError) as info:
+        load_noise(tmp_path, HARDWARE_KEY)
+    message = str(info.value)
+    assert message.startswith(f"{path}: corrupt noise file (not valid JSON: ")
+    assert f"{constant} is not a number" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("key", ["../x", "..", "a/b"])
+def test_noise_paths_stay_inside_the_baseline_dir(tmp_path, runs, key):
+    baselines = tmp_path / "baselines"
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        load_noise(baselines, key)
+    with pytest.raises(ResultFileError, match="refusing a path outside"):
+        write_noise(baselines, {**measure_noise(runs), "hardware_key": key})
+    assert not (tmp_path / "x").exists() and not baselines.exists()
+
+
+def test_a_result_of_the_wrong_type_names_the_file_and_field(tmp_path, runs):
+    path = result_path(runs[1], "tiny-llama-eagle3-k3-bs4-gsm8k")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["metrics"]["throughput_tok_s"]["samples"][2] = "fast"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    where = f"{path}: corrupt result (metrics.throughput_tok_s.samples[2]"
+    with pytest.raises(ResultFileError, match=re.escape(where)):
+        measure_noise(runs)
 
 
 def test_noise_widens_the_threshold_to_a_multiple_of_the_cv():

@@ -142,8 +142,9 @@ def test_resume_reads_the_profile_of_the_run_and_refuses_another(pytester, profi
     from specperf.storage import atomic_write_json
 
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
-    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "profile": "plugin-test",
-                                             "profile_path": str(profile)})
+    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "run_id": run_dir.name, "profile": "plugin-test",
+                                             "profile_path": str(profile),
+                                             "device": {"kind": "cpu", "hardware_key": "cpu-test-2c"}})
     assert len(collected_ids(pytester, "--resume", str(run_dir))) == 16
     line = usage_error(pytester, "--resume", str(run_dir), "--profile", "cpu-smoke")
     assert "that run measured profile 'plugin-test', not 'cpu-smoke'" in line
@@ -190,7 +191,7 @@ def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
     assert groups == {"tiny": "tiny"}
 
 
-def test_sigterm_ends_a_run_as_an_interrupt(pytester):
+def test_sigterm_ends_a_run_as_an_interrupt(pytester, profile):
     """A cancelled CI job or a drained node sends SIGTERM: the run ends like Ctrl-C (results kept,
     report written, no baseline refreshed) instead of dying on the spot."""
     pytester.makepyfile(test_term="""
@@ -202,7 +203,7 @@ def test_sigterm_ends_a_run_as_an_interrupt(pytester):
         def test_never_runs():
             pass
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--profile", str(profile))
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "KeyboardInterrupt" in result.stdout.str() and "SIGTERM" in result.stdout.str()
     assert "1 passed" not in result.stdout.str()
@@ -239,3 +240,35 @@ def test_installed_pytest_and_xdist_keep_groups_on_one_worker(pytester, monkeypa
         workers.setdefault(group, set()).add(worker)
     assert workers.keys() == {"a", "b"}
     assert all(len(w) == 1 for w in workers.values()), workers
+
+
+def test_an_unrelated_run_keeps_its_own_scheduling_and_signals(pytester, tmp_path):
+    """Installed with the package, the plugin must not change a team's own `pytest tests` run."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    pytester.makeconftest(f"""
+        import json, os, signal
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config):
+            name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+            with open(os.path.join({str(seen)!r}, name), "w") as out:
+                json.dump({{"dist": config.getoption("dist"),
+                           "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}}, out)
+    """)
+    pytester.makepyfile(test_plain="""
+        def test_one():
+            pass
+
+        def test_two():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "load", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    import json
+    states = {path.name: json.loads(path.read_text()) for path in seen.iterdir()}
+    assert states["controller"]["dist"] == "load"
+    assert {"gw0", "gw1"} <= states.keys()
+    assert all(state["sigterm_default"] for state in states.values()), states
+    assert "[specperf]" not in result.stdout.str()

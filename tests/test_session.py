@@ -1,44 +1,301 @@
-"""The run file of a session and its merge across pytest-xdist workers (no engine involved)."""
+"""The run session and its measuring loop, driven by a fake engine with canned replies.
+
+The fake stands in for run.engine.Engine only here, to reach every rule of the session (validity,
+resume, failed engine keys, timeouts, baselines) without a model; tests/cpu_tier runs real engines.
+"""
 
 from __future__ import annotations
 
-from records import make_record
+import json
 
-from specperf.run.session import merge_run_files, summary_lines
+import pytest
+from records import make_record, make_scenario, reference_scenario
 
+from specperf.judge.verdicts import MIN_ROUNDS
+from specperf.profiles.workloads import Request
+from specperf.records import RunFile, WorkloadFacts
+from specperf.run.calls import Calls
+from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, EngineTimeout
+from specperf.run.loop import balanced_schedule, measure, warm_up
+from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
+from specperf.run.session import RunSession, merge_run_files, summary_lines
+from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, SKIPPED
+from specperf.storage import atomic_write_text, read_record, result_path, write_result
+
+DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "memory_gib": 8, "driver": None,
+          "hardware_key": "cpu-test-2c"}
+OUTPUT = [7, 8, 9, 10]
+
+
+class FakeEngine:
+    """Replies like Engine.generate: every request yields OUTPUT, with 2 drafts of 3 tokens, 3 accepted."""
+
+    def __init__(self, config, *, wall_s=0.2, tokens=OUTPUT, fail_on_call=None, changing_from=None, log=None):
+        self.config = config
+        self.provenance = {"vllm": "0.0-fake"}
+        self.effective_config = {"max_num_seqs": 4}
+        self.wall_s, self.tokens = wall_s, list(tokens)
+        self.fail_on_call, self.changing_from = fail_on_call, changing_from
+        self.calls = 0
+        self.closed = False
+        self.log = log if log is not None else []
+        self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0, 0, 0]}
+
+    def generate(self, prompts, max_tokens, timeout_s):
+        self.calls += 1
+        self.log.append(self.config.model)
+        if self.fail_on_call is not None and self.calls >= self.fail_on_call[0]:
+            raise self.fail_on_call[1]
+        before = json.loads(json.dumps(self.counters))
+        for _ in prompts:
+            self.counters["drafts"] += 2
+            self.counters["draft_tokens"] += 6
+            self.counters["accepted"] += 3
+            self.counters["accepted_per_pos"] = [a + d for a, d in zip(self.counters["accepted_per_pos"], (2, 1, 0))]
+        tokens = self.tokens + ([self.calls] if self.changing_from and self.calls >= self.changing_from else [])
+        return {"wall_s": self.wall_s, "output_tokens": len(tokens) * len(prompts),
+                "token_ids": [list(tokens) for _ in prompts], "texts": ["out <b>"] * len(prompts),
+                "counters_before": before, "counters_after": json.loads(json.dumps(self.counters)),
+                "memory": {"peak_mib": 100.0, "source": "fake"}}
+
+    def close(self):
+        self.closed = True
+
+
+def canned_calls(scenario) -> Calls:
+    request = Request(id="req-1", text="def f(): pass", chat=True)
+    return Calls(calls=[[[1, 2, 3]] * scenario.batch_size], requests=[request] * scenario.batch_size,
+                 facts=WorkloadFacts(source="canned", request_ids=["req-1"], prompt_tokens=[3]))
+
+
+def fake_config(scenario) -> EngineConfig:
+    return EngineConfig(model=scenario.method.label, tokenizer=None, tensor_parallel_size=1, seed=42,
+                        speculative_config=scenario.method.speculative_config())
+
+
+class Starter:
+    """Starts FakeEngines (per method label: options) and counts the starts."""
+
+    def __init__(self, **options_by_label):
+        self.options = options_by_label
+        self.started: list[FakeEngine] = []
+
+    def __call__(self, config, start_timeout_s):
+        options = self.options.get(config.model, {})
+        if "start_error" in options:
+            raise options["start_error"]
+        engine = FakeEngine(config, **options)
+        self.started.append(engine)
+        return engine
+
+
+def session(tmp_path, starter=None, **kwargs) -> RunSession:
+    starter = starter or Starter()
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None,
+                      start_timeout_s=kwargs.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+    kwargs.setdefault("reports_dir", tmp_path / "reports")
+    kwargs.setdefault("log", lambda line: None)
+    return RunSession(profile="unit", baseline_dir=tmp_path / "baselines",
+                      prepare=canned_calls, pool=pool, device=dict(DEVICE), **kwargs)
+
+
+REF, SD = reference_scenario(), make_scenario()
+
+
+def test_a_reference_and_an_sd_scenario_measure_valid_results(tmp_path):
+    run = session(tmp_path)
+    ref, sd = run.run(REF), run.run(SD)
+    assert ref.status == sd.status == OK and ref.valid and sd.valid, (ref.validity, sd.validity)
+    assert sd.metrics["mean_acceptance_length"].value == pytest.approx(2.5)      # 1 + 3 / 2
+    assert sd.metrics["per_position_acceptance"].value == pytest.approx([1.0, 0.5, 0.0])
+    assert sd.metrics["speedup"].value == pytest.approx(1.0)
+    assert sd.metrics["lossless_fraction"].value == 1.0 and sd.lossless.total == SD.batch_size
+    assert len(sd.rounds) == SD.rounds and sd.timings.warmup_s >= 0
+    assert sd.verdict.status == NO_BASELINE
+    stored = read_record(result_path(run.run_dir, SD.id), type(sd), "result")
+    assert stored.verdict.status == NO_BASELINE and stored.metrics == sd.metrics
+
+
+@pytest.mark.parametrize("options, reason", [
+    ({"changing_from": 4}, "greedy outputs differ between rounds"),
+    ({"wall_s": 0.01}, "too short to time"),
+    ({"tokens": []}, "no output tokens"),
+])
+def test_each_validity_rule_makes_the_result_invalid(tmp_path, options, reason):
+    run = session(tmp_path, Starter(**{SD.method.label: options}))
+    run.run(REF)
+    result = run.run(SD)
+    assert result.status == OK and not result.valid
+    assert any(reason in r for r in result.validity.reasons), result.validity.reasons
+    assert result.verdict.status == "invalid"
+
+
+def test_an_sd_scenario_without_its_reference_is_invalid(tmp_path):
+    result = session(tmp_path).run(SD)
+    assert not result.valid and "speedup" not in result.metrics
+    assert any(f"no reference result {SD.reference_id}" in r for r in result.validity.reasons)
+
+
+def test_too_few_rounds_are_invalid(tmp_path):
+    run = session(tmp_path, rounds=MIN_ROUNDS - 1)
+    run.run(REF)
+    result = run.run(SD)
+    assert len(result.rounds) == MIN_ROUNDS - 1
+    assert any("too few for the significance test" in r for r in result.validity.reasons)
+
+
+def test_a_failed_engine_key_fails_its_other_scenarios_at_once(tmp_path):
+    starter = Starter(**{SD.method.label: {"start_error": EngineError("RuntimeError: no head")}})
+    run = session(tmp_path, starter)
+    first, second = run.run(SD), run.run(make_scenario(batch_size=8))
+    assert first.status == second.status == ERROR
+    assert first.error == second.error == "RuntimeError: no head"
+    assert first.error_kind == second.error_kind == ERROR_ENGINE
+    assert run.pool.stats.starts == 1 and run.stats.errors == 2
+    assert run.run(REF).status == OK                       # another key starts afresh
+
+
+def test_a_crash_mid_scenario_closes_the_engine_and_fails_the_key(tmp_path):
+    starter = Starter(**{SD.method.label: {"fail_on_call": (3, EngineError("engine process died"))}})
+    run = session(tmp_path, starter)
+    result = run.run(SD)
+    assert result.status == ERROR and result.error == "engine process died"
+    assert starter.started[0].closed
+    assert run.run(make_scenario(batch_size=8)).error == "engine process died"
+    assert len(starter.started) == 1
+
+
+def test_a_start_timeout_is_not_reported_as_a_scenario_timeout(tmp_path):
+    starter = Starter(**{SD.method.label: {"start_error": EngineTimeout("engine start did not finish", START)}})
+    result = session(tmp_path, starter, start_timeout_s=90, scenario_timeout_s=None).run(SD)
+    assert result.error_kind == ERROR_TIMEOUT
+    assert result.error == "engine start did not finish within 90 s; engine killed"
+
+
+@pytest.mark.parametrize("limit, message", [
+    (30.0, "timed out: the scenario did not finish within its 30 s limit; engine killed"),
+    (None, "generate did not finish within 5 s; engine killed"),
+])
+def test_a_scenario_timeout_names_its_limit(tmp_path, limit, message):
+    hang = EngineTimeout("generate did not finish within 5 s; engine killed", GENERATE)
+    starter = Starter(**{SD.method.label: {"fail_on_call": (2, hang)}})
+    result = session(tmp_path, starter, scenario_timeout_s=limit).run(SD)
+    assert (result.status, result.error_kind, result.error) == (ERROR, ERROR_TIMEOUT, message)
+
+
+def test_resume_keeps_finished_results_and_their_references(tmp_path):
+    run_dir = tmp_path / "reports" / "20260101-000000-unit"
+    first = session(tmp_path, run_id=run_dir.name)
+    kept_ref = first.run(REF)
+    failed = make_record(make_scenario(batch_size=8), status="error", error="boom")
+    write_result(run_dir, failed)
+    atomic_write_text(result_path(run_dir, "broken"), "{")
+    first.finish()
+
+    starter = Starter()
+    lines = []
+    resumed = session(tmp_path, starter, resume_dir=run_dir, log=lines.append)
+    assert resumed._finished.keys() == {REF.id}                 # ok, with output hashes
+    assert any("broken.json" in line and "measuring again" in line for line in lines)
+    again = resumed.run(REF)
+    assert again.started_at == kept_ref.started_at and not starter.started
+    sd = resumed.run(SD)                                        # judged against the kept reference
+    assert sd.valid and sd.metrics["speedup"].value == pytest.approx(1.0)
+    assert sd.metrics["lossless_fraction"].value == 1.0
+    assert resumed.run(make_scenario(batch_size=8)).status == OK   # the failed one is measured again
+    assert resumed.stats.resumed == 1
+
+
+def test_finish_writes_baselines_of_valid_results_only(tmp_path):
+    run = session(tmp_path, update_baselines=True)
+    run.run(REF)
+    invalid = run.run(make_scenario(batch_size=8))              # fine, but see below
+    run.results[-1] = invalid.model_copy(update={"validity": invalid.validity.model_copy(
+        update={"valid": False, "reasons": ["greedy outputs differ between rounds"]})})
+    lines = run.finish()
+    assert any(line.startswith("baseline written:") and REF.id in line for line in lines)
+    assert any(line.startswith("baseline kept:") and "invalid" in line for line in lines)
+    assert sorted(p.name for p in (tmp_path / "baselines" / "cpu-test-2c").iterdir()) == [f"{REF.id}.json"]
+    run_file = read_record(run.run_dir / "run.json", RunFile, "run file")
+    assert run_file.finished_at and run_file.stats.scenarios == 2 and run_file.stats.engine_starts == 2
+
+
+def test_an_interrupted_run_updates_no_baseline(tmp_path):
+    run = session(tmp_path, update_baselines=True)
+    run.run(REF)
+    assert run.finish(interrupted=True) == ["baselines not updated: the run was interrupted"]
+    assert not (tmp_path / "baselines").exists()
+    assert read_record(run.run_dir / "run.json", RunFile, "run file").interrupted
+
+
+def test_a_skipped_workload_is_written_but_not_judged(tmp_path):
+    from specperf.profiles.workloads import WorkloadUnavailable
+
+    def unavailable(scenario):
+        raise WorkloadUnavailable("gsm8k: no local file and no hub access")
+
+    run = session(tmp_path)
+    run.prepare = unavailable
+    result = run.run(REF)
+    assert result.status == SKIPPED and result.verdict is None and not run.results
+    assert result_path(run.run_dir, REF.id).exists()
+
+
+# ------------------------------------------------------------------ the loop
+
+def test_balanced_schedule_alternates_pairs():
+    assert balanced_schedule(["a"], 3) == ["a", "a", "a"]
+    assert balanced_schedule(["a", "b"], 4) == ["a", "b", "b", "a", "a", "b", "b", "a"]
+
+
+def test_measure_interleaves_two_engines_by_the_schedule():
+    order: list[str] = []
+    engines = {label: FakeEngine(EngineConfig(label, None, 1, 42, None), log=order) for label in "ab"}
+    calls = [[[1]], [[2]]]
+    warm_up(engines, calls, 8, warmup=1)
+    assert order == ["a", "b"]
+    rounds = measure(engines, calls, 8, schedule=balanced_schedule(["a", "b"], 2))
+    assert order[2:] == ["a", "a", "b", "b", "b", "b", "a", "a"]       # two calls per round
+    assert [len(rounds[x]) for x in "ab"] == [2, 2]
+    assert rounds["a"][0].counters["drafts"] == 4                      # 2 calls x 2 drafts
+
+
+# ------------------------------------------------------------------ run files
 
 def worker_run(started: str, scenarios: int, starts: int, keys: list[str], wall_s: float,
-               interrupted: bool = False) -> dict:
-    return {
+               interrupted: bool = False) -> RunFile:
+    return RunFile.model_validate({
         "run_id": "20260101-000000-cpu-smoke", "profile": "cpu-smoke", "started_at": started,
         "finished_at": "2026-01-01T00:10:00+00:00", "interrupted": interrupted, "engine_keys": keys,
+        "device": DEVICE,
         "stats": {"engine_starts": starts, "engine_start_s": 10.0 * starts, "warmup_s": 1.0, "measure_s": 5.0,
                   "scenarios": scenarios, "errors": 0, "resumed": 0, "wall_s": wall_s},
-    }
+    })
 
 
 def test_worker_run_files_merge_into_one():
     merged = merge_run_files([worker_run("2026-01-01T00:00:02+00:00", 7, 3, ["a", "b", "c"], 300.0),
                               worker_run("2026-01-01T00:00:01+00:00", 12, 5, ["d", "e", "f", "g", "h"], 420.0)])
-    assert merged["started_at"] == "2026-01-01T00:00:01+00:00"
-    assert merged["stats"]["scenarios"] == 19 and merged["stats"]["engine_starts"] == 8
-    assert merged["stats"]["engine_start_s"] == 80.0
-    assert merged["stats"]["wall_s"] == 420.0                  # workers ran side by side
-    assert merged["engine_keys"] == list("abcdefgh") and merged["workers"] == 2
-    assert merged["interrupted"] is False
+    assert merged.started_at == "2026-01-01T00:00:01+00:00"
+    assert merged.stats.scenarios == 19 and merged.stats.engine_starts == 8
+    assert merged.stats.engine_start_s == 80.0
+    assert merged.stats.wall_s == 420.0                  # workers ran side by side
+    assert merged.engine_keys == list("abcdefgh") and merged.workers == 2
+    assert merged.interrupted is False
 
 
 def test_an_interrupted_worker_marks_the_run_interrupted():
     merged = merge_run_files([worker_run("t", 1, 1, ["a"], 1.0), worker_run("t", 1, 1, ["b"], 1.0, True)])
-    assert merged["interrupted"] is True
+    assert merged.interrupted is True
 
 
 def test_summary_names_engine_starts_keys_and_improvements():
+    from specperf.records import Verdict
+
     improved = make_record()
-    improved["verdict"] = {"status": "improvement"}
-    passed = make_record()
-    passed["verdict"] = {"status": "pass"}
+    improved.verdict = Verdict(scenario_id=improved.id, status="improvement")
+    passed = make_record(make_scenario(batch_size=8))
+    passed.verdict = Verdict(scenario_id=passed.id, status="pass")
     lines = summary_lines(worker_run("t", 2, 2, ["a", "b"], 30.0), [improved, passed])
     assert "2 scenarios (0 resumed), 0 errors, 2 engine starts for 2 engine keys" in lines[0]
-    assert lines[-1] == ("1 improved: consider refreshing their baselines (--update-baselines): "
-                         + improved["scenario"]["id"])
+    assert lines[-1] == ("1 improved: consider refreshing their baselines (--update-baselines): " + improved.id)

@@ -10,7 +10,7 @@ from specperf.judge.baselines import baseline_from_result
 from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
 from specperf.judge.metrics import metric_samples
 from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, compare_metric, judge, spec_for, tolerance_for
-from specperf.records import MetricVerdict, Verdict as ScenarioVerdict
+from specperf.records import Baseline, Metric, MetricVerdict, Verdict as ScenarioVerdict
 from specperf.status import (ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY,
                              worst)
 
@@ -134,6 +134,22 @@ def test_zero_baseline():
     assert compare_metric("lossless_fraction", [0.0], [1.0]).status == IMPROVEMENT
 
 
+def test_zero_baseline_has_no_infinite_change(monkeypatch):
+    same = compare_metric("lossless_fraction", [0.0], [0.0])
+    assert same.change == 0.0 and same.note == ""
+    gained = compare_metric("lossless_fraction", [0.0], [1.0])
+    assert gained.baseline == 0.0 and gained.current == 1.0
+    assert gained.change is None and gained.note == "baseline is 0"
+    assert gained.line() == ("lossless_fraction: improvement: baseline 0, current 1, change n/a, "
+                             "tolerance 0.0%, p-value n/a (baseline is 0)")
+    # the direction still decides: from 0 to anything is worse for a lower-is-better metric
+    monkeypatch.setitem(METRICS, "queue_s", MetricSpec("queue_s", "s", LOWER, 0.05, "threshold", "test"))
+    lost = compare_metric("queue_s", [0.0], [0.5])
+    assert lost.status == REGRESSION and lost.change is None and lost.note == "baseline is 0"
+    # the verdict stays storable: a record refuses inf, and this one survives a JSON round trip
+    assert MetricVerdict.model_validate(gained.to_json()) == gained
+
+
 def test_spec_for_positions():
     assert spec_for("acceptance_pos0") is METRICS["per_position_acceptance"]
     assert spec_for("acceptance_pos12") is METRICS["per_position_acceptance"]
@@ -157,10 +173,11 @@ def test_tolerance_for():
 
 def test_metric_samples_flattens_positions_and_drops_none():
     flat = metric_samples({
-        "throughput_tok_s": {"value": 2.0, "samples": [1.0, 2.0, 3.0]},
-        "mean_acceptance_length": {"value": 2.0, "samples": [2.0, None, 2.2]},
-        "per_position_acceptance": {"value": [0.7, 0.5], "samples": [[0.7, 0.5], None, [0.6, 0.4]]},
-        "speedup": {"value": None, "samples": None},
+        "throughput_tok_s": Metric(value=2.0, samples=[1.0, 2.0, 3.0]),
+        "mean_acceptance_length": Metric(value=2.0, samples=[2.0, None, 2.2]),
+        "per_position_acceptance": Metric(value=[0.7, 0.5], samples=[[0.7, 0.5], None, [0.6, 0.4]]),
+        "speedup": Metric(value=None),                                  # no samples at all
+        "draft_acceptance_rate": Metric(value=None, samples=[None, None]),
     })
     assert flat == {
         "throughput_tok_s": [1.0, 2.0, 3.0],
@@ -168,11 +185,12 @@ def test_metric_samples_flattens_positions_and_drops_none():
         "acceptance_pos0": [0.7, 0.6],
         "acceptance_pos1": [0.5, 0.4],
         "speedup": [],
+        "draft_acceptance_rate": [],
     }
 
 
 def test_metric_samples_of_a_record():
-    flat = metric_samples(make_record()["metrics"])
+    flat = metric_samples(make_record().metrics)
     assert set(flat) == {"throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
                          "acceptance_pos0", "acceptance_pos1", "acceptance_pos2", "lossless_fraction"}
     assert flat["acceptance_pos0"] == pytest.approx([0.7] * 5)
@@ -339,24 +357,36 @@ def test_failure_message():
 
 
 def test_metric_line_formats():
-    line = MetricVerdict("mean_acceptance_length", REGRESSION, 2.5, 2.35, -0.06, 0.05).line()
+    line = MetricVerdict(metric="mean_acceptance_length", status=REGRESSION, baseline=2.5, current=2.35,
+                         change=-0.06, tolerance=0.05).line()
     assert line == ("mean_acceptance_length: regression: baseline 2.5, current 2.35, change -6.0%, "
                     "tolerance 5.0%, p-value n/a")
-    assert MetricVerdict("speedup", INVALID, note="no current value").line() == (
+    assert MetricVerdict(metric="speedup", status=INVALID, note="no current value").line() == (
         "speedup: invalid: baseline n/a, current n/a, change n/a, tolerance n/a, p-value n/a (no current value)")
 
 
 def test_scenario_failure_message_with_note():
-    verdict = ScenarioVerdict("x", ERROR, note="boom")
+    verdict = ScenarioVerdict(scenario_id="x", status=ERROR, note="boom")
     assert verdict.failed and verdict.failure_message() == "x: error (boom)"
+
+
+def test_verdict_failed_and_message_are_derived_again_on_load():
+    verdict = ScenarioVerdict(scenario_id="x", status=ERROR, note="boom")
+    stored = verdict.to_json()
+    assert stored["failed"] is True and stored["message"] == "x: error (boom)"
+    stale = ScenarioVerdict.model_validate({**stored, "failed": False, "message": "stale"})
+    assert stale == verdict and stale.failed and stale.message == "x: error (boom)"
+    passing = ScenarioVerdict.model_validate({**stored, "status": PASS})
+    assert not passing.failed and passing.message == "" and passing.failure_message() == ""
 
 
 def test_informational_metrics_are_judged_but_do_not_fail_the_scenario():
     baseline_record = make_record(throughput=[100.0, 101.0, 99.0, 100.0, 100.5])
     slower = make_record(throughput=[50.0, 51.0, 49.0, 50.0, 50.5])
-    baseline = {"scenario_hash": baseline_record["scenario"]["hash"], "metrics": baseline_record["metrics"]}
+    baseline = Baseline(scenario_id=baseline_record.id, scenario_hash=baseline_record.scenario.hash,
+                        hardware_key=baseline_record.device.hardware_key, metrics=baseline_record.metrics)
     assert v.judge(slower, baseline).status == v.REGRESSION
-    slower["scenario"]["informational"] = ["throughput_tok_s", "speedup"]
+    slower.scenario.informational = ["throughput_tok_s", "speedup"]
     verdict = v.judge(slower, baseline)
     assert verdict.status != v.REGRESSION and not verdict.failed
     throughput = next(m for m in verdict.metrics if m.metric == "throughput_tok_s")

@@ -2,14 +2,15 @@
 
 import pytest
 
+from specperf.status import SKIPPED
+
 
 def test_scenario(specperf_scenario, specperf_session, benchmark, record_property):
     result = specperf_session.run(specperf_scenario, benchmark)
-    if result["status"] == "skipped":
-        pytest.skip(result["error"])
-    for name, entry in result.get("metrics", {}).items():
-        record_property(name, entry["value"])
-    verdict = result["verdict"]
-    record_property("verdict", verdict["status"])
-    if verdict["failed"]:
-        pytest.fail(verdict["message"], pytrace=False)
+    if result.status == SKIPPED:
+        pytest.skip(result.error)
+    for name, entry in result.metrics.items():
+        record_property(name, entry.value)
+    record_property("verdict", result.verdict.status)
+    if result.verdict.failed:
+        pytest.fail(result.verdict.message, pytrace=False)

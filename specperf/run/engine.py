@@ -33,7 +33,15 @@ class EngineError(Exception):
 
 
 class EngineTimeout(EngineError):
-    """A request did not finish in time; the engine was killed."""
+    """The engine did not start or answer in time and was killed; `phase` says which."""
+
+    def __init__(self, message: str, phase: str):
+        super().__init__(message)
+        self.phase = phase
+
+
+START = "engine start"
+GENERATE = "generate"
 
 
 @dataclass(frozen=True)
@@ -215,7 +223,7 @@ class Engine:
         self._process.start()
         child_conn.close()
         self._busy = True
-        reply = self._receive(start_timeout_s, "engine start")
+        reply = self._receive(start_timeout_s, START)
         self.start_s = reply["start_s"]
         self.pid = reply["pid"]
         self.provenance = reply["provenance"]
@@ -226,7 +234,7 @@ class Engine:
         """One timed `generate()` call over token-id prompts; greedy, so outputs are comparable."""
         self._busy = True
         self._send(("generate", prompts, max_tokens))
-        reply = self._receive(timeout_s, "generate")
+        reply = self._receive(timeout_s, GENERATE)
         self._busy = False
         return reply
 
@@ -244,7 +252,7 @@ class Engine:
                 raise EngineError(f"engine process died during {what} ({self._exit_reason()})")
             if time.monotonic() > deadline:
                 self.kill()
-                raise EngineTimeout(f"{what} did not finish within {timeout_s:.0f} s; engine killed")
+                raise EngineTimeout(f"{what} did not finish within {timeout_s:.0f} s; engine killed", what)
         try:
             reply = self._conn.recv()
         except EOFError:

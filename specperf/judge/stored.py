@@ -1,0 +1,56 @@
+"""Judging a result against what is stored for this machine: its baseline and its measured noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
+from ..status import ERROR
+from ..storage import ResultFileError
+from .baselines import load_baseline
+from .noise import load_noise
+from .verdicts import judge
+
+
+def baseline_ref(baseline: Baseline) -> BaselineRef:
+    """What the report shows of the baseline that judged a result."""
+    return BaselineRef(
+        vllm=baseline.provenance.get("vllm"), recorded_at=baseline.recorded_at,
+        effective_config=baseline.effective_config, device=baseline.device,
+        metric_medians={k: v.value for k, v in baseline.metrics.items()},
+        metric_samples={k: v.samples for k, v in baseline.metrics.items()},
+        memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None,
+    )
+
+
+class StoredJudge:
+    """Judges results of one hardware key against baselines/<hardware-key>/ (noise file read once)."""
+
+    def __init__(self, baseline_dir: Path, hardware_key: str):
+        self.baseline_dir = Path(baseline_dir)
+        self.hardware_key = hardware_key
+        self._noise: dict | None = None
+
+    def noise(self) -> dict:
+        if self._noise is None:
+            self._noise = load_noise(self.baseline_dir, self.hardware_key)
+        return self._noise
+
+    def __call__(self, result: ScenarioResult) -> Verdict:
+        """Set result.verdict (and result.baseline where one exists); a corrupt file is an error verdict."""
+        baseline, note = None, ""
+        try:
+            baseline = load_baseline(self.baseline_dir, self.hardware_key, result.id)
+        except ResultFileError as err:
+            note = str(err)
+        try:
+            noise = self.noise().get(result.id)
+        except ResultFileError as err:
+            noise, note = None, str(err)
+        verdict = judge(result, baseline, noise)
+        if note:
+            verdict.status, verdict.note = ERROR, note
+        result.verdict = verdict
+        if baseline is not None:
+            result.baseline = baseline_ref(baseline)
+        return verdict

@@ -1,0 +1,67 @@
+"""The generate() calls of one round of a scenario: its workload's prompts, tokenised and batched."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..profiles import checkpoints, workloads
+from ..profiles.scenarios import Scenario
+from ..profiles.workloads import Request
+from ..records import WorkloadFacts
+
+
+@dataclass
+class Calls:
+    """One round's calls (token-id prompts per call), the request behind each prompt, and the facts."""
+
+    calls: list[list[list[int]]]
+    requests: list[Request]          # flat, in the order of the calls' prompts
+    facts: WorkloadFacts
+
+
+def batch(scenario: Scenario, requests: list[Request], prompts: list[list[int]]) -> tuple[list, list]:
+    """Group prompts into calls of the scenario's batch size.
+
+    "replicate" (the study): each prompt alone, replicated B times in one call.
+    "distinct": B different prompts per call, cycling through them when there are too few."""
+    b = scenario.batch_size
+    if scenario.batching == "replicate":
+        return [[ids] * b for ids in prompts], [r for r in requests for _ in range(b)]
+    count = -(-len(prompts) // b) * b
+    cycled = [i % len(prompts) for i in range(count)]
+    calls = [[prompts[i] for i in cycled[s:s + b]] for s in range(0, count, b)]
+    return calls, [requests[i] for i in cycled]
+
+
+def tokenise(requests: list[Request], tokenizer) -> list[list[int]]:
+    return [tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids
+            for r in requests]
+
+
+class CallPreparer:
+    """Loads each scenario's workload sample and tokenises it with the target's tokenizer (cached)."""
+
+    def __init__(self, dataset_dir: Path | None):
+        self.dataset_dir = dataset_dir
+        self._tokenizers: dict[str, object] = {}
+
+    def tokenizer(self, scenario: Scenario):
+        path = checkpoints.resolve(scenario.model.tokenizer or scenario.model.path)
+        if path not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            self._tokenizers[path] = AutoTokenizer.from_pretrained(path)
+        return self._tokenizers[path]
+
+    def __call__(self, scenario: Scenario) -> Calls:
+        tokenizer = self.tokenizer(scenario)
+        sample = workloads.load(scenario.dataset, scenario.num_requests, scenario.seed, self.dataset_dir,
+                                tokenizer=tokenizer)
+        requests = list(sample.requests)
+        prompts = tokenise(requests, tokenizer)
+        calls, call_requests = batch(scenario, requests, prompts)
+        facts = WorkloadFacts(source=sample.source, checksum=sample.checksum, stand_in=sample.stand_in,
+                              request_ids=[r.id for r in requests], prompt_tokens=[len(p) for p in prompts],
+                              output_len=scenario.output_len)
+        return Calls(calls, call_requests, facts)

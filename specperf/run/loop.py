@@ -1,0 +1,92 @@
+"""The measuring loop: warm-up, then timed rounds of a scenario's calls on one engine or several.
+
+An engine here is anything with `generate(prompts, max_tokens, timeout_s) -> reply` (run.engine's
+Engine, or a fake in unit tests).  A schedule names the engine of each round; with two engines a
+balanced order (A B B A A B ...) lets slow drift of the machine cancel out of per-pair ratios.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..judge import metrics
+
+
+class Generator(Protocol):
+    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> dict: ...
+
+
+@dataclass
+class RoundResult:
+    """One round: every call of the scenario once, on one engine."""
+
+    engine: str
+    wall_s: float
+    output_tokens: int
+    counters: dict
+    token_ids: list[list[int]]
+    texts: list[str]
+    memory: dict = field(default_factory=dict)
+
+
+def balanced_schedule(labels: Sequence[str], rounds: int) -> list[str]:
+    """Rounds per engine, in the order A B B A A B ... (one engine: A A A ...).
+
+    With two engines, each pair of rounds has both, and the order flips every pair, so a linear
+    drift of the machine adds the same to both sides."""
+    order, forward = [], True
+    for _ in range(rounds):
+        order += list(labels) if forward else list(reversed(labels))
+        forward = not forward
+    return order
+
+
+def run_rounds(step: Callable[[], None], count: int) -> None:
+    """The default way to run the rounds; the pytest plugin passes pytest-benchmark's instead."""
+    for _ in range(count):
+        step()
+
+
+def _generate(engine: Generator, prompts: list[list[int]], max_tokens: int, deadline: float) -> dict:
+    return engine.generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
+
+
+def warm_up(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_tokens: int, warmup: int,
+            deadline: float = float("inf")) -> float:
+    """Run the first call `warmup` times on every engine; returns the seconds it took."""
+    t0 = time.monotonic()
+    for engine in engines.values():
+        for _ in range(warmup):
+            _generate(engine, calls[0], max_tokens, deadline)
+    return time.monotonic() - t0
+
+
+def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_tokens: int, *,
+            schedule: Sequence[str], deadline: float = float("inf"),
+            rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> dict[str, list[RoundResult]]:
+    """Run the schedule's rounds; returns each engine's rounds in order.
+
+    deadline: a time.monotonic() value after which a call is given no more time (the engine times out).
+    """
+    results: dict[str, list[RoundResult]] = {label: [] for label in engines}
+    pending = iter(schedule)
+
+    def step() -> None:
+        label = next(pending)
+        replies = [_generate(engines[label], c, max_tokens, deadline) for c in calls]
+        results[label].append(RoundResult(
+            engine=label,
+            wall_s=sum(r["wall_s"] for r in replies),
+            output_tokens=sum(r["output_tokens"] for r in replies),
+            counters=metrics.sum_counters(
+                [metrics.counter_delta(r["counters_before"], r["counters_after"]) for r in replies]),
+            token_ids=[ids for r in replies for ids in r["token_ids"]],
+            texts=[t for r in replies for t in r["texts"]],
+            memory=replies[-1].get("memory") or {},
+        ))
+
+    rounds_runner(step, len(schedule))
+    return results

@@ -1,0 +1,102 @@
+"""From measured rounds to a result's figures and validity; pure functions, no engine, no files."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ..judge import metrics
+from ..judge.verdicts import MIN_ROUNDS
+from ..profiles import workloads
+from ..profiles.scenarios import Scenario
+from ..profiles.workloads import Request
+from ..records import Counters, Lossless, Memory, Metric, Round, ShownOutput, Validity
+from .loop import RoundResult
+
+SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
+SHOWN_CHARS = 4000
+MIN_ROUND_S = 0.05         # shorter rounds measure the timer and the scheduler, not the engine
+
+
+@dataclass
+class Reference:
+    """What an SD scenario needs of its no-SD reference: throughput and output hashes."""
+
+    throughput: float | None
+    output_hashes: list[str]
+
+
+@dataclass
+class Summary:
+    rounds: list[Round]
+    counters: Counters
+    memory: Memory
+    output_hashes: list[str]
+    outputs: list[ShownOutput]
+    overlap_bleu4: list[float]
+    metrics: dict[str, Metric]
+    lossless: Lossless | None
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def shown_outputs(requests: list[Request], texts: list[str]) -> list[ShownOutput]:
+    """The first few distinct requests with their output (replicas of one prompt are shown once)."""
+    shown: dict[str, ShownOutput] = {}
+    for request, text in zip(requests, texts):
+        if request.id not in shown and len(shown) < SHOWN_OUTPUTS:
+            shown[request.id] = ShownOutput(request_id=request.id, prompt=request.text[:SHOWN_CHARS],
+                                            output=text[:SHOWN_CHARS])
+    return list(shown.values())
+
+
+def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Request],
+              reference: Reference | None) -> Summary:
+    """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known."""
+    throughputs = [r.output_tokens / r.wall_s if r.wall_s > 0 else 0.0 for r in rounds]
+    first = rounds[0]
+    counters = metrics.sum_counters([r.counters for r in rounds])
+    output_hashes = [metrics.output_hash(ids) for ids in first.token_ids]
+    values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}
+    lossless = None
+    if not scenario.method.is_reference:
+        per_round = [metrics.acceptance(r.counters) for r in rounds]
+        overall = metrics.acceptance(counters)
+        for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
+            values[name] = Metric(value=overall[name], samples=[a[name] for a in per_round])
+        if reference is not None and reference.throughput:
+            speedups = [t / reference.throughput for t in throughputs]
+            values["speedup"] = Metric(value=_median(speedups), samples=speedups)
+            fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
+            values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
+            lossless = Lossless(identical=round(fraction * len(first.token_ids)), total=len(first.token_ids),
+                                reference_id=scenario.reference_id)
+    return Summary(
+        rounds=[Round(wall_s=r.wall_s, output_tokens=r.output_tokens, throughput=t, counters=Counters(**r.counters))
+                for r, t in zip(rounds, throughputs)],
+        counters=Counters(**counters), memory=Memory(**rounds[-1].memory), output_hashes=output_hashes,
+        outputs=shown_outputs(requests, first.texts),
+        overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
+        metrics=values, lossless=lossless,
+    )
+
+
+def validity(scenario: Scenario, rounds: list[RoundResult], summary: Summary,
+             other_problems: list[str] = ()) -> Validity:
+    """The rules a measurement must meet to be judged; each broken one is a reason."""
+    reasons = []
+    if len(rounds) < MIN_ROUNDS:
+        reasons.append(f"{len(rounds)} rounds are too few for the significance test (it needs {MIN_ROUNDS})")
+    shortest = min(r.wall_s for r in rounds)
+    if shortest < MIN_ROUND_S:
+        reasons.append(f"a round took {shortest * 1000:.1f} ms, too short to time (minimum {MIN_ROUND_S} s)")
+    if any(r.output_tokens == 0 for r in rounds):
+        reasons.append("a round produced no output tokens")
+    if not scenario.method.is_reference and "speedup" not in summary.metrics:
+        reasons.append(f"no reference result {scenario.reference_id} in this run")
+    if any(r.token_ids != rounds[0].token_ids for r in rounds):
+        reasons.append("greedy outputs differ between rounds")
+    reasons += other_problems
+    return Validity(valid=not reasons, reasons=reasons)

@@ -22,6 +22,8 @@ import re
 import statistics
 import threading
 
+import psutil
+
 from .device import slug
 
 # NVML's clocks-event (formerly "throttle") reasons: (our name, NVML constant suffix, bit value).
@@ -145,28 +147,11 @@ def visible_indices(uuids: list[str], cuda_visible_devices: str | None) -> list[
 
 def own_pids() -> set[int]:
     """This process and all its descendants (vLLM's engine core and TP workers are children)."""
-    me = os.getpid()
-    parents: dict[int, list[int]] = {}
+    me = psutil.Process()
     try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return {me}
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()   # the name may hold spaces and ")"
-        except (OSError, IndexError):
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    family, todo = {me}, [me]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in family:
-                family.add(child)
-                todo.append(child)
-    return family
+        return {me.pid} | {child.pid for child in me.children(recursive=True)}
+    except psutil.Error:
+        return {me.pid}
 
 
 class _Ownership:

@@ -8,7 +8,8 @@ from packaging.version import InvalidVersion, Version
 
 
 def installed_version(distribution: str) -> Version | None:
-    """The installed version of a distribution (e.g. "pytest-xdist"), or None if it is not installed."""
+    """The installed version of a distribution (e.g. "pytest-xdist"), or None if it is not installed
+    or its version is not PEP 440."""
     try:
         return Version(importlib.metadata.version(distribution))
     except (importlib.metadata.PackageNotFoundError, InvalidVersion):
@@ -18,7 +19,8 @@ def installed_version(distribution: str) -> Version | None:
 def xdist_grouping_problem(pytest_version: Version | None, xdist_version: Version | None) -> str | None:
     """pytest-xdist up to 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores: tests
     would then spread over workers silently, each starting its own engines (pytest-xdist#1386).
-    Refuse that combination; drop this check once a fixed pytest-xdist is released."""
+    Refuse that combination (an unknown version, None, is no problem); drop this check once a
+    fixed pytest-xdist is released."""
     if pytest_version is None or xdist_version is None:
         return None
     if _minor(pytest_version) >= (9, 2) and _minor(xdist_version) <= (3, 8):

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Checks specperf's GPU code (specperf/gpus.py) on a real GPU box.
+"""Checks specperf's GPU code (specperf/run/gpus.py, telemetry.py, nvml.py) on a real GPU box.
 
-Needs no vLLM and no network: python3 and nvidia-ml-py (module pynvml), plus torch if it is there,
-to put some load on the GPU while the telemetry sampler runs.
+Needs no vLLM and no network: python3, psutil and nvidia-ml-py (module pynvml), plus torch if it
+is there, to put some load on the GPU while the telemetry sampler runs.
 
     python3 scripts/gpu_check.py [seconds]
 
-Prints the preflight description as JSON, a ~3 s telemetry summary, the problems found in it, and
-two requirement checks.  Exit status 0 when NVML described at least one GPU, 1 otherwise.
+Prints the device description (preflight plus hardware key) as JSON, a ~3 s telemetry summary,
+the problems found in it, two requirement checks and the GPUs an xdist worker would get.  Exit
+status 0 when NVML described at least one GPU, 1 otherwise.
 """
 
 import json
@@ -17,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specperf.run import gpus  # noqa: E402
+from specperf.run import device as hardware  # noqa: E402
+from specperf.run import gpus, telemetry  # noqa: E402
 
 
 def show(title: str, value) -> None:
@@ -55,21 +57,21 @@ def main() -> int:
         print("nvidia-ml-py is not installed (no module pynvml): pip install nvidia-ml-py; "
               "gpus.preflight() gives None without it.")
     started = time.monotonic()
-    device = gpus.preflight()
-    show(f"preflight ({time.monotonic() - started:.2f} s)", device)
-    if device is None:
+    device = hardware.describe_device()
+    show(f"describe_device ({time.monotonic() - started:.2f} s)", device)
+    if device["kind"] != "gpu":
         print("no GPU described: no pynvml, no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides every GPU")
         return 1
 
     indices = [g["index"] for g in device["gpus"]]
-    with gpus.TelemetrySampler(indices, interval_s=0.1) as sampler:
+    with telemetry.TelemetrySampler(indices, interval_s=0.1) as sampler:
         what = load(seconds)
     stop_started = time.monotonic()
     summary = sampler.summary()
     print(f"== load: {what}")
     show(f"telemetry of GPUs {indices} (summary read {time.monotonic() - stop_started:.3f} s after stop)", summary)
     preflight_pids = [p["pid"] for p in device["foreign_processes"]]
-    show("telemetry_problems", gpus.telemetry_problems(summary, preflight_pids))
+    show("telemetry_problems", telemetry.telemetry_problems(summary, preflight_pids))
 
     show("unmet_requirement(min_class='H100')", gpus.unmet_requirement(device, "H100"))
     show("unmet_requirement(count=4)", gpus.unmet_requirement(device, count=4))

@@ -16,6 +16,7 @@ import pytest
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .run.engine import one_line
 from .run.device import has_nvidia_gpu
+from .run.versions import installed_version, xdist_grouping_problem
 from .profiles.scenarios import Profile, ProfileError, Scenario, load_profile
 from .records import RunFile
 
@@ -89,7 +90,7 @@ def pytest_configure(config):
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"        # -n N: each model's scenarios stay on one worker
     if config.getoption("dist", "no") == "loadgroup":
-        problem = xdist_grouping_problem(_version("pytest"), _version("pytest-xdist"))
+        problem = xdist_grouping_problem(installed_version("pytest"), installed_version("pytest-xdist"))
         if problem:
             raise pytest.UsageError(problem)
     worker = _worker(config)
@@ -97,25 +98,6 @@ def pytest_configure(config):
         config.option.loadgroup = True          # workers parse the command line, not the line above
     if worker is not None or config.getoption("dist", "no") == "no":
         _own_gpus(config)                       # not in an xdist controller: it runs no engine
-
-
-def _version(distribution: str) -> tuple[int, ...]:
-    import importlib.metadata
-    import re
-
-    release = re.match(r"[\d.]+", importlib.metadata.version(distribution)).group(0)
-    return tuple(int(part) for part in release.strip(".").split("."))
-
-
-def xdist_grouping_problem(pytest_version: tuple, xdist_version: tuple) -> str | None:
-    """pytest-xdist up to 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores: tests
-    would then spread over workers silently, each starting its own engines (pytest-xdist#1386).
-    Refuse that combination; drop this check once a fixed pytest-xdist is released."""
-    if pytest_version[:2] >= (9, 2) and xdist_version[:2] <= (3, 8):
-        return (f"pytest-xdist {'.'.join(map(str, xdist_version))} does not keep xdist_group tests together "
-                f"under pytest {'.'.join(map(str, pytest_version))} (pytest-xdist#1386): "
-                "install 'pytest<9.2' (as this suite's requirements say) to run it with -n")
-    return None
 
 
 def _worker(config) -> dict | None:

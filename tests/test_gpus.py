@@ -1,132 +1,16 @@
-"""GPU facts, telemetry, requirements and allocation, against a fake pynvml (no GPU needed)."""
+"""GPU description, NVML plumbing, requirements and allocation, against a fake pynvml (no GPU needed)."""
 
-import itertools
 import os
 import subprocess
 import sys
-import time
-import types
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
 
-from specperf.run import gpus
-
+from fake_nvml import FOREIGN_PID, MIB, box, fake_nvml, install, no_nvml  # noqa: F401 (fixtures)
 from specperf.run import device as hardware
-
-MIB = 2**20
-FOREIGN_PID = 4_194_304          # pid_max is at most 2**22, so no process has this pid
-
-
-class NVMLError(Exception):
-    def __init__(self, value=3):   # 3: NVML_ERROR_NOT_SUPPORTED
-        super().__init__(value)
-        self.value = value
-
-
-@dataclass
-class FakeGPU:
-    """One GPU; a field may be a zero-argument callable whose value changes per call."""
-    uuid: str
-    name: object = b"NVIDIA H100 80GB HBM3"
-    total_mib: int = 81559
-    used_mib: object = 1000
-    ecc: list = field(default_factory=lambda: [1, 1])
-    ecc_errors: int = 0
-    persistence: int = 1
-    mig: list = field(default_factory=lambda: [0, 0])
-    sm: object = 1980
-    max_sm: int = 1980
-    mem: int = 2619
-    temp: object = 35
-    power_mw: object = 70_500
-    limit_mw: int = 700_000
-    reasons: object = 0
-    processes: object = field(default_factory=list)
-    unsupported: set = field(default_factory=set)
-
-
-def _value(v):
-    return v() if callable(v) else v
-
-
-def fake_nvml(gpu_list, driver_works=True, old_api=False):
-    """A module with the pynvml functions gpus.py calls; counts init/shutdown to check pairing."""
-    nvml = types.ModuleType("pynvml")
-    nvml.NVMLError = NVMLError
-    nvml.calls = {"init": 0, "shutdown": 0}
-    for constant, value in dict(NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
-                                NVML_FEATURE_ENABLED=1, NVML_DEVICE_MIG_ENABLE=1,
-                                NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1, NVML_VOLATILE_ECC=0).items():
-        setattr(nvml, constant, value)
-    prefix = "nvmlClocksThrottleReason" if old_api else "nvmlClocksEventReason"
-    for _, suffix, bit in gpus._REASONS:
-        setattr(nvml, prefix + suffix, bit)
-
-    def api(function_name):
-        def wrap(fn):
-            def call(handle, *args):
-                if function_name in handle.unsupported:
-                    raise NVMLError(3)
-                return fn(handle, *args)
-            setattr(nvml, function_name, call)
-            return call
-        return wrap
-
-    def init():
-        if not driver_works:
-            raise NVMLError(12)   # NVML_ERROR_LIBRARY_NOT_FOUND
-        nvml.calls["init"] += 1
-
-    def shutdown():
-        nvml.calls["shutdown"] += 1
-
-    nvml.nvmlInit = init
-    nvml.nvmlShutdown = shutdown
-    nvml.nvmlDeviceGetCount = lambda: len(gpu_list)
-    nvml.nvmlDeviceGetHandleByIndex = lambda i: gpu_list[i]
-    nvml.nvmlSystemGetDriverVersion = lambda: b"570.124.06"
-    nvml.nvmlSystemGetCudaDriverVersion = lambda: 12080
-    nvml.nvmlDeviceGetUUID = lambda h: h.uuid.encode()
-    api("nvmlDeviceGetName")(lambda h: h.name)
-    api("nvmlDeviceGetMemoryInfo")(lambda h: SimpleNamespace(total=h.total_mib * MIB,
-                                                             used=_value(h.used_mib) * MIB))
-    api("nvmlDeviceGetEccMode")(lambda h: h.ecc)
-    api("nvmlDeviceGetTotalEccErrors")(lambda h, kind, counter: h.ecc_errors if (kind, counter) == (1, 0) else -1)
-    api("nvmlDeviceGetPersistenceMode")(lambda h: h.persistence)
-    api("nvmlDeviceGetMigMode")(lambda h: h.mig)
-    api("nvmlDeviceGetClockInfo")(lambda h, clock: _value(h.sm) if clock == 1 else h.mem)
-    api("nvmlDeviceGetMaxClockInfo")(lambda h, clock: h.max_sm if clock == 1 else h.mem)
-    api("nvmlDeviceGetTemperature")(lambda h, sensor: _value(h.temp))
-    api("nvmlDeviceGetPowerUsage")(lambda h: _value(h.power_mw))
-    api("nvmlDeviceGetEnforcedPowerLimit")(lambda h: h.limit_mw)
-    api("nvmlDeviceGetComputeRunningProcesses")(lambda h: [SimpleNamespace(pid=p, usedGpuMemory=m)
-                                                           for p, m in _value(h.processes)])
-    reasons = "nvmlDeviceGetCurrentClocksThrottleReasons" if old_api else "nvmlDeviceGetCurrentClocksEventReasons"
-    api(reasons)(lambda h: _value(h.reasons))
-    return nvml
-
-
-def box(n=4, **fields):
-    return [FakeGPU(uuid=f"GPU-{i}{i}{i}{i}aaaa-0000-0000-0000-00000000000{i}", **fields) for i in range(n)]
-
-
-@pytest.fixture
-def install(monkeypatch):
-    """Installs a fake pynvml for the test; CUDA_VISIBLE_DEVICES starts unset."""
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-    def install_(gpu_list, **kwargs):
-        nvml = fake_nvml(gpu_list, **kwargs)
-        monkeypatch.setitem(sys.modules, "pynvml", nvml)
-        return nvml
-    return install_
-
-
-@pytest.fixture
-def no_nvml(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", None)   # `import pynvml` raises ImportError
+from specperf.run import gpus, telemetry
+from specperf.run.nvml import REASONS, decode_throttle_reasons, own_pids, visible_indices
 
 
 # ------------------------------------------------------------------ preflight
@@ -140,7 +24,6 @@ def test_preflight_describes_the_gpus(install):
     assert {k: v for k, v in device.items() if k not in ("gpus", "foreign_processes")} == {
         "kind": "gpu", "name": "NVIDIA H100 80GB HBM3", "count": 2, "memory_gib": 80,
         "driver": "570.124.06", "cuda_driver_version": "12.8",
-        "hardware_key": "gpu-nvidia-h100-80gb-hbm3-80g-x2",
     }
     assert device["gpus"][0] == {
         "index": 0, "uuid": gpu_list[0].uuid, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
@@ -161,7 +44,7 @@ def test_unsupported_queries_give_none(install):
                                "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetTemperature"}
     nvml = install(gpu_list)
     del nvml.nvmlSystemGetCudaDriverVersion          # an old pynvml without the call
-    device = gpus.preflight()
+    device = hardware.describe_device()
     gpu = device["gpus"][0]
     for key in ("ecc_mode", "ecc_uncorrected_errors", "mig_mode", "persistence_mode", "power_w",
                 "power_limit_w", "temperature_c"):
@@ -181,8 +64,8 @@ def test_preflight_without_pynvml_driver_or_gpus(no_nvml, monkeypatch):
 
 
 def test_describe_device_uses_preflight_or_the_cpu(install, monkeypatch):
-    install(box(1))
-    assert hardware.describe_device()["hardware_key"] == "gpu-nvidia-h100-80gb-hbm3-80g-x1"
+    install(box(2))
+    assert hardware.describe_device() == {**gpus.preflight(), "hardware_key": "gpu-nvidia-h100-80gb-hbm3-80g-x2"}
     monkeypatch.setitem(sys.modules, "pynvml", None)
     assert hardware.describe_device() == hardware.describe_cpu()
 
@@ -198,8 +81,8 @@ def test_describe_device_uses_preflight_or_the_cpu(install, monkeypatch):
 ])
 def test_visible_indices(env, expected):
     uuids = [g.uuid for g in box(4)]
-    assert gpus.visible_indices(uuids, env) == expected
-    assert gpus.visible_indices(uuids, None) == [0, 1, 2, 3]
+    assert visible_indices(uuids, env) == expected
+    assert visible_indices(uuids, None) == [0, 1, 2, 3]
 
 
 def test_preflight_respects_cuda_visible_devices(install, monkeypatch):
@@ -207,18 +90,19 @@ def test_preflight_respects_cuda_visible_devices(install, monkeypatch):
     gpu_list[0].processes = [(FOREIGN_PID, MIB)]          # on a GPU we may not use: not our business
     install(gpu_list)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{gpu_list[3].uuid},1")
-    device = gpus.preflight()
+    device = hardware.describe_device()
     assert [g["index"] for g in device["gpus"]] == [3, 1]
     assert device["count"] == 2 and device["hardware_key"].endswith("-x2")
     assert device["foreign_processes"] == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpus.preflight() is None
+    assert hardware.describe_device()["kind"] == "cpu"
 
 
 def test_own_pids_include_children():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        own = gpus.own_pids()
+        own = own_pids()
         assert os.getpid() in own and child.pid in own
         assert os.getppid() not in own
     finally:
@@ -229,15 +113,15 @@ def test_own_pids_include_children():
 # ------------------------------------------------------------------ throttle reasons
 
 def test_decode_throttle_reasons():
-    assert gpus.decode_throttle_reasons(0) == []
-    assert gpus.decode_throttle_reasons(None) == []
-    assert gpus.decode_throttle_reasons(0x1 | 0x4) == ["gpu_idle", "sw_power_cap"]
-    assert gpus.decode_throttle_reasons(0x1FF) == [name for name, _, _ in gpus._REASONS]
-    assert gpus.decode_throttle_reasons(0x8 | 0x20 | 0x40 | 0x80) == sorted(gpus.BAD_THROTTLE_REASONS, key=[
-        name for name, _, _ in gpus._REASONS].index)
+    assert decode_throttle_reasons(0) == []
+    assert decode_throttle_reasons(None) == []
+    assert decode_throttle_reasons(0x1 | 0x4) == ["gpu_idle", "sw_power_cap"]
+    assert decode_throttle_reasons(0x1FF) == [name for name, _, _ in REASONS]
+    assert decode_throttle_reasons(0x8 | 0x20 | 0x40 | 0x80) == sorted(telemetry.BAD_THROTTLE_REASONS, key=[
+        name for name, _, _ in REASONS].index)
     # the module's own constants win over the documented bits
     custom = SimpleNamespace(nvmlClocksThrottleReasonHwThermalSlowdown=0x1000)
-    assert gpus.decode_throttle_reasons(0x1000, custom) == ["hw_thermal"]
+    assert decode_throttle_reasons(0x1000, custom) == ["hw_thermal"]
 
 
 @pytest.mark.parametrize("old_api", [False, True])
@@ -245,102 +129,6 @@ def test_preflight_reads_throttle_reasons_from_either_api(install, old_api):
     install(box(1, reasons=0x4 | 0x40), old_api=old_api)
     assert gpus.preflight()["gpus"][0]["throttle_reasons"] == ["sw_power_cap", "hw_thermal"]
 
-
-# ------------------------------------------------------------------ telemetry
-
-def test_sampler_summarises_changing_values(install):
-    gpu_list = box(2)
-    state = {"hot": False, "intruder": False}
-    for gpu in gpu_list:
-        gpu.sm = itertools.cycle([1980, 1410, 1755]).__next__
-        gpu.temp = itertools.count(40).__next__
-        gpu.used_mib = itertools.count(1000, 100).__next__
-        gpu.reasons = lambda: 0x40 if state["hot"] else 0x1
-    gpu_list[1].processes = lambda: [(os.getpid(), MIB)] + ([(FOREIGN_PID, MIB)] if state["intruder"] else [])
-    nvml = install(gpu_list)
-
-    def wait_for_samples(n):
-        deadline = time.monotonic() + 5
-        while sampler.summary()["samples"] < n and time.monotonic() < deadline:
-            time.sleep(0.002)
-
-    with gpus.TelemetrySampler([0, 1], interval_s=0.01) as sampler:
-        wait_for_samples(2)
-        state.update(hot=True, intruder=True)
-        wait_for_samples(4)
-    summary = sampler.summary()
-    assert nvml.calls["init"] == nvml.calls["shutdown"] == 1
-    assert summary["samples"] >= 5 and summary["interval_s"] == 0.01
-    assert summary["sm_clock_mhz"]["min"] == 1410 and summary["sm_clock_mhz"]["max"] == 1980
-    assert summary["temperature_c"]["min"] == 40
-    assert summary["temperature_c"]["max"] >= 40 + summary["samples"] - 1
-    assert summary["mem_clock_mhz"] == {"min": 2619, "median": 2619, "max": 2619}
-    assert summary["power_w"] == {"min": 70.5, "median": 70.5, "max": 70.5}
-    assert summary["throttle_reasons"] == ["gpu_idle", "hw_thermal"]
-    assert summary["memory_used_mib"]["start"] == 1000 + 1000     # both GPUs, first sample
-    assert summary["memory_used_mib"]["peak"] > summary["memory_used_mib"]["start"]
-    assert summary["foreign_pids"] == [FOREIGN_PID]
-    assert gpus.telemetry_problems(summary) == ["GPU throttled: hw_thermal",
-                                                f"foreign process {FOREIGN_PID} used the GPU"]
-
-
-def test_sampler_of_a_short_measurement_has_two_samples_and_stops_promptly(install):
-    install(box(1))
-    started = time.monotonic()
-    with gpus.TelemetrySampler(interval_s=30) as sampler:    # None: the visible GPUs
-        pass
-    assert time.monotonic() - started < 2
-    assert sampler.summary()["samples"] == 2
-
-
-def test_sampler_without_nvml_does_nothing(no_nvml):
-    with gpus.TelemetrySampler([0], interval_s=0.01) as sampler:
-        time.sleep(0.02)
-    assert sampler.summary() is None
-    assert gpus.telemetry_problems(sampler.summary()) == []
-
-
-def test_sampler_never_raises_into_the_measurement(install):
-    gpu_list = box(1)
-
-    def broken():
-        raise RuntimeError("driver fell over")
-    gpu_list[0].used_mib = broken
-    install(gpu_list)
-    with gpus.TelemetrySampler([0], interval_s=0.01) as sampler:
-        time.sleep(0.03)
-    summary = sampler.summary()
-    assert summary["samples"] == 0 and summary["sm_clock_mhz"] is None and summary["memory_used_mib"] is None
-
-
-def test_sampler_without_memory_facts_keeps_the_rest(install):
-    gpu_list = box(1)
-    gpu_list[0].unsupported = {"nvmlDeviceGetMemoryInfo"}
-    install(gpu_list)
-    with gpus.TelemetrySampler([0], interval_s=30) as sampler:     # the entry and the exit sample
-        pass
-    summary = sampler.summary()
-    assert summary["samples"] == 2 and summary["memory_used_mib"] is None
-    assert summary["sm_clock_mhz"] == {"min": 1980, "median": 1980, "max": 1980}
-
-
-def test_sampler_with_a_bad_index_does_nothing(install):
-    install(box(1))
-    with gpus.TelemetrySampler([5], interval_s=0.01) as sampler:
-        pass
-    assert sampler.summary() is None
-    with gpus.TelemetrySampler([], interval_s=0.01) as sampler:
-        pass
-    assert sampler.summary() is None
-
-
-def test_telemetry_problems():
-    assert gpus.telemetry_problems(None) == []
-    clean = {"throttle_reasons": ["gpu_idle", "sw_power_cap"], "foreign_pids": []}
-    assert gpus.telemetry_problems(clean) == []
-    bad = {"throttle_reasons": ["hw_power_brake", "hw_slowdown", "sw_power_cap"], "foreign_pids": [77, 1234]}
-    assert gpus.telemetry_problems(bad, preflight_foreign_pids=[77]) == [
-        "GPU throttled: hw_power_brake, hw_slowdown", "foreign process 1234 used the GPU"]
 
 
 # ------------------------------------------------------------------ requirements
@@ -412,6 +200,12 @@ def test_process_gpus_with_and_without_xdist():
     assert gpus.process_gpus(eight, 1, "gw7", 8) == "7"
     with pytest.raises(ValueError, match="need 12 GPUs"):
         gpus.process_gpus(eight, 4, "gw0", 3)
+
+
+def test_telemetry_is_importable_from_gpus():
+    assert gpus.TelemetrySampler is telemetry.TelemetrySampler
+    assert gpus.telemetry_problems is telemetry.telemetry_problems
+    assert gpus.BAD_THROTTLE_REASONS is telemetry.BAD_THROTTLE_REASONS
 
 
 def test_visible_gpu_ids(install, monkeypatch):

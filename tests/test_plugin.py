@@ -210,11 +210,19 @@ def test_sigterm_ends_a_run_as_an_interrupt(pytester, profile):
 
 
 def test_xdist_grouping_problem_is_refused_not_silent():
-    from specperf.plugin import xdist_grouping_problem
+    from packaging.version import Version
 
-    assert "pytest-xdist#1386" in xdist_grouping_problem((9, 2, 0), (3, 8, 0))
-    assert xdist_grouping_problem((9, 1, 1), (3, 8, 0)) is None
-    assert xdist_grouping_problem((9, 2, 0), (3, 9, 0)) is None
+    from specperf.run.versions import installed_version, xdist_grouping_problem
+
+    assert xdist_grouping_problem(Version("9.2.0"), Version("3.8.0")) == (
+        "pytest-xdist 3.8.0 does not keep xdist_group tests together under pytest 9.2.0 "
+        "(pytest-xdist#1386): install 'pytest<9.2' (as this suite's requirements say) to run it with -n")
+    assert "pytest-xdist#1386" in xdist_grouping_problem(Version("9.2.0rc1"), Version("3.8.1"))
+    assert xdist_grouping_problem(Version("9.1.1"), Version("3.8.0")) is None
+    assert xdist_grouping_problem(Version("9.2.0"), Version("3.9.0")) is None
+    assert xdist_grouping_problem(Version("9.2.0"), None) is None
+    assert installed_version("pytest") == Version(pytest.__version__)
+    assert installed_version("no-such-distribution-specperf") is None
 
 
 def test_installed_pytest_and_xdist_keep_groups_on_one_worker(pytester, monkeypatch):

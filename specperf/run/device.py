@@ -2,6 +2,7 @@
 
 Only results with the same hardware key are ever compared.  On a machine with an NVIDIA driver
 the description comes from NVML (`nvidia-ml-py`, see gpus.py); elsewhere it describes the CPU.
+This module names the hardware key of both.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+
+from . import gpus
 
 
 def has_nvidia_gpu() -> bool:
@@ -48,9 +51,10 @@ def describe_cpu() -> dict:
 
 def describe_device() -> dict:
     """The GPUs this process may use (gpus.preflight()), or the CPU when there are none."""
-    from . import gpus   # gpus imports slug from here
-
-    return gpus.preflight() or describe_cpu()
+    found = gpus.preflight()
+    if found is None:
+        return describe_cpu()
+    return {**found, "hardware_key": f"gpu-{slug(found['name'])}-{found['memory_gib']}g-x{found['count']}"}
 
 
 def _host_memory_gib() -> int | None:

@@ -1,198 +1,33 @@
-"""GPU facts and hygiene through NVML (package `nvidia-ml-py`, module `pynvml`).
+"""The GPUs this process may use: their description, a test's GPU requirements, and which GPUs
+each pytest-xdist worker gets.
 
-A measurement on a GPU is only worth comparing when nothing else disturbed it: no thermal or
-power-brake throttling, and no other process computing on the same GPU.  This module describes
-the GPUs before a run (`preflight`), samples them while a measurement runs (`TelemetrySampler`),
-turns what it saw into reasons a measurement is invalid (`telemetry_problems`), checks a test's
-GPU requirements (`unmet_requirement`) and gives each pytest-xdist worker its own GPUs
-(`process_gpus`).
-
-Everything degrades to nothing without `pynvml`, an NVIDIA driver or GPUs: `preflight()` returns
-None and a sampler's `summary()` is None.  pynvml is imported inside the functions, so this module
-imports fine where it is not installed.
-
-GPU indices here are NVML's (PCI bus order).  CUDA numbers GPUs fastest-first unless
-CUDA_DEVICE_ORDER=PCI_BUS_ID; on a box of identical GPUs the two orders agree.
+`preflight` describes the GPUs before a run, through NVML (see nvml.py); `unmet_requirement`
+checks a test's requires_gpu mark against that description; `process_gpus` gives each xdist
+worker its own GPUs.  Without pynvml, a driver or GPUs `preflight()` returns None.  Watching the
+GPUs during a measurement is telemetry.py's job; its names are importable from here too.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import statistics
-import threading
 
-from .device import slug
-
-# NVML's clocks-event (formerly "throttle") reasons: (our name, NVML constant suffix, bit value).
-# The constants were renamed nvmlClocksThrottleReason* -> nvmlClocksEventReason*; the bits did not change.
-_REASONS = (
-    ("gpu_idle", "GpuIdle", 0x1),
-    ("applications_clocks", "ApplicationsClocksSetting", 0x2),
-    ("sw_power_cap", "SwPowerCap", 0x4),
-    ("hw_slowdown", "HwSlowdown", 0x8),
-    ("sync_boost", "SyncBoost", 0x10),
-    ("sw_thermal", "SwThermalSlowdown", 0x20),
-    ("hw_thermal", "HwThermalSlowdown", 0x40),
-    ("hw_power_brake", "HwPowerBrakeSlowdown", 0x80),
-    ("display_clocks", "DisplayClockSetting", 0x100),
-)
-# Reasons that make a measurement invalid.  sw_power_cap is left out: a busy GPU at its power
-# limit is the normal state of a throughput benchmark.
-BAD_THROTTLE_REASONS = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+from .nvml import (MIB, Ownership, close_nvml, compute_processes, constant, open_nvml, query, readings,
+                   text, visible_nvml_indices, watts)
+from .telemetry import BAD_THROTTLE_REASONS, TelemetrySampler, telemetry_problems  # noqa: F401 (re-exported)
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200",
                "B100", "B200", "GB200")
 
-_MIB = 2**20
-
-
-# ------------------------------------------------------------------ NVML access
-
-def _nvml():
-    """The initialised pynvml module, or None without the package, a driver or a GPU.
-
-    Every successful call must be paired with `_shutdown(nvml)`."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except (pynvml.NVMLError, OSError):
-        return None
-    return pynvml
-
-
-def _shutdown(nvml) -> None:
-    try:
-        nvml.nvmlShutdown()
-    except Exception:
-        pass
-
-
-def _query(nvml, function: str, *args):
-    """One optional NVML query; None when the GPU or driver does not support it."""
-    try:
-        return getattr(nvml, function)(*args)
-    except (nvml.NVMLError, AttributeError):
-        return None
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _const(nvml, name: str, documented: int) -> int:
-    return getattr(nvml, name, documented)
-
-
-def _enabled(state, on: int = 1) -> bool | None:
-    """NVML returns [current, pending] for ECC and MIG modes, a plain value for persistence."""
-    if state is None:
-        return None
-    current = state[0] if isinstance(state, (list, tuple)) else state
-    return current == on
-
-
-def _watts(milliwatts) -> float | None:
-    return None if milliwatts is None else round(milliwatts / 1000, 1)
-
-
-def decode_throttle_reasons(mask: int | None, nvml=None) -> list[str]:
-    """Names of the clocks-event reasons set in NVML's bitmask, in bit order."""
-    if not mask:
-        return []
-    names = []
-    for name, suffix, bit in _REASONS:
-        bit = getattr(nvml, f"nvmlClocksEventReason{suffix}",
-                      getattr(nvml, f"nvmlClocksThrottleReason{suffix}", bit))
-        if mask & bit:
-            names.append(name)
-    return names
-
-
-def _throttle_mask(nvml, handle) -> int | None:
-    for function in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
-        if hasattr(nvml, function):
-            return _query(nvml, function, handle)
-    return None
-
-
-# ------------------------------------------------------------------ which GPUs and processes are ours
-
-def visible_indices(uuids: list[str], cuda_visible_devices: str | None) -> list[int]:
-    """NVML indices of the GPUs CUDA_VISIBLE_DEVICES lets this process use (NVML ignores the variable).
-
-    Entries are indices or GPU UUIDs (a unique prefix such as "GPU-8f3a" is enough).  Like CUDA,
-    the list ends at the first entry that names no GPU; an empty variable hides every GPU."""
-    if cuda_visible_devices is None:
-        return list(range(len(uuids)))
-    chosen: list[int] = []
-    for entry in (e.strip() for e in cuda_visible_devices.split(",")):
-        if entry.isdigit() and int(entry) < len(uuids):
-            index = int(entry)
-        else:
-            matches = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and u.startswith(entry)]
-            if len(matches) != 1:
-                break
-            index = matches[0]
-        if index not in chosen:
-            chosen.append(index)
-    return chosen
-
-
-def own_pids() -> set[int]:
-    """This process and all its descendants (vLLM's engine core and TP workers are children)."""
-    me = os.getpid()
-    parents: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return {me}
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()   # the name may hold spaces and ")"
-        except (OSError, IndexError):
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    family, todo = {me}, [me]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in family:
-                family.add(child)
-                todo.append(child)
-    return family
-
-
-class _Ownership:
-    """Decides whether a pid is ours, re-reading the process tree only when an unknown pid shows up."""
-
-    def __init__(self):
-        self.pids = own_pids()
-        self.foreign: set[int] = set()
-
-    def is_foreign(self, pid: int) -> bool:
-        if pid not in self.pids and pid not in self.foreign:
-            self.pids = own_pids()
-            if pid not in self.pids:
-                self.foreign.add(pid)
-        return pid not in self.pids
-
-
-def _compute_processes(nvml, handle) -> list:
-    return _query(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
-
 
 # ------------------------------------------------------------------ preflight
 
 def preflight() -> dict | None:
-    """Description of the GPUs this process may use, or None without pynvml, a driver or GPUs."""
-    nvml = _nvml()
+    """Description of the GPUs this process may use, or None without pynvml, a driver or GPUs.
+
+    The hardware key is device.describe_device()'s to add."""
+    nvml = open_nvml()
     if nvml is None:
         return None
     try:
@@ -200,208 +35,59 @@ def preflight() -> dict | None:
     except nvml.NVMLError:
         return None
     finally:
-        _shutdown(nvml)
+        close_nvml(nvml)
 
 
 def _describe(nvml) -> dict | None:
-    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-    uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
-    indices = visible_indices(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    indices = visible_nvml_indices(nvml)
     if not indices:
         return None
-    gpus = [_gpu_facts(nvml, i, handles[i], uuids[i]) for i in indices]
+    handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
+    gpus = [_gpu_facts(nvml, i, handles[i]) for i in indices]
     first = gpus[0]
-    memory_gib = round(first["memory_total_mib"] / 1024)
-    cuda = _query(nvml, "nvmlSystemGetCudaDriverVersion")
-    ownership = _Ownership()
+    cuda = query(nvml, "nvmlSystemGetCudaDriverVersion")
+    ownership = Ownership()
     foreign = [
         {"gpu_index": i, "pid": p.pid,
-         "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory // _MIB}
-        for i in indices for p in _compute_processes(nvml, handles[i]) if ownership.is_foreign(p.pid)
+         "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory // MIB}
+        for i in indices for p in compute_processes(nvml, handles[i]) if ownership.is_foreign(p.pid)
     ]
     return {
-        "kind": "gpu", "name": first["name"], "count": len(gpus), "memory_gib": memory_gib,
-        "driver": _text(nvml.nvmlSystemGetDriverVersion()),
+        "kind": "gpu", "name": first["name"], "count": len(gpus),
+        "memory_gib": round(first["memory_total_mib"] / 1024),
+        "driver": text(nvml.nvmlSystemGetDriverVersion()),
         "cuda_driver_version": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
-        "hardware_key": f"gpu-{slug(first['name'])}-{memory_gib}g-x{len(gpus)}",
         "gpus": gpus,
         "foreign_processes": foreign,
     }
 
 
-def _gpu_facts(nvml, index: int, handle, uuid: str) -> dict:
-    sm, mem = _const(nvml, "NVML_CLOCK_SM", 1), _const(nvml, "NVML_CLOCK_MEM", 2)
+def _gpu_facts(nvml, index: int, handle) -> dict:
+    enabled = constant(nvml, "NVML_FEATURE_ENABLED", 1)
     return {
         "index": index,
-        "uuid": uuid,
-        "name": _text(nvml.nvmlDeviceGetName(handle)),
-        "memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // _MIB,
-        "ecc_mode": _enabled(_query(nvml, "nvmlDeviceGetEccMode", handle),
-                             _const(nvml, "NVML_FEATURE_ENABLED", 1)),
-        "ecc_uncorrected_errors": _query(nvml, "nvmlDeviceGetTotalEccErrors", handle,
-                                         _const(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-                                         _const(nvml, "NVML_VOLATILE_ECC", 0)),
-        "persistence_mode": _enabled(_query(nvml, "nvmlDeviceGetPersistenceMode", handle),
-                                     _const(nvml, "NVML_FEATURE_ENABLED", 1)),
-        "mig_mode": _enabled(_query(nvml, "nvmlDeviceGetMigMode", handle),
-                             _const(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
-        "sm_clock_mhz": _query(nvml, "nvmlDeviceGetClockInfo", handle, sm),
-        "max_sm_clock_mhz": _query(nvml, "nvmlDeviceGetMaxClockInfo", handle, sm),
-        "mem_clock_mhz": _query(nvml, "nvmlDeviceGetClockInfo", handle, mem),
-        "temperature_c": _query(nvml, "nvmlDeviceGetTemperature", handle,
-                                _const(nvml, "NVML_TEMPERATURE_GPU", 0)),
-        "power_w": _watts(_query(nvml, "nvmlDeviceGetPowerUsage", handle)),
-        "power_limit_w": _watts(_query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)),
-        "throttle_reasons": decode_throttle_reasons(_throttle_mask(nvml, handle), nvml),
+        "uuid": text(nvml.nvmlDeviceGetUUID(handle)),
+        "name": text(nvml.nvmlDeviceGetName(handle)),
+        "memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // MIB,
+        "ecc_mode": _enabled(query(nvml, "nvmlDeviceGetEccMode", handle), enabled),
+        "ecc_uncorrected_errors": query(nvml, "nvmlDeviceGetTotalEccErrors", handle,
+                                        constant(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                                        constant(nvml, "NVML_VOLATILE_ECC", 0)),
+        "persistence_mode": _enabled(query(nvml, "nvmlDeviceGetPersistenceMode", handle), enabled),
+        "mig_mode": _enabled(query(nvml, "nvmlDeviceGetMigMode", handle),
+                             constant(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
+        "max_sm_clock_mhz": query(nvml, "nvmlDeviceGetMaxClockInfo", handle, constant(nvml, "NVML_CLOCK_SM", 1)),
+        "power_limit_w": watts(query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)),
+        **readings(nvml, handle),
     }
 
 
-# ------------------------------------------------------------------ sampling during a measurement
-
-_SAMPLED = ("sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
-
-
-class TelemetrySampler:
-    """Polls NVML in a background thread while a measurement runs.
-
-        with TelemetrySampler([0]) as sampler:
-            measure()
-        record["telemetry"] = sampler.summary()
-
-    `indices` are NVML indices (preflight's "index"); None means the GPUs CUDA_VISIBLE_DEVICES
-    allows.  One sample is taken on entry, one every `interval_s`, and one on exit, so even a
-    short measurement has two.  A failing sample is dropped; nothing is ever raised to the caller.
-    """
-
-    def __init__(self, indices: list[int] | None = None, interval_s: float = 0.1):
-        self.indices = indices
-        self.interval_s = interval_s
-        self._nvml = None
-        self._handles: list = []
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._samples = 0
-        self._values: dict[str, list[float]] = {name: [] for name in _SAMPLED}
-        self._reasons: set[str] = set()
-        self._memory_used: list[int] = []
-        self._foreign: set[int] = set()
-        self._ownership: _Ownership | None = None
-
-    def __enter__(self) -> TelemetrySampler:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        self._nvml = _nvml()
-        if self._nvml is None:
-            return
-        try:
-            indices = self.indices
-            if indices is None:
-                count = self._nvml.nvmlDeviceGetCount()
-                uuids = [_text(self._nvml.nvmlDeviceGetUUID(self._nvml.nvmlDeviceGetHandleByIndex(i)))
-                         for i in range(count)]
-                indices = visible_indices(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
-            self._handles = [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
-            if not self._handles:
-                raise LookupError("no GPU to sample")
-        except Exception:
-            _shutdown(self._nvml)
-            self._nvml = None
-            return
-        self._ownership = _Ownership()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="specperf-telemetry", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join(timeout=max(5.0, 2 * self.interval_s))
-        self._thread = None
-        self._sample_safely()
-        _shutdown(self._nvml)
-
-    def _run(self) -> None:
-        while True:
-            self._sample_safely()
-            if self._stop.wait(self.interval_s):
-                return
-
-    def _sample_safely(self) -> None:
-        try:
-            self._sample()
-        except Exception:      # a sampler must never break the measurement it watches
-            pass
-
-    def _sample(self) -> None:
-        nvml = self._nvml
-        sm, mem = _const(nvml, "NVML_CLOCK_SM", 1), _const(nvml, "NVML_CLOCK_MEM", 2)
-        values = {name: [] for name in _SAMPLED}
-        reasons: set[str] = set()
-        used: int | None = 0          # over all sampled GPUs; None when one does not say
-        foreign: set[int] = set()
-        for handle in self._handles:
-            values["sm_clock_mhz"].append(_query(nvml, "nvmlDeviceGetClockInfo", handle, sm))
-            values["mem_clock_mhz"].append(_query(nvml, "nvmlDeviceGetClockInfo", handle, mem))
-            values["temperature_c"].append(_query(nvml, "nvmlDeviceGetTemperature", handle,
-                                                  _const(nvml, "NVML_TEMPERATURE_GPU", 0)))
-            values["power_w"].append(_watts(_query(nvml, "nvmlDeviceGetPowerUsage", handle)))
-            reasons.update(decode_throttle_reasons(_throttle_mask(nvml, handle), nvml))
-            memory = _query(nvml, "nvmlDeviceGetMemoryInfo", handle)
-            used = None if memory is None or used is None else used + memory.used // _MIB
-            foreign.update(p.pid for p in _compute_processes(nvml, handle)
-                           if self._ownership.is_foreign(p.pid))
-        with self._lock:
-            self._samples += 1
-            for name, seen in values.items():
-                self._values[name].extend(v for v in seen if v is not None)
-            self._reasons |= reasons
-            if used is not None:
-                self._memory_used.append(used)
-            self._foreign |= foreign
-
-    def summary(self) -> dict | None:
-        """What the GPUs did during the measurement (all sampled GPUs pooled), or None without NVML.
-
-        memory_used_mib is the total over the sampled GPUs: at the first sample and its peak."""
-        if self._ownership is None:
-            return None
-        with self._lock:
-            return {
-                "samples": self._samples,
-                "interval_s": self.interval_s,
-                **{name: _spread(values) for name, values in self._values.items()},
-                "throttle_reasons": sorted(self._reasons),
-                "memory_used_mib": ({"start": self._memory_used[0], "peak": max(self._memory_used)}
-                                    if self._memory_used else None),
-                "foreign_pids": sorted(self._foreign),
-            }
-
-
-def _spread(values: list[float]) -> dict | None:
-    if not values:
+def _enabled(state, on: int) -> bool | None:
+    """NVML returns [current, pending] for ECC and MIG modes, a plain value for persistence."""
+    if state is None:
         return None
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
-def telemetry_problems(telemetry: dict | None, preflight_foreign_pids=()) -> list[str]:
-    """One short reason per thing that makes a measurement invalid; [] when all is well or unknown."""
-    if not telemetry:
-        return []
-    problems = []
-    bad = sorted(BAD_THROTTLE_REASONS.intersection(telemetry.get("throttle_reasons", ())))
-    if bad:
-        problems.append(f"GPU throttled: {', '.join(bad)}")
-    known = set(preflight_foreign_pids)
-    problems += [f"foreign process {pid} used the GPU"
-                 for pid in telemetry.get("foreign_pids", ()) if pid not in known]
-    return problems
+    current = state[0] if isinstance(state, (list, tuple)) else state
+    return current == on
 
 
 # ------------------------------------------------------------------ requirements
@@ -415,7 +101,7 @@ def _class_rank(name: str) -> int | None:
 
 def unmet_requirement(device: dict, min_class: str | None = None, count: int = 1,
                       min_memory_gib: int | None = None) -> str | None:
-    """Why `device` (hardware.describe_device()) cannot run a test, as a one-line skip reason; None if it can."""
+    """Why `device` (device.describe_device()) cannot run a test, as a one-line skip reason; None if it can."""
     wanted = None
     if min_class is not None:
         wanted = next((r for r, cls in enumerate(GPU_CLASSES) if cls.lower() == min_class.lower()), None)
@@ -471,7 +157,7 @@ def visible_gpu_ids() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [e.strip() for e in env.split(",") if e.strip()]
-    nvml = _nvml()
+    nvml = open_nvml()
     if nvml is None:
         return []
     try:
@@ -479,4 +165,4 @@ def visible_gpu_ids() -> list[str]:
     except nvml.NVMLError:
         return []
     finally:
-        _shutdown(nvml)
+        close_nvml(nvml)

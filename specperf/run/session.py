@@ -24,7 +24,7 @@ from ..storage import (ResultFileError, new_run_id, now_iso, read_record, suite_
 from .calls import CallPreparer, Calls
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .gpus import TelemetrySampler, telemetry_problems
+from .telemetry import TelemetrySampler, telemetry_problems
 from .loop import balanced_schedule, measure, run_rounds, warm_up
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .summary import Reference, summarise, validity

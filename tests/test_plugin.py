@@ -95,7 +95,7 @@ def test_malformed_profile_fails_with_one_line_naming_file_and_field(pytester, t
     bad.write_text(PROFILE.replace("batch_sizes = [1, 4]", "batch_sizes = [1, 0]"))
     result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS),
                                 "--profile", str(bad))
-    assert result.ret != 0
+    assert result.ret == pytest.ExitCode.USAGE_ERROR          # at configure time, not a collection error
     errors = [line for line in result.stderr.lines + result.stdout.lines if "bad.toml" in line]
     assert errors, result.stdout.str() + result.stderr.str()
     assert "cells[0].batch_sizes[1]" in errors[0] and "positive integer" in errors[0]

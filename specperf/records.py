@@ -22,7 +22,7 @@ Number = float | int
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
 
     def to_json(self) -> dict:
         return self.model_dump(mode="json")
@@ -301,3 +301,27 @@ class RunFile(Record):
     stats: RunStats = Field(default_factory=RunStats)
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None
+
+
+class NoiseEntry(Record):
+    """One metric of one scenario, measured over several runs (judge.noise)."""
+
+    runs: int = Field(ge=0)
+    median: float | None = None
+    round_cv: float | None = Field(default=None, ge=0)
+    run_cv: float | None = Field(default=None, ge=0)
+
+    @property
+    def cv(self) -> float | None:
+        """The CV that widens thresholds: run-to-run where measured (baselines come from another run)."""
+        return self.run_cv if self.run_cv is not None else self.round_cv
+
+
+class NoiseFile(Record):
+    """baselines/<hardware-key>/noise.json: each metric's measured noise on that hardware."""
+
+    schema_version: int = SCHEMA_VERSION
+    measured_at: str | None = None
+    hardware_key: str | None = None
+    run_dirs: list[str] = Field(default_factory=list)
+    scenarios: dict[str, dict[str, NoiseEntry]] = Field(default_factory=dict)

@@ -9,6 +9,7 @@ SKIPPED = "skipped"     # its workload was unavailable; never judged
 ERROR_TIMEOUT = "timeout"
 ERROR_ENGINE = "engine"
 ERROR_INPUT = "input"
+ERROR_INTERNAL = "internal"     # a fault of the suite itself, caught so the run goes on
 
 # A verdict's status, per metric and per scenario.
 PASS = "pass"

@@ -29,6 +29,19 @@ from specperf.storage import (
 SD_ID = "tiny-llama-eagle3-k3-bs4-gsm8k"
 
 
+def write_own_baseline(baseline_dir, result):
+    """A baseline written by the machine that measured the result."""
+    return write_baseline(baseline_dir, result, result.device.hardware_key)
+
+
+def test_a_baseline_is_only_written_under_this_machines_key(tmp_path):
+    record = make_record(hardware_key="cpu-elsewhere-4c")
+    with pytest.raises(ValueError, match="refusing to write a baseline for cpu-test-xeon-2c from a result measured "
+                                         "on cpu-elsewhere-4c"):
+        write_baseline(tmp_path, record, HARDWARE_KEY)
+    assert not any(tmp_path.rglob("*.json"))
+
+
 def one_line_naming(info, path) -> str:
     """The ResultFileError's message, checked to be one line that starts with the file."""
     message = str(info.value)
@@ -268,7 +281,7 @@ def test_load_baseline_absent(tmp_path):
 
 def test_write_and_load_baseline(tmp_path):
     record = make_record()
-    path = write_baseline(tmp_path, record)
+    path = write_own_baseline(tmp_path, record)
     assert path == tmp_path / HARDWARE_KEY / "tiny-llama-eagle3-k3-bs4-gsm8k.json"
     assert path == baseline_path(tmp_path, HARDWARE_KEY, "tiny-llama-eagle3-k3-bs4-gsm8k")
     assert os.listdir(path.parent) == [path.name]
@@ -289,27 +302,27 @@ def test_write_and_load_baseline(tmp_path):
 
 
 def test_write_baseline_files_under_the_result_hardware_key(tmp_path):
-    path = write_baseline(tmp_path, make_record(hardware_key="gpu-nvidia-h100-80g-x1"))
+    path = write_own_baseline(tmp_path, make_record(hardware_key="gpu-nvidia-h100-80g-x1"))
     assert path.relative_to(tmp_path).parts == ("gpu-nvidia-h100-80g-x1", "tiny-llama-eagle3-k3-bs4-gsm8k.json")
 
 
 def test_write_baseline_refuses_error(tmp_path):
     with pytest.raises(ValueError, match="from a result with status 'error'"):
-        write_baseline(tmp_path, make_record(status="error", error="boom"))
+        write_own_baseline(tmp_path, make_record(status="error", error="boom"))
     assert not any(tmp_path.iterdir())
 
 
 def test_write_baseline_refuses_invalid(tmp_path):
     with pytest.raises(ValueError, match="greedy outputs differ"):
-        write_baseline(tmp_path, make_record(reasons=["greedy outputs differ between rounds"]))
+        write_own_baseline(tmp_path, make_record(reasons=["greedy outputs differ between rounds"]))
     assert not any(tmp_path.iterdir())
 
 
 def test_write_baseline_keeps_old_one_when_refused(tmp_path):
-    path = write_baseline(tmp_path, make_record())
+    path = write_own_baseline(tmp_path, make_record())
     before = path.read_text(encoding="utf-8")
     with pytest.raises(ValueError):
-        write_baseline(tmp_path, make_record(throughput=[1.0] * 5, reasons=["a round produced no output tokens"]))
+        write_own_baseline(tmp_path, make_record(throughput=[1.0] * 5, reasons=["a round produced no output tokens"]))
     assert path.read_text(encoding="utf-8") == before
 
 
@@ -346,7 +359,7 @@ def test_load_baseline_missing_key_is_one_line_naming_file_and_field(tmp_path):
 
 def stored_baseline(tmp_path, change):
     """A baseline written by the suite, then edited by change(data)."""
-    path = write_baseline(tmp_path, make_record())
+    path = write_own_baseline(tmp_path, make_record())
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -355,7 +368,7 @@ def stored_baseline(tmp_path, change):
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_baseline_with_non_finite_number_is_refused(tmp_path, constant):
-    path = write_baseline(tmp_path, make_record())
+    path = write_own_baseline(tmp_path, make_record())
     text = path.read_text(encoding="utf-8")
     assert '"value": 100.0' in text
     path.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
@@ -387,7 +400,7 @@ def test_baseline_paths_refuse_hardware_keys_that_leave_the_store(tmp_path, key)
     with pytest.raises(ResultFileError, match="refusing a path outside"):
         load_baseline(store, key, SD_ID)
     with pytest.raises(ResultFileError, match="refusing a path outside"):
-        write_baseline(store, make_record(hardware_key=key))
+        write_own_baseline(store, make_record(hardware_key=key))
     assert not any(tmp_path.rglob("*.json"))
 
 
@@ -401,7 +414,7 @@ def test_baseline_paths_refuse_scenario_ids_that_leave_the_store(tmp_path, scena
     record = make_record()
     record.scenario.id = scenario_id
     with pytest.raises(ResultFileError, match="refusing a path outside"):
-        write_baseline(store, record)
+        write_own_baseline(store, record)
     assert not any(tmp_path.rglob("*.json"))
 
 

@@ -142,3 +142,37 @@ def test_noise_command_without_results_is_a_clear_error(tmp_path, capsys):
     empty = write_run(tmp_path / "run", [make_record(status="error", error="boom")])
     assert main(["noise", "--from", str(empty)]) == 2
     assert "no valid results" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cv, problem", [('"0.1"', "run_cv"), ("-0.2", "run_cv"), ('{"x": 1}', "run_cv")])
+def test_a_noise_file_of_the_wrong_shape_is_refused(tmp_path, cv, problem):
+    path = tmp_path / HARDWARE_KEY / "noise.json"
+    path.parent.mkdir()
+    path.write_text('{"schema_version": 1, "scenarios": {"x": {"throughput_tok_s": {"runs": 3, "run_cv": %s}}}}' % cv)
+    with pytest.raises(ResultFileError, match=rf"{path}: corrupt noise file \(scenarios\.x\.throughput_tok_s\.{problem}"):
+        load_noise(tmp_path, HARDWARE_KEY)
+
+
+@pytest.mark.parametrize("metric, baseline, current", [
+    ("lossless_fraction", [1.0], [0.0]),
+    ("mean_acceptance_length", [2.5] * 5, [1.2] * 5),
+    ("acceptance_pos0", [0.8] * 5, [0.4] * 5),
+])
+def test_noise_never_widens_a_deterministic_metric(metric, baseline, current):
+    verdict = compare_metric(metric, baseline, current, noise_cv=1e9)
+    assert verdict.status == "regression" and verdict.tolerance < 0.1
+
+
+def test_noise_widens_speed_at_most_to_the_cap():
+    from specperf.judge.verdicts import MAX_NOISE_TOLERANCE
+
+    baseline, current = [100.0, 101.0, 99.0, 100.5, 99.5], [30.0, 31.0, 29.0, 30.5, 29.5]
+    verdict = compare_metric("throughput_tok_s", baseline, current, noise_cv=1e9)
+    assert verdict.tolerance == MAX_NOISE_TOLERANCE and verdict.status == "regression"
+    assert compare_metric("throughput_tok_s", baseline, current, noise_cv=0.01).tolerance == 0.05
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_current_value_is_invalid_never_a_pass(value):
+    verdict = compare_metric("mean_acceptance_length", [2.5] * 5, [value] * 5)
+    assert verdict.status == "invalid" and verdict.note == "non-finite current value"

@@ -299,3 +299,46 @@ def test_summary_names_engine_starts_keys_and_improvements():
     lines = summary_lines(worker_run("t", 2, 2, ["a", "b"], 30.0), [improved, passed])
     assert "2 scenarios (0 resumed), 0 errors, 2 engine starts for 2 engine keys" in lines[0]
     assert lines[-1] == ("1 improved: consider refreshing their baselines (--update-baselines): " + improved.id)
+
+
+def test_resume_measures_again_what_other_hardware_measured(tmp_path):
+    run_dir = tmp_path / "reports" / "20260101-000000-unit"
+    write_result(run_dir, make_record(reference_scenario(), hardware_key="cpu-elsewhere-4c").model_copy(
+        update={"output_hashes": ["abc"]}))
+    lines = []
+    resumed = session(tmp_path, resume_dir=run_dir, log=lines.append)
+    assert resumed._finished == {}
+    assert any("was measured on cpu-elsewhere-4c, not cpu-test-2c" in line for line in lines)
+
+
+def test_a_fault_of_the_suite_in_one_scenario_keeps_the_run_going(tmp_path):
+    run = session(tmp_path)
+
+    def broken(scenario):
+        raise KeyError("request_ids")
+
+    run.prepare = broken
+    result = run.run(REF)
+    assert (result.status, result.error_kind, result.error) == (ERROR, "internal", "KeyError: 'request_ids'")
+    assert result_path(run.run_dir, REF.id).exists()
+    run.prepare = canned_calls
+    assert run.run(SD).status == OK
+
+
+def test_a_result_that_cannot_be_judged_gets_an_error_verdict(tmp_path, monkeypatch):
+    from specperf.judge import stored
+
+    original = stored.judge
+
+    def explode(result, baseline, noise=None):
+        """Fails where noise is given, as a bug in judging would."""
+        if noise is not None:
+            raise ZeroDivisionError("division by zero")
+        return original(result, baseline, noise)
+
+    monkeypatch.setattr(stored, "judge", explode)
+    run = session(tmp_path)
+    run.judge._noise = {REF.id: {"throughput_tok_s": 0.1}}
+    result = run.run(REF)
+    assert result.verdict.status == ERROR and result.verdict.failed
+    assert "cannot be judged: ZeroDivisionError: division by zero" in result.verdict.note

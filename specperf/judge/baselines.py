@@ -38,12 +38,16 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
     )
 
 
-def write_baseline(baseline_dir: Path, result: ScenarioResult) -> Path:
-    """Store a result as the new baseline; refuses results that are not valid and complete."""
+def write_baseline(baseline_dir: Path, result: ScenarioResult, hardware_key: str) -> Path:
+    """Store a result as the new baseline of this machine (hardware_key: its key, never one read from
+    a file); refuses results that are not valid and complete, or that were measured elsewhere."""
+    if result.device.hardware_key != hardware_key:
+        raise ValueError(f"{result.id}: refusing to write a baseline for {hardware_key} from a result measured on "
+                         f"{result.device.hardware_key}")
     if not result.ok:
         raise ValueError(f"{result.id}: refusing to write a baseline from a result with status {result.status!r}")
     if not result.valid:
         raise ValueError(f"{result.id}: refusing to write a baseline from an invalid result "
                          f"({'; '.join(result.validity.reasons)})")
-    return write_record(baseline_path(baseline_dir, result.device.hardware_key, result.id),
+    return write_record(baseline_path(baseline_dir, hardware_key, result.id),
                         baseline_from_result(result))

@@ -24,6 +24,12 @@ class MetricSpec:
     test: str                 # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
     description: str
 
+    @property
+    def deterministic(self) -> bool:
+        """Exactly reproducible on any machine (acceptance, lossless): judged on the threshold alone,
+        never widened by measured noise."""
+        return self.test == "threshold"
+
 
 METRICS: dict[str, MetricSpec] = {m.name: m for m in (
     MetricSpec("throughput_tok_s", "tok/s", HIGHER, 0.05, "mannwhitney",

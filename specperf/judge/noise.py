@@ -3,7 +3,8 @@
 `specperf noise` runs a profile several times (or reads runs already made) and reports, per
 scenario and metric, the coefficient of variation between rounds of one run and between runs.
 Stored as baselines/<hardware-key>/noise.json, it widens that scenario's regression threshold
-to verdicts.NOISE_MULTIPLE times the run-to-run CV where the machine is noisier than the tolerance.
+to verdicts.NOISE_MULTIPLE times the run-to-run CV where the machine is noisier than the tolerance
+(speed only, and at most to verdicts.MAX_NOISE_TOLERANCE: deterministic metrics are never widened).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..records import SCHEMA_VERSION
-from ..storage import ResultFileError, atomic_write_json, inside, load_results, now_iso, read_json
+from ..records import SCHEMA_VERSION, NoiseEntry, NoiseFile
+from ..storage import ResultFileError, atomic_write_json, inside, load_results, now_iso, read_record
 from .metrics import metric_samples, summarise
 
 NOISE_FILE = "noise.json"
@@ -56,7 +57,7 @@ def measure_noise(run_dirs: list[Path]) -> dict:
 
 def noise_cv(entry: dict) -> float | None:
     """The CV that widens thresholds: run-to-run where measured (baselines come from another run)."""
-    return entry.get("run_cv") if entry.get("run_cv") is not None else entry.get("round_cv")
+    return NoiseEntry.model_validate(entry).cv
 
 
 def write_noise(baseline_dir: Path, noise: dict) -> Path:
@@ -70,12 +71,9 @@ def load_noise(baseline_dir: Path, hardware_key: str) -> dict[str, dict[str, flo
     path = inside(Path(baseline_dir), hardware_key, NOISE_FILE)
     if not path.exists():
         return {}
-    data = read_json(path, "noise file")
-    try:
-        return {scenario_id: {name: cv for name, entry in metrics.items() if (cv := noise_cv(entry)) is not None}
-                for scenario_id, metrics in data["scenarios"].items()}
-    except (KeyError, AttributeError, TypeError):
-        raise ResultFileError(f"{path}: corrupt noise file (expected scenarios -> metric -> CV entries)") from None
+    noise = read_record(path, NoiseFile, "noise file")
+    return {scenario_id: {name: entry.cv for name, entry in metrics.items() if entry.cv is not None}
+            for scenario_id, metrics in noise.scenarios.items()}
 
 
 def noise_table(noise: dict) -> list[str]:

@@ -47,7 +47,10 @@ class StoredJudge:
             noise = self.noise().get(result.id)
         except ResultFileError as err:
             noise, note = None, str(err)
-        verdict = judge(result, baseline, noise)
+        try:
+            verdict = judge(result, baseline, noise)
+        except Exception as err:  # noqa: BLE001 - a result that cannot be judged is an error, not a crash
+            verdict, note = judge(result, None), f"{result.id}: cannot be judged: {type(err).__name__}: {err}"
         if note:
             verdict.status, verdict.note = ERROR, note
         result.verdict = verdict

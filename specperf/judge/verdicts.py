@@ -19,6 +19,7 @@ from .metrics import HIGHER, METRICS, MetricSpec, metric_samples
 ALPHA = 0.05        # significance level of the U test
 MIN_ROUNDS = 4      # with fewer rounds on either side, p < ALPHA is impossible
 NOISE_MULTIPLE = 3.0    # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
+MAX_NOISE_TOLERANCE = 0.5   # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
 
 
@@ -31,11 +32,14 @@ def spec_for(metric: str) -> MetricSpec:
 
 def compare_metric(metric: str, baseline_samples: list[float], current_samples: list[float],
                    tolerance: float | None = None, noise_cv: float | None = None) -> MetricVerdict:
-    """tolerance: the profile's (default: the metric's); noise_cv widens it to NOISE_MULTIPLE x CV."""
+    """tolerance: the profile's (default: the metric's); noise_cv widens a speed metric's to
+    NOISE_MULTIPLE x CV, at most MAX_NOISE_TOLERANCE.  A non-finite current value is invalid."""
     spec = spec_for(metric)
     tol = spec.rel_tolerance if tolerance is None else tolerance
-    if noise_cv is not None:
-        tol = max(tol, NOISE_MULTIPLE * noise_cv)
+    if noise_cv is not None and not spec.deterministic:
+        tol = max(tol, min(NOISE_MULTIPLE * noise_cv, MAX_NOISE_TOLERANCE))
+    if not all(math.isfinite(s) for s in current_samples):
+        return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note="non-finite current value")
     if not current_samples:
         return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note="no current value")
     current = statistics.median(current_samples)

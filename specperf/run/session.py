@@ -18,7 +18,7 @@ from ..judge.stored import StoredJudge
 from ..profiles import checkpoints, workloads
 from ..profiles.scenarios import Scenario
 from ..records import Device, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings
-from ..status import ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED
+from ..status import ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED
 from ..storage import (ResultFileError, new_run_id, now_iso, read_record, suite_provenance, write_record,
                        write_result)
 from .calls import CallPreparer, Calls
@@ -30,14 +30,18 @@ from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .summary import Reference, summarise, validity
 
 
-def finished_results(run_dir: Path, log: Callable[[str], None]) -> dict[str, ScenarioResult]:
-    """Results of a run being resumed that need no new measurement: ok, with output hashes."""
+def finished_results(run_dir: Path, hardware_key: str, log: Callable[[str], None]) -> dict[str, ScenarioResult]:
+    """Results of a run being resumed that need no new measurement: ok, with output hashes, measured
+    on this hardware."""
     finished = {}
     for path in sorted((Path(run_dir) / "results").glob("*.json")):
         try:
             result = read_record(path, ScenarioResult, "result")
         except ResultFileError as err:
             log(f"resume: measuring again: {err}")
+            continue
+        if result.device.hardware_key != hardware_key:
+            log(f"resume: measuring again: {path} was measured on {result.device.hardware_key}, not {hardware_key}")
             continue
         if result.ok and result.output_hashes is not None:
             finished[result.id] = result
@@ -77,15 +81,15 @@ class RunSession:
     stats: RunStats = field(default_factory=RunStats)
 
     def __post_init__(self):
+        self.device = self.device or describe_device()
         if self.resume_dir is not None:
             self.run_dir = Path(self.resume_dir)
             self.run_id = self.run_dir.name
-            self._finished = finished_results(self.run_dir, self.log)
+            self._finished = finished_results(self.run_dir, self.device["hardware_key"], self.log)
         else:
             self.run_id = self.run_id or new_run_id(self.profile)
             self.run_dir = Path(self.reports_dir) / self.run_id
             self._finished = {}
-        self.device = self.device or describe_device()
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
         self.pool = self.pool or EnginePool(start_timeout_s=self.start_timeout_s, log=self.log)
         self.judge = StoredJudge(self.baseline_dir, self.device["hardware_key"])
@@ -122,6 +126,8 @@ class RunSession:
             self._error(result, self.pool.fail(scenario.engine_key, str(err), ERROR_ENGINE), ERROR_ENGINE)
         except (workloads.WorkloadError, checkpoints.CheckpointError) as err:
             self._error(result, str(err), ERROR_INPUT)
+        except Exception as err:  # noqa: BLE001 - one scenario's fault must not lose the run's other results
+            self._error(result, f"{type(err).__name__}: {' '.join(str(err).split())}", ERROR_INTERNAL)
         result.finished_at = now_iso()
         self.stats.scenarios += 1
         write_result(self.run_dir, result)
@@ -211,7 +217,8 @@ class RunSession:
             else:
                 for result in self.results:
                     try:
-                        lines.append(f"baseline written: {write_baseline(self.baseline_dir, result)}")
+                        path = write_baseline(self.baseline_dir, result, self.device["hardware_key"])
+                        lines.append(f"baseline written: {path}")
                     except (ValueError, ResultFileError) as err:
                         lines.append(f"baseline kept: {err}")
         self.write_run_file(finished=True, interrupted=interrupted)

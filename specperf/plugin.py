@@ -17,7 +17,7 @@ from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .run.engine import one_line
 from .run.device import has_nvidia_gpu
 from .run.versions import installed_version, xdist_grouping_problem
-from .profiles.scenarios import Profile, ProfileError, Scenario, load_profile
+from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile
 from .records import RunFile
 
 PROFILE_KEY = pytest.StashKey[Profile]()
@@ -28,6 +28,7 @@ WORKERS_KEY = pytest.StashKey[list]()
 RUN_ID_KEY = pytest.StashKey[str]()
 FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
+PROFILE_CHANGES_KEY = pytest.StashKey[str | None]()
 MARKERS = {
     "nosd": "the no-SD reference scenarios",
     "ngram": "n-gram (prompt lookup) scenarios",
@@ -180,18 +181,43 @@ def load_profile_or_fail(name_or_path: str) -> Profile:
 
 
 def _profile(config) -> Profile:
-    """The profile to run: --profile, else the resumed run's, else the default; a resumed run's
-    profile and --profile must agree."""
+    """The profile to run: --profile, else the resumed run's (by name, from fixtures/scenarios/; never
+    a path read from the run directory), else the default; a resumed run's profile and --profile must agree."""
     if PROFILE_KEY not in config.stash:
         resume = config.getoption("resume")
         run = _resumed_run(Path(resume)) if resume else None
-        recorded = (run.profile_path or run.profile) if run else None
-        profile = load_profile_or_fail(config.getoption("profile") or recorded or default_profile())
+        if run is not None and not config.getoption("profile") and run.profile not in available_profiles():
+            raise pytest.UsageError(f"--resume {resume}: its profile {run.profile!r} is not one of "
+                                    f"{', '.join(available_profiles())}; name its file with --profile PATH")
+        profile = load_profile_or_fail(config.getoption("profile") or (run.profile if run else default_profile()))
         if run is not None and profile.name != run.profile:
             raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.profile!r}, "
                                     f"not {profile.name!r}")
+        if run is not None:
+            _check_resumed_hardware(resume, run)
+            config.stash[PROFILE_CHANGES_KEY] = profile_changes(run.scenario_hashes, profile)
         config.stash[PROFILE_KEY] = profile
     return config.stash[PROFILE_KEY]
+
+
+def _check_resumed_hardware(resume: str, run: RunFile) -> None:
+    from .run.device import describe_device
+
+    here = describe_device()["hardware_key"]
+    if run.device.hardware_key != here:
+        raise pytest.UsageError(f"--resume {resume}: that run was measured on {run.device.hardware_key}, "
+                                f"this machine is {here}")
+
+
+def profile_changes(recorded: dict[str, str], profile: Profile) -> str | None:
+    """What changed in the profile since the resumed run recorded its scenarios (None: nothing)."""
+    current = {s.id: s.content_hash for s in profile.scenarios}
+    if not recorded or recorded == current:
+        return None
+    parts = [f"{label}: {', '.join(sorted(ids))}" for label, ids in (
+        ("changed", {i for i in current.keys() & recorded.keys() if current[i] != recorded[i]}),
+        ("added", current.keys() - recorded.keys()), ("removed", recorded.keys() - current.keys())) if ids]
+    return "the profile changed since this run began (changed scenarios are measured again); " + "; ".join(parts)
 
 
 def _model_marker(model_name: str) -> str:
@@ -310,12 +336,15 @@ def specperf_session(request):
         scenario_timeout_s=config.getoption("scenario_timeout"),
         resume_dir=Path(config.getoption("resume")) if config.getoption("resume") else None,
         profile_path=str(profile.path),
+        scenario_hashes={s.id: s.content_hash for s in profile.scenarios},
         run_id=_run_id(config),
         owns_run_file=_worker(config) is None,
         log=log,
         planned=config.stash.get(PLANNED_KEY, 0),
     )
     config.stash[SESSION_KEY] = session
+    if changes := config.stash.get(PROFILE_CHANGES_KEY, None):
+        log(f"resume: {changes}")
     yield session
     session.close_engine()
 

@@ -301,6 +301,7 @@ class RunFile(Record):
     stats: RunStats = Field(default_factory=RunStats)
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None
+    scenario_hashes: dict[str, str] = Field(default_factory=dict)     # the profile's, id -> content hash
 
 
 class NoiseEntry(Record):

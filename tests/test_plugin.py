@@ -138,18 +138,52 @@ def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, p
     assert words in usage_error(pytester, "--profile", str(profile), *args)
 
 
-def test_resume_reads_the_profile_of_the_run_and_refuses_another(pytester, profile, tmp_path):
+def resumable_run(run_dir, profile_name: str, hardware_key: str, **extra) -> None:
     from specperf.storage import atomic_write_json
 
+    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "run_id": run_dir.name, "profile": profile_name,
+                                             "device": {"kind": "cpu", "hardware_key": hardware_key}, **extra})
+
+
+def test_resume_takes_the_profile_by_name_never_from_a_path_in_the_run(pytester, profile, tmp_path):
+    from specperf.run.device import describe_device
+
+    here = describe_device()["hardware_key"]
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
-    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "run_id": run_dir.name, "profile": "plugin-test",
-                                             "profile_path": str(profile),
-                                             "device": {"kind": "cpu", "hardware_key": "cpu-test-2c"}})
-    assert len(collected_ids(pytester, "--resume", str(run_dir))) == 16
+    evil = tmp_path / "evil.toml"
+    evil.write_text(PROFILE.replace('[models.tiny]', '[profile.engine_args]\ntrust_remote_code = true\n\n[models.tiny]'))
+    resumable_run(run_dir, "plugin-test", here, profile_path=str(evil))
+    line = usage_error(pytester, "--resume", str(run_dir))
+    assert "its profile 'plugin-test' is not one of" in line and "--profile PATH" in line
+    assert len(collected_ids(pytester, "--resume", str(run_dir), "--profile", str(profile))) == 16
     line = usage_error(pytester, "--resume", str(run_dir), "--profile", "cpu-smoke")
     assert "that run measured profile 'plugin-test', not 'cpu-smoke'" in line
+    resumable_run(run_dir, "../../evil", here)
+    assert "is not one of" in usage_error(pytester, "--resume", str(run_dir))
     (run_dir / "run.json").write_text("{")
     assert "corrupt run file" in usage_error(pytester, "--resume", str(run_dir))
+
+
+def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):
+    run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
+    resumable_run(run_dir, "plugin-test", "gpu-nvidia-h100-80gb-hbm3-80g-x1")
+    line = usage_error(pytester, "--resume", str(run_dir), "--profile", str(profile))
+    assert "that run was measured on gpu-nvidia-h100-80gb-hbm3-80g-x1, this machine is cpu-" in line
+
+
+def test_profile_changes_since_a_resumed_run_are_named(profile):
+    from specperf.plugin import profile_changes
+    from specperf.profiles.scenarios import load_profile
+
+    loaded = load_profile(str(profile))
+    recorded = {s.id: s.content_hash for s in loaded.scenarios}
+    assert profile_changes(recorded, loaded) is None and profile_changes({}, loaded) is None
+    first, second = sorted(recorded)[:2]
+    recorded[first] = "0" * 16
+    del recorded[second]
+    recorded["tiny-gone-bs1-gsm8k"] = "1" * 16
+    line = profile_changes(recorded, loaded)
+    assert f"changed: {first}" in line and f"added: {second}" in line and "removed: tiny-gone-bs1-gsm8k" in line
 
 
 def test_shards_partition_the_selection(pytester, profile):

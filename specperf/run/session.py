@@ -72,6 +72,7 @@ class RunSession:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     resume_dir: Path | None = None          # an earlier run of this profile: keep its finished results
     profile_path: str | None = None
+    scenario_hashes: dict[str, str] = field(default_factory=dict)   # the profile's scenarios, for --resume
     owns_run_file: bool = True              # False on pytest-xdist workers: the controller merges theirs
     planned: int = 0                        # scenarios expected in this run, for progress lines
     # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
@@ -233,7 +234,7 @@ class RunSession:
             run_id=self.run_id, profile=self.profile, profile_path=self.profile_path,
             started_at=self.started_at, finished_at=now_iso() if finished else None, interrupted=interrupted,
             device=Device.model_validate(self.device), provenance=self.provenance, stats=stats,
-            engine_keys=sorted(self.pool.keys_seen),
+            engine_keys=sorted(self.pool.keys_seen), scenario_hashes=self.scenario_hashes,
         )
 
     def write_run_file(self, finished: bool, interrupted: bool = False) -> None:

@@ -29,6 +29,9 @@ RUN_ID_KEY = pytest.StashKey[str]()
 FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 PROFILE_CHANGES_KEY = pytest.StashKey[str | None]()
+OUTCOMES_KEY = pytest.StashKey["ScenarioOutcomes"]()
+NOTHING_MEASURED_KEY = pytest.StashKey[bool]()
+SCENARIO_PROPERTY = "specperf_scenario"
 MARKERS = {
     "nosd": "the no-SD reference scenarios",
     "ngram": "n-gram (prompt lookup) scenarios",
@@ -81,6 +84,8 @@ def pytest_configure(config):
     if not is_suite_run(config):
         return
     config.stash[SUITE_RUN_KEY] = True
+    config.stash[OUTCOMES_KEY] = ScenarioOutcomes()
+    config.pluginmanager.register(config.stash[OUTCOMES_KEY], "specperf-outcomes")
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.addinivalue_line("markers", "requires_gpu(min_class=None, count=1, min_memory_gib=None): "
@@ -295,6 +300,8 @@ def pytest_runtest_setup(item):
     """A scenario (or any test) marked requires_gpu is skipped, with the reason, where the box lacks it."""
     if SUITE_RUN_KEY not in item.config.stash:
         return
+    if (scenario := _scenario_of(item)) is not None:      # tells the controller which reports are scenarios
+        item.user_properties.append((SCENARIO_PROPERTY, scenario.id))
     from .run.device import describe_device
     from .run.gpus import unmet_requirement
 
@@ -381,10 +388,39 @@ def pytest_testnodedown(node, error):
         node.config.stash.setdefault(WORKERS_KEY, []).append(output)
 
 
+class ScenarioOutcomes:
+    """Counts each scenario as measured or skipped, from the test reports (in the xdist controller too)."""
+
+    def __init__(self):
+        self.outcomes: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report):
+        if not any(name == SCENARIO_PROPERTY for name, _ in report.user_properties):
+            return
+        if report.skipped:
+            self.outcomes[report.nodeid] = "skipped"
+        elif report.when == "call":
+            self.outcomes.setdefault(report.nodeid, "measured")
+
+    def nothing_measured(self) -> bool:
+        """Every scenario was skipped: the run measured nothing, so it must not pass."""
+        return bool(self.outcomes) and "measured" not in self.outcomes.values()
+
+
+def _nothing_measured(session) -> bool:
+    outcomes = session.config.stash.get(OUTCOMES_KEY, None)
+    return outcomes is not None and _worker(session.config) is None and outcomes.nothing_measured()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Close the run: refresh baselines, write run.json and the report.  Under xdist each worker
     refreshes its own baselines and hands its run file to the controller, which writes the rest."""
     config = session.config
+    if SUITE_RUN_KEY not in config.stash:
+        return
+    if exitstatus == pytest.ExitCode.OK and _nothing_measured(session):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        config.stash[NOTHING_MEASURED_KEY] = True
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     run = config.stash.get(SESSION_KEY, None)
     if run is not None:
@@ -421,8 +457,11 @@ def _write_report(run_dir: Path, run: RunFile, lines: list[str]) -> dict:
 
 def pytest_terminal_summary(terminalreporter):
     finished = terminalreporter.config.stash.get(FINISHED_KEY, None)
-    if finished is None:
+    nothing_measured = terminalreporter.config.stash.get(NOTHING_MEASURED_KEY, False)
+    if finished is None and not nothing_measured:
         return
     terminalreporter.section("specperf")
-    for line in finished["lines"]:
+    if nothing_measured:
+        terminalreporter.write_line("every scenario was skipped: this run measured nothing, so it fails", red=True)
+    for line in (finished or {}).get("lines", []):
         terminalreporter.write_line(line)

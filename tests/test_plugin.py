@@ -314,3 +314,14 @@ def test_an_unrelated_run_keeps_its_own_scheduling_and_signals(pytester, tmp_pat
     assert {"gw0", "gw1"} <= states.keys()
     assert all(state["sigterm_default"] for state in states.values()), states
     assert "[specperf]" not in result.stdout.str()
+
+
+def test_a_run_whose_every_scenario_is_skipped_fails(pytester, profile, monkeypatch):
+    """A GPU profile on a machine without GPUs skips every case: nothing was measured, so no green run."""
+    gpu_profile = profile.parent / "gpu-only.toml"
+    gpu_profile.write_text(profile.read_text().replace('name = "plugin-test"', 'name = "gpu-only"\ntier = "gpu"'))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", str(PERF_TESTS), "--profile",
+                                           str(gpu_profile), "-k", "nosd and bs1 and gsm8k",
+                                           "--reports-dir", str(profile.parent / "reports"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*every scenario was skipped: this run measured nothing*", "*1 skipped*"])

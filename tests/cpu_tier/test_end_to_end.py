@@ -108,9 +108,14 @@ def test_a_second_identical_run_reports_no_regression(second_run):
     assert "regression" not in statuses.values(), statuses
     assert "no-baseline" not in statuses.values(), statuses
     for result in results.values():
-        deterministic = [m for m in result["verdict"]["metrics"]
-                         if m["metric"] in ("mean_acceptance_length", "lossless_fraction")]
-        assert all(m["change"] == 0 for m in deterministic), result["scenario"]["id"]
+        deterministic = {m["metric"]: m for m in result["verdict"]["metrics"]
+                         if m["metric"] in ("mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
+                         or m["metric"].startswith("acceptance_pos")}
+        if result["scenario"]["method"]["name"] != "none":
+            k = result["scenario"]["method"]["params"]["num_speculative_tokens"]
+            assert len(deterministic) == 3 + k, (result["scenario"]["id"], sorted(deterministic))
+        assert all(m["change"] == 0 and m["status"] == "pass" for m in deterministic.values()), \
+            (result["scenario"]["id"], deterministic)
 
 
 def test_two_xdist_workers_give_one_run_with_the_same_scenarios(second_run, tmp_path):

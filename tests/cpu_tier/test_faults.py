@@ -17,7 +17,9 @@ pytestmark = pytest.mark.cpu_tier
 FAULTS = "die_on_generate=eagle3:3,hang_on_generate=mtp:2"
 LIMIT_S = 30
 HEALTHY = ["tiny-llama-nosd-bs1-instructcoder", "tiny-llama-nosd-bs2-instructcoder",
-           "tiny-mimo-nosd-bs1-instructcoder", "tiny-mimo-nosd-bs2-instructcoder"]
+           "tiny-mimo-nosd-bs1-instructcoder", "tiny-mimo-nosd-bs2-instructcoder",
+           "tiny-llama-eagle-k3-bs2-instructcoder"]
+HEALTHY_SD = "tiny-llama-eagle-k3-bs2-instructcoder"        # its engine key runs after the killed one
 KILLED = ["tiny-llama-eagle3-k3-bs1-instructcoder", "tiny-llama-eagle3-k3-bs2-instructcoder"]
 HUNG = ["tiny-mimo-mtp-k1-bs1-instructcoder", "tiny-mimo-mtp-k1-bs2-instructcoder"]
 NO_ROOM = ["tiny-llama-nosd-bs4-instructcoder", "tiny-llama-eagle-k3-bs4-instructcoder"]
@@ -46,6 +48,16 @@ def test_healthy_engines_measured_normally(faulty_run):
         assert results[scenario_id]["status"] == "ok", scenario_id
         assert results[scenario_id]["validity"]["valid"], scenario_id
         assert results[scenario_id]["metrics"]["throughput_tok_s"]["value"] > 0
+
+
+def test_an_sd_engine_after_the_killed_one_measures_ok_and_valid(faulty_run):
+    done, run_dir, results, _ = faulty_run
+    assert len(json.loads((run_dir / "run.json").read_text())["engine_keys"]) == 7
+    assert done.stdout.index(f"] {HEALTHY_SD}") > done.stdout.index(f"] {KILLED[-1]}")     # progress lines
+    result = results[HEALTHY_SD]
+    assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
+    assert result["metrics"]["speedup"]["value"] > 0
+    assert result["metrics"]["lossless_fraction"]["value"] == 1.0
 
 
 def test_a_killed_engine_fails_the_scenarios_of_its_key_only(faulty_run):
@@ -79,7 +91,7 @@ def test_the_next_engine_key_started_after_each_failure(faulty_run):
     """The failing keys are not last: engines after them started and measured."""
     _, run_dir, results, _ = faulty_run
     stats = json.loads((run_dir / "run.json").read_text())["stats"]
-    assert stats["engine_starts"] == 6          # one per engine key, none restarted
+    assert stats["engine_starts"] == 7          # one per engine key, none restarted
     assert stats["errors"] == len(KILLED + HUNG + NO_ROOM)
 
 

@@ -89,6 +89,11 @@ def test_resume_measures_only_what_is_missing(resumed, interrupted):
         assert after[scenario_id]["started_at"] == before[scenario_id]["started_at"]
         assert f"[resumed] {scenario_id}" in done.stdout
     assert after[truncated]["started_at"] != before[truncated]["started_at"]
+    for result in after.values():                       # kept references serve the SD scenarios
+        if result["scenario"]["method"]["name"] != "none":
+            assert result["validity"]["valid"], result["validity"]
+            assert result["metrics"]["speedup"]["value"] > 0
+            assert result["metrics"]["lossless_fraction"]["value"] == 1.0
 
 
 def test_a_truncated_result_is_named_and_measured_again(resumed):

@@ -7,6 +7,7 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
     SPECPERF_FAULT="ngram_window=3:3"         n-gram matching with a smaller window (fewer accepted tokens)
     SPECPERF_FAULT="die_on_generate=eagle3:3" an EAGLE-3 engine kills itself on its 3rd generate()
     SPECPERF_FAULT="hang_on_generate=mtp:2"   an MTP engine's 2nd generate() never returns
+    SPECPERF_FAULT="lossy=ngram"              an n-gram engine changes the last token of its first output
 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
@@ -46,7 +47,7 @@ def register() -> None:
     register.done = True
     if "propose_delay_ms" in faults or "ngram_window" in faults:
         _patch_ngram(faults)
-    if "die_on_generate" in faults or "hang_on_generate" in faults:
+    if "die_on_generate" in faults or "hang_on_generate" in faults or "lossy" in faults:
         _patch_generate(faults)
 
 
@@ -109,6 +110,12 @@ def _patch_generate(faults: dict) -> None:
         if _calls == _nth_call(faults, "hang_on_generate", method):
             while True:
                 time.sleep(60)
-        return generate(self, *args, **kwargs)
+        outputs = generate(self, *args, **kwargs)
+        if faults.get("lossy") == method and outputs and outputs[0].outputs[0].token_ids:
+            completion = outputs[0].outputs[0]
+            ids = list(completion.token_ids)
+            ids[-1] = ids[-1] + 1 if ids[-1] + 1 < self.llm_engine.model_config.get_vocab_size() else 0
+            completion.token_ids = ids
+        return outputs
 
     LLM.generate = patched_generate

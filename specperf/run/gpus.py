@@ -42,8 +42,7 @@ _REASONS = (
 BAD_THROTTLE_REASONS = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
-GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200",
-               "B100", "B200", "GB200")
+from ..profiles.registry import GPU_CLASSES
 
 _MIB = 2**20
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,13 +195,13 @@ def _scenarios(profile: str, spec: ProfileFile, path: Path) -> tuple[Scenario, .
         for scenario in _expand(profile, spec, cell):
             known = scenarios.get(scenario.id)
             if known is not None and known != scenario:
-                raise ProfileError(
-                    f"{path}: cells[{index}]: scenario {scenario.id} is declared twice with different settings")
+                raise ProfileError(f"{path}: cells[{index}]: scenario {scenario.id} "
+                                   "is declared twice with different settings")
             scenarios[scenario.id] = scenario
     return tuple(scenarios.values())
 
 
-def _expand(profile: str, spec: ProfileFile, cell: CellTable):
+def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenario]:
     """The cross product model x methods x batch sizes x datasets; unset cell settings come from
     [profile], tables of both are merged."""
     settings = spec.profile
@@ -221,8 +222,9 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable):
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),
     )
-    ordered = [REFERENCE_METHOD] + [Method(label=label, name=methods[label].method, params=methods[label].params())
-                                    for label in cell.methods if label != NO_SD_LABEL]
+    labels = [label for label in cell.methods if label != NO_SD_LABEL]
+    ordered = [REFERENCE_METHOD] + [Method(label, methods[label].method, methods[label].params())
+                                    for label in labels]
     for method in ordered:
         for batch_size in cell.batch_sizes:
             for dataset in cell.datasets:

@@ -153,7 +153,8 @@ class ProfileTable(_Table):
 
     name: Slug = _optional("the profile's name; default: the file name without .toml")
     description: str = ""
-    tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case needs requires_gpu's class")
+    tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked "
+                       "requires_gpu")
     rounds: PositiveInt = Field(5, description="measured rounds per scenario")
     warmup: NonNegativeInt = Field(1, description="unmeasured rounds before them")
     seed: NonNegativeInt = Field(42, description="engine seed and workload sampling seed")

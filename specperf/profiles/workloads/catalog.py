@@ -1,7 +1,8 @@
 """The workloads the suite measures: the study's six prompt sets and where to find each.
 
 Adding a workload is one entry in :data:`WORKLOADS` (with a parser in prompts.py when its records
-have a new format): profile validation, pytest markers and the report read the names from here.
+have a new format): profile validation, pytest markers and the report read the names through
+profiles/registry.py.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ unchanged, and a smaller sample is a prefix of a larger one. Asking for more
 requests than there are gives all of them; the caller records ``len(requests)``.
 
 Modules: ``catalog`` declares the workloads, ``prompts`` holds the templates and record parsers,
-``sources`` reads files, the hub and the synthetic stand-in, ``sampling`` draws the sample.
+``sources`` reads files, the hub and stand-ins, ``synthetic`` makes the GPQA stand-in,
+``sampling`` draws the sample.
 All pure Python: no vLLM import. The tokenizer arguments only need
 the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 ``apply_chat_template``).
@@ -31,7 +32,8 @@ the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
 from .prompts import Request, overlap_bleu4, render_prompt
 from .sampling import WorkloadSample, WorkloadUnavailable, count_tokens, load
-from .sources import WorkloadError, synthetic_gpqa_records
+from .sources import WorkloadError
+from .synthetic import synthetic_gpqa_records
 
 __all__ = [
     "WORKLOADS",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .prompts import Item, parse_aime, parse_cnn, parse_gpqa, parse_gsm8k, parse_instructcoder, parse_sharegpt
-from .sources import synthetic_gpqa_records
+from .synthetic import synthetic_gpqa_records
 
 STAND_IN_EDITEVAL = "EditEval stands in for InstructCoder"
 STAND_IN_AIME24 = "AIME 2024 stands in for AIME 2022-24"

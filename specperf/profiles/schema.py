@@ -1,0 +1,287 @@
+"""The profile file format as pydantic models: its tables, fields, types, defaults and rules.
+
+Names come from the registry (datasets, methods, GPU classes), the metric list and the builtin
+checkpoints. :func:`problem` turns the first validation error into one line ``field.path:
+problem``. ``python -m specperf.profiles.schema`` prints the format's JSON Schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+
+from ..judge.metrics import METRICS
+from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
+from .registry import BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, TIERS, method_names, workload_names
+
+SLUG = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class Invalid(ValueError):
+    """A broken rule at ``loc``, relative to the table whose validator raises it."""
+
+    def __init__(self, loc: tuple[str | int, ...], problem: str):
+        super().__init__(problem)
+        self.loc = loc
+
+
+# --------------------------------------------------------------------------
+# Field types: a check whose ValueError is the message shown, and the JSON Schema it documents.
+# --------------------------------------------------------------------------
+
+
+def _checked(check: Callable[[Any], Any], schema: Any) -> Any:
+    return Annotated[Any, PlainValidator(check, json_schema_input_type=schema)]
+
+
+def _integer(value: Any, low: int, kind: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"must be a {kind} integer, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_slug(value: Any) -> str:
+    """A name used in scenario ids: lower-case letters, digits, '.', '_' or '-'."""
+    if not re.fullmatch(SLUG, _text(value)):
+        raise ValueError(f"{value!r} must be lower-case letters, digits, '.', '_' or '-'")
+    return value
+
+
+def _known(kind: str, names: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in names:
+            raise ValueError(f"unknown {kind} {value!r} (known: {', '.join(names)})")
+        return value
+    return check
+
+
+def _name_in(kind: str, names: tuple[str, ...]) -> Any:
+    return _checked(_known(kind, names), Literal[names])
+
+
+def _method_label(value: Any) -> str:
+    if value == NO_SD_LABEL:
+        raise ValueError(f"{NO_SD_LABEL!r} is the built-in no-SD reference")
+    return check_slug(value)
+
+
+def _sd_method(value: Any) -> str:
+    if value == NO_SD:
+        raise ValueError(f"{NO_SD!r} is the built-in reference; do not declare it")
+    return _known("method", method_names())(value)
+
+
+def _checkpoint(value: Any) -> str:
+    """A hub id, a local path, or builtin:NAME naming one of the suite's own checkpoints."""
+    ref = _text(value)
+    if is_builtin(ref) and ref[len(BUILTIN_PREFIX):] not in BUILTINS:
+        raise ValueError(f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
+    if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().exists():
+        raise ValueError(f"no such local checkpoint {ref!r}")
+    return ref
+
+
+def _tolerance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 10:
+        raise ValueError(f"must be a relative tolerance such as 0.05, got {value!r}")
+    return value
+
+
+PositiveInt = _checked(lambda v: _integer(v, 1, "positive"), Annotated[int, Field(ge=1)])
+NonNegativeInt = _checked(lambda v: _integer(v, 0, "non-negative"), Annotated[int, Field(ge=0)])
+Text = _checked(_text, Annotated[str, Field(min_length=1)])
+Slug = _checked(check_slug, Annotated[str, Field(pattern=SLUG)])
+MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])
+SDMethodName = _checked(_sd_method, Literal[method_names()])
+Dataset = _name_in("dataset", workload_names())
+MetricName = _name_in("metric", tuple(METRICS))
+GpuClass = _name_in("GPU class", GPU_CLASSES)
+Tier = _name_in("tier", TIERS)
+Batching = _name_in("batching mode", BATCHING_MODES)
+Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
+Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
+Tolerances = Annotated[dict[MetricName, Tolerance], Field(
+    description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)")]
+EngineArgs = Annotated[dict[str, Any], Field(description="keyword arguments of vllm.LLM(...)")]
+
+
+def _optional(description: str) -> Any:
+    """A field that may be left out; None stands for "not given" (TOML has no null)."""
+    return Field(None, description=description, json_schema_extra=_without_default)
+
+
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+# --------------------------------------------------------------------------
+# Tables.
+# --------------------------------------------------------------------------
+
+
+class _Table(BaseModel):
+    """A TOML table: strict types; an unknown field is an error that lists the allowed ones."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.model_config.get("extra") == "forbid":
+            for key in data:
+                if key not in cls.model_fields:
+                    raise Invalid((key,), f"unknown field (allowed: {', '.join(sorted(cls.model_fields))})")
+        return data
+
+
+class ProfileTable(_Table):
+    """[profile]: the profile's name and the settings every cell inherits."""
+
+    name: Slug = _optional("the profile's name; default: the file name without .toml")
+    description: str = ""
+    tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked "
+                       "requires_gpu")
+    rounds: PositiveInt = Field(5, description="measured rounds per scenario")
+    warmup: NonNegativeInt = Field(1, description="unmeasured rounds before them")
+    seed: NonNegativeInt = Field(42, description="engine seed and workload sampling seed")
+    num_requests: PositiveInt = Field(8, description="requests drawn from the dataset per scenario")
+    output_len: PositiveInt = Field(128, description="max_tokens of each request")
+    batching: Batching = Field("replicate", description="replicate: one prompt B times per call (the "
+                               "study's); distinct: B different prompts (named in the scenario id)")
+    engine_args: EngineArgs = {}
+    tolerances: Tolerances = {}
+    informational: list[MetricName] = Field([], description="metrics judged and shown whose "
+                                            "regression does not fail a case")
+    requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
+
+
+class MethodTable(_Table):
+    """[methods.LABEL] or [models.NAME.methods.LABEL]: one speculative_config. Fields besides
+    ``method`` pass to vLLM unchanged (prompt_lookup_min, ...)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    method: SDMethodName
+    model: Checkpoint = _optional("the draft model or head: hub id, local path or builtin:NAME")
+    num_speculative_tokens: PositiveInt = Field(description="draft tokens per step (k)")
+
+    def params(self) -> dict[str, Any]:
+        """The speculative_config without ``method``."""
+        return self.model_dump(exclude={"method"}, exclude_unset=True)
+
+
+class ModelTable(_Table):
+    """[models.NAME]: a target model; NAME starts its scenarios' ids."""
+
+    path: Checkpoint = Field(description="hub id, local path or builtin:NAME")
+    tokenizer: Checkpoint = _optional("hub id, local path or builtin:NAME; default: the model's own")
+    tp: PositiveInt = Field(1, description="tensor-parallel size (GPUs per engine)")
+    methods: dict[MethodLabel, MethodTable] = Field({}, description="methods of this model only; "
+                                                    "they override shared methods of the same label")
+
+
+class CellTable(_Table):
+    """[[cells]]: the cross product model x methods x batch sizes x datasets; unset settings
+    come from [profile]."""
+
+    model: Text = Field(description="a NAME of [models.NAME]")
+    methods: Annotated[list[Text], Field(min_length=1, description="method labels; the no-SD "
+                                         "reference is added by itself")]
+    batch_sizes: Annotated[list[PositiveInt], Field(min_length=1)]
+    datasets: Annotated[list[Dataset], Field(min_length=1)]
+    num_requests: PositiveInt = _optional("default: [profile] num_requests")
+    output_len: PositiveInt = _optional("default: [profile] output_len")
+    rounds: PositiveInt = _optional("default: [profile] rounds")
+    batching: Batching = _optional("default: [profile] batching")
+    engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
+    tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")
+
+
+class ProfileFile(_Table):
+    """A scenario profile (fixtures/scenarios/NAME.toml)."""
+
+    profile: ProfileTable = Field(default_factory=ProfileTable)
+    models: Annotated[dict[Slug, ModelTable], Field(min_length=1)]
+    methods: dict[MethodLabel, MethodTable] = Field({}, description="methods every model may use")
+    cells: Annotated[list[CellTable], Field(min_length=1)]
+
+    def methods_of(self, model: str) -> dict[str, MethodTable]:
+        """Shared methods, overridden and extended by the model's own."""
+        return {**self.methods, **self.models[model].methods}
+
+    @model_validator(mode="after")
+    def _cells_name_declared_models_and_methods(self) -> ProfileFile:
+        for i, cell in enumerate(self.cells):
+            if cell.model not in self.models:
+                raise Invalid(("cells", i, "model"),
+                              f"unknown model {cell.model!r} (declared: {', '.join(self.models)})")
+            declared = [NO_SD_LABEL, *self.methods_of(cell.model)]
+            for j, label in enumerate(cell.methods):
+                if label not in declared:
+                    raise Invalid(("cells", i, "methods", j),
+                                  f"unknown method {label!r} (declared: {', '.join(declared)})")
+        return self
+
+
+# --------------------------------------------------------------------------
+# Errors and the schema.
+# --------------------------------------------------------------------------
+
+
+def problem(err: ValidationError) -> str:
+    """The first error of ``err`` as one line: ``cells[0].batch_sizes[1]: must be ...``."""
+    first = err.errors(include_url=False)[0]
+    loc, kind, value = tuple(first["loc"]), first["type"], first.get("input")
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, Invalid):
+        loc += cause.loc
+    if kind == "value_error":
+        text = str(cause)
+    elif kind == "missing":
+        text = "required field is missing"
+    elif kind in ("model_type", "dict_type"):
+        text = f"must be a table, got {value!r}"
+    elif kind == "list_type":
+        text = f"must be a list, got {value!r}"
+    elif kind == "too_short":
+        text = "must be a non-empty list" if isinstance(value, list) else "must not be empty"
+    elif kind == "string_type":
+        text = f"must be a string, got {value!r}"
+    else:
+        text = first["msg"]
+    return f"{field_path(loc)}: {text}"
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    """``("cells", 0, "batch_sizes", 1)`` -> ``cells[0].batch_sizes[1]``."""
+    path = ""
+    for part in loc:
+        if part == "[key]":     # pydantic's mark of an invalid dict key: the key names the field
+            continue
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a profile file."""
+    return ProfileFile.model_json_schema()
+
+
+def main() -> int:
+    """``python -m specperf.profiles.schema``: print the JSON Schema."""
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

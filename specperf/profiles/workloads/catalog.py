@@ -1,0 +1,142 @@
+"""The workloads the suite measures: the study's six prompt sets and where to find each.
+
+Adding a workload is one entry in :data:`WORKLOADS` (with a parser in prompts.py when its records
+have a new format): profile validation, pytest markers and the report read the names through
+profiles/registry.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .prompts import Item, parse_aime, parse_cnn, parse_gpqa, parse_gsm8k, parse_instructcoder, parse_sharegpt
+from .synthetic import synthetic_gpqa_records
+
+STAND_IN_EDITEVAL = "EditEval stands in for InstructCoder"
+STAND_IN_AIME24 = "AIME 2024 stands in for AIME 2022-24"
+STAND_IN_GPQA_SYNTHETIC = "synthetic four-choice questions stand in for GPQA-Main"
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A file name looked for in the dataset directory; ``stand_in`` labels a substitute."""
+
+    filename: str
+    stand_in: str | None = None
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Arguments for ``datasets.load_dataset``."""
+
+    path: str
+    config: str | None
+    split: str
+    data_files: str | None = None
+    revision: str | None = None
+    id_column: str | None = None  # None (or absent): ids are "<id_prefix><row>"
+    id_prefix: str = ""
+
+    def describe(self) -> str:
+        parts = [f"config {self.config}"] if self.config else []
+        if self.data_files:
+            parts.append(f"file {self.data_files}")
+        parts.append(f"split {self.split}")
+        if self.revision:
+            parts.append(f"revision {self.revision}")
+        return f"{self.path} ({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One prompt set of the study and where to find it."""
+
+    name: str                     # the profile's dataset name and a pytest marker
+    title: str
+    figure_label: str | None      # the dataset in the study's figure 1 panel titles; None: no panel
+    chat: bool
+    local_files: tuple[LocalFile, ...]
+    hub: HubSource
+    parse: Callable[[Mapping[str, Any]], Item | None] = field(repr=False, compare=False)
+    token_filter: bool = False    # the study's ShareGPT filter on prompt and reference length
+    synthetic: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False, compare=False)
+    synthetic_stand_in: str | None = None
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="cnn_dailymail",
+            title="CNN/DailyMail summarisation",
+            figure_label="CNN/DM",
+            chat=True,
+            local_files=(LocalFile("cnn_dailymail.jsonl"),),
+            hub=HubSource("abisee/cnn_dailymail", "3.0.0", "train", id_column="id"),
+            parse=parse_cnn,
+        ),
+        Workload(
+            name="sharegpt",
+            title="ShareGPT V3 unfiltered chat",
+            figure_label="ShareGPT",
+            chat=True,
+            local_files=(LocalFile("sharegpt.jsonl"),),
+            hub=HubSource(
+                "anon8231489123/ShareGPT_Vicuna_unfiltered",
+                None,
+                "train",
+                data_files="ShareGPT_V3_unfiltered_cleaned_split.json",
+                id_column="id",
+            ),
+            parse=parse_sharegpt,
+            token_filter=True,
+        ),
+        Workload(
+            name="instructcoder",
+            title="InstructCoder code editing",
+            figure_label="InstructCoder",
+            chat=True,
+            local_files=(
+                LocalFile("instructcoder.jsonl"),
+                LocalFile("instructcoder_editeval.jsonl", STAND_IN_EDITEVAL),
+            ),
+            hub=HubSource("likaixin/InstructCoder", None, "train", id_column="id", id_prefix="instructcoder-train-"),
+            parse=parse_instructcoder,
+        ),
+        Workload(
+            name="gsm8k",
+            title="GSM8K math word problems",
+            figure_label="GSM8K",
+            chat=True,
+            local_files=(LocalFile("gsm8k.jsonl"),),
+            hub=HubSource("openai/gsm8k", "main", "train", id_prefix="gsm8k-train-"),
+            parse=parse_gsm8k,
+        ),
+        Workload(
+            name="aime",
+            title="AIME 2022-24 (raw prompt)",
+            figure_label=None,
+            chat=False,
+            local_files=(
+                LocalFile("aime.jsonl"),
+                LocalFile("aime24.jsonl", STAND_IN_AIME24),
+            ),
+            hub=HubSource("AI-MO/aimo-validation-aime", None, "train", id_column="id", id_prefix="aime-"),
+            parse=parse_aime,
+        ),
+        Workload(
+            name="gpqa",
+            title="GPQA-Main four-choice science",
+            figure_label=None,
+            chat=True,
+            local_files=(LocalFile("gpqa.jsonl"),),
+            hub=HubSource("Idavidrein/gpqa", "gpqa_main", "train", id_column="Record ID", id_prefix="gpqa-"),
+            parse=parse_gpqa,
+            synthetic=synthetic_gpqa_records,
+            synthetic_stand_in=STAND_IN_GPQA_SYNTHETIC,
+        ),
+    )
+}
+

@@ -31,8 +31,8 @@ from ..storage import ResultFileError, atomic_write_text, load_results, read_jso
 from ..judge.metrics import metric_samples
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, NO_BASELINE, SEVERITY
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-REFERENCE_DATA = Path(__file__).resolve().parent.parent / "reference_data.json"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data.json"
 
 TEXT_LIMIT = 2000        # characters of a prompt or output shown on the page
 OUTPUTS_SHOWN = 3        # sample requests shown per scenario

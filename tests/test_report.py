@@ -361,7 +361,20 @@ def test_detail_shows_workload_baseline_drift_and_rounds(mixed_run):
     assert "2 of 2 outputs identical to smollm2-135m-nosd-bs4-instructcoder" in detail
     assert "engine_start_s" in detail and "4.2 s" in detail
     assert "&#34;max_num_seqs&#34;: 256" in detail                # effective config
-    assert "&#34;hardware_key&#34;: &#34;cpu-intel-xeon-processor-2c&#34;" in detail
+    assert '<a href="#device-1">cpu-intel-xeon-processor-2c</a>' in detail
+    assert '<a href="#provenance-1">provenance-1</a>' in detail
+
+
+def test_devices_and_provenance_are_shown_once_each(tmp_path):
+    records = [make_record(batch_size=bs) for bs in (1, 4, 16)]
+    records.append(make_record(method="eagle", device=gpu_device(count=2)))
+    records[0].provenance["vllm"] = "0.31.0"
+    html = html_of(make_run(tmp_path / "run", records))
+    details = section(html, "details")
+    assert details.count("&#34;hardware_key&#34;") == 2 and details.count("&#34;hostname&#34;") == 2
+    assert '<h4 id="device-2">device-2</h4>' in details and '<h4 id="provenance-2">provenance-2</h4>' in details
+    assert details.count(">cpu-intel-xeon-processor-2c</a>") == 3
+    assert details.count(">gpu-nvidia-h100-80gb-hbm3-80g-x2</a>") == 1
 
 
 def test_repeated_outputs_are_shown_once(tmp_path):

@@ -75,7 +75,21 @@ def _samples(view: ScenarioView) -> list[dict]:
     return list(distinct.values())
 
 
-def _detail(view: ScenarioView) -> dict:
+class _Shared:
+    """Texts that many scenarios repeat (device, provenance): each distinct one is shown once, by anchor."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.anchors: dict[str, str] = {}
+
+    def anchor(self, text: str) -> str:
+        return self.anchors.setdefault(text, f"{self.kind}-{len(self.anchors) + 1}")
+
+    def blocks(self) -> list[dict]:
+        return [{"anchor": anchor, "text": text} for text, anchor in self.anchors.items()]
+
+
+def _detail(view: ScenarioView, devices: _Shared, provenances: _Shared) -> dict:
     """What a scenario's collapsed details show beyond the typed result itself."""
     result = view.result
     samples = _samples(view)
@@ -89,8 +103,8 @@ def _detail(view: ScenarioView) -> dict:
         "more_outputs": max(len(samples) - OUTPUTS_SHOWN, 0),
         "scenario_json": pretty_json(result.scenario.to_json()),
         "effective_config": pretty_json(result.effective_config or {}),
-        "provenance": pretty_json(result.provenance),
-        "device": pretty_json(result.device.to_json()),
+        "provenance": provenances.anchor(pretty_json(result.provenance)),
+        "device": devices.anchor(pretty_json(result.device.to_json())),
         "counters": json.dumps(result.counters.to_json(), sort_keys=True) if result.counters else None,
     }
 
@@ -111,6 +125,8 @@ def render_html(view: ReportView) -> str:
     colors = method_colors(scenarios)
     reference = load_reference()
     script, script_hash = filter_script()
+    devices, provenances = _Shared("device"), _Shared("provenance")
+    details = [_detail(v, devices, provenances) for v in scenarios]
     return _environment().get_template("report.html.j2").render(
         title="specperf report: " + (", ".join(view.header.run_ids) or "run"),
         header=view.header,
@@ -128,6 +144,6 @@ def render_html(view: ReportView) -> str:
         acceptance=view.acceptance, acceptance_rows=_acceptance(view.acceptance, colors),
         pays=view.pays,
         memory=view.memory,
-        details=[_detail(v) for v in scenarios],
+        details=details, devices=devices.blocks(), provenances=provenances.blocks(),
         script=script, script_hash=script_hash, text_limit=TEXT_LIMIT,
     )

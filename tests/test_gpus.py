@@ -202,12 +202,6 @@ def test_process_gpus_with_and_without_xdist():
         gpus.process_gpus(eight, 4, "gw0", 3)
 
 
-def test_telemetry_is_importable_from_gpus():
-    assert gpus.TelemetrySampler is telemetry.TelemetrySampler
-    assert gpus.telemetry_problems is telemetry.telemetry_problems
-    assert gpus.BAD_THROTTLE_REASONS is telemetry.BAD_THROTTLE_REASONS
-
-
 def test_visible_gpu_ids(install, monkeypatch):
     install(box(3))
     assert gpus.visible_gpu_ids() == ["0", "1", "2"]

@@ -15,6 +15,7 @@ LAYERS = [
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},
+    {"specperf.suite_run"},
     {"specperf.plugin", "specperf.cli"},
 ]
 MAX_LINES = 420

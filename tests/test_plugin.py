@@ -110,12 +110,12 @@ def test_unknown_profile_names_the_available_ones(pytester):
 
 
 def test_default_profile_without_gpu_is_cpu_smoke(pytester, monkeypatch):
-    from specperf import plugin
+    from specperf import suite_run
 
-    monkeypatch.setattr(plugin, "has_nvidia_gpu", lambda: False)
-    assert plugin.default_profile() == "cpu-smoke"
-    monkeypatch.setattr(plugin, "has_nvidia_gpu", lambda: True)
-    assert plugin.default_profile() == "h100-nightly"
+    monkeypatch.setattr(suite_run, "has_nvidia_gpu", lambda: False)
+    assert suite_run.default_profile() == "cpu-smoke"
+    monkeypatch.setattr(suite_run, "has_nvidia_gpu", lambda: True)
+    assert suite_run.default_profile() == "h100-nightly"
 
 
 def usage_error(pytester, *args) -> str:
@@ -172,7 +172,7 @@ def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):
 
 
 def test_profile_changes_since_a_resumed_run_are_named(profile):
-    from specperf.plugin import profile_changes
+    from specperf.suite_run import profile_changes
     from specperf.profiles.scenarios import load_profile
 
     loaded = load_profile(str(profile))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records import NO_SD    # the method name of the no-SD reference scenarios
 from .workloads.catalog import WORKLOADS, Workload
 
 __all__ = [
@@ -49,7 +50,6 @@ METHODS: dict[str, SDMethod] = {m.name: m for m in (
     SDMethod("suffix", "suffix-decoding scenarios"),
 )}
 
-NO_SD = "none"            # the method name of the no-SD reference scenarios
 NO_SD_LABEL = "nosd"      # their label in scenario ids, and their pytest marker
 NO_SD_DESCRIPTION = "the no-SD reference scenarios"
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..judge.metrics import acceptance, metric_samples, sum_counters, summarise
 from ..records import Device, Metric, MetricVerdict, ScenarioResult
-from ..run.gpus import BAD_THROTTLE_REASONS
+from ..profiles.registry import study_dataset_label
+from ..run.telemetry import BAD_THROTTLE_REASONS
 from ..status import OK
 from .format import distinct
 
@@ -29,8 +30,6 @@ STUDY_MODELS = (
     ("qwen3-8b", "Q3-8B"),
 )
 # A scenario's dataset -> the dataset tag in the panel titles.
-STUDY_DATASETS = {"gsm8k": "GSM8K", "cnn_dailymail": "CNN/DM", "sharegpt": "ShareGPT",
-                  "instructcoder": "InstructCoder"}
 # A vLLM method at k = STUDY_K -> its series name (n-gram is "ngram-k<k>", k = 3 or 5).
 STUDY_SERIES = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "draft_model": "DraftModel"}
 STUDY_K = 3
@@ -316,7 +315,7 @@ def study_panel(model_name: str, model_path: str, dataset: str, reference: dict)
     """The figure 1 panel (title, series) for a (model, dataset), when the study measured that pair."""
     names = (model_name.lower(), model_path.lower())
     tag = next((t for key, t in STUDY_MODELS if any(key in n for n in names)), None)
-    dataset_tag = STUDY_DATASETS.get(dataset)
+    dataset_tag = study_dataset_label(dataset)
     if tag is None or dataset_tag is None:
         return None
     panels = reference.get("fig1_speedup_vs_batch", {}).get("panels", {})

@@ -15,7 +15,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from ..run.gpus import BAD_THROTTLE_REASONS
+from ..run.telemetry import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
 from .charts import bar_chart, method_colors, speedup_charts
 from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_mib, fmt_num, fmt_p, fmt_pct, fmt_ratio,

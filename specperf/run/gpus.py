@@ -14,7 +14,6 @@ import re
 
 from .nvml import (MIB, Ownership, close_nvml, compute_processes, constant, open_nvml, query, readings,
                    text, visible_nvml_indices, watts)
-from .telemetry import BAD_THROTTLE_REASONS, TelemetrySampler, telemetry_problems  # noqa: F401 (re-exported)
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 from ..profiles.registry import GPU_CLASSES

@@ -576,6 +576,14 @@ def _shared_datasets() -> Path | None:
 
 
 SHARED = _shared_datasets()
+# Set but missing is a broken set-up (tox and CI set it): fail, never skip silently.
+NAMED_BUT_MISSING = os.environ.get("SPECPERF_DATASET_DIR") and SHARED is None
+
+
+def test_the_named_dataset_folder_exists():
+    assert not NAMED_BUT_MISSING, f"SPECPERF_DATASET_DIR={os.environ.get('SPECPERF_DATASET_DIR')} is not a folder"
+
+
 OFFLINE = {
     # workload: (expected file, stand-in label, text prefix or None)
     "cnn_dailymail": (
@@ -597,6 +605,8 @@ OFFLINE = {
 def test_real_offline_samples(name):
     filename, stand_in, prefix = OFFLINE[name]
     if not (SHARED / filename).is_file():
+        if os.environ.get("SPECPERF_DATASET_DIR"):
+            pytest.fail(f"{filename} not in SPECPERF_DATASET_DIR={SHARED}")
         pytest.skip(f"{filename} not in {SHARED}")
     tok = WordTokenizer()
     sample = load(name, 8, 42, SHARED, tok)

@@ -129,11 +129,36 @@ def chosen_profile(config) -> Profile:
         if run is not None and profile.name != run.profile:
             raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.profile!r}, "
                                     f"not {profile.name!r}")
+        check_vllm_names(profile)
         if run is not None:
             check_resumed_hardware(resume, run)
             config.stash[PROFILE_CHANGES_KEY] = profile_changes(run.scenario_hashes, profile)
         config.stash[PROFILE_KEY] = profile
     return config.stash[PROFILE_KEY]
+
+
+def check_vllm_names(profile: Profile) -> None:
+    """Every engine argument and method parameter of the profile is one the installed vLLM accepts
+    (and not one the suite sets): else a usage error naming the file, the field and the nearest name."""
+    import tomllib
+
+    from .run.vllm_fields import (SET_BY_THE_SUITE, SPECULATIVE_BY_THE_SUITE, engine_arg_names, problem_with,
+                                  speculative_field_names)
+
+    data = tomllib.loads(profile.path.read_text(encoding="utf-8"))
+    tables = [("profile.engine_args", data.get("profile", {}).get("engine_args", {}), "engine")]
+    tables += [(f"cells[{i}].engine_args", cell.get("engine_args", {}), "engine")
+               for i, cell in enumerate(data.get("cells", []))]
+    tables += [(f"methods.{label}", spec, "method") for label, spec in data.get("methods", {}).items()]
+    tables += [(f"models.{name}.methods.{label}", spec, "method")
+               for name, model in data.get("models", {}).items() for label, spec in model.get("methods", {}).items()]
+    for where, table, kind in tables:
+        for key in table:
+            problem = (problem_with(key, engine_arg_names(), SET_BY_THE_SUITE) if kind == "engine" else
+                       None if key == "method" else
+                       problem_with(key, speculative_field_names(), SPECULATIVE_BY_THE_SUITE))
+            if problem:
+                raise pytest.UsageError(f"{profile.path}: {where}.{key}: {problem}")
 
 
 def check_resumed_hardware(resume: str, run: RunFile) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 from .status import FAILING, OK
 
@@ -19,6 +19,8 @@ SCHEMA_VERSION = 1
 NO_SD = "none"          # the method name of the no-SD reference scenarios
 
 Number = float | int
+# suite_version, git_commit, python, platform, hostname, vllm, vllm_distribution, torch; engine_env
+Provenance = dict[str, str | None | dict[str, str]]
 
 
 class Record(BaseModel):
@@ -92,6 +94,20 @@ class Metric(Record):
 
     value: float | list[float] | None
     samples: list[float | list[float] | None] = Field(default_factory=list)
+
+
+VECTOR_METRICS = ("per_position_acceptance",)     # one value per draft position
+
+
+def checked_metrics(metrics: dict[str, Metric]) -> dict[str, Metric]:
+    """Vector metrics hold lists (per round), every other metric numbers."""
+    for name, metric in metrics.items():
+        vector = name in VECTOR_METRICS
+        for value in [metric.value, *metric.samples]:
+            if value is not None and isinstance(value, list) != vector:
+                raise ValueError(f"{name}: {'a list per draft position' if vector else 'a number'} expected, "
+                                 f"got {value!r}")
+    return metrics
 
 
 class Validity(Record):
@@ -225,7 +241,7 @@ class ScenarioResult(Record):
     started_at: str | None = None
     finished_at: str | None = None
     device: Device
-    provenance: dict[str, Any] = Field(default_factory=dict)
+    provenance: Provenance = Field(default_factory=dict)
     effective_config: dict[str, Any] | None = None
     workload: WorkloadFacts | None = None
     timings: Timings | None = None
@@ -237,6 +253,7 @@ class ScenarioResult(Record):
     outputs: list[ShownOutput] = Field(default_factory=list)
     metrics: dict[str, Metric] = Field(default_factory=dict)
     lossless: Lossless | None = None
+    _metrics_shape = field_validator("metrics")(checked_metrics)
     validity: Validity | None = None
     verdict: Verdict | None = None
     baseline: BaselineRef | None = None
@@ -267,8 +284,9 @@ class Baseline(Record):
     scenario_hash: str
     hardware_key: str
     metrics: dict[str, Metric]
+    _metrics_shape = field_validator("metrics")(checked_metrics)
     summaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    provenance: dict[str, Any] = Field(default_factory=dict)
+    provenance: Provenance = Field(default_factory=dict)
     device: dict[str, Any] | None = None
     effective_config: dict[str, Any] | None = None
     memory: Memory | None = None
@@ -297,7 +315,7 @@ class RunFile(Record):
     finished_at: str | None = None
     interrupted: bool = False
     device: Device
-    provenance: dict[str, Any] = Field(default_factory=dict)
+    provenance: Provenance = Field(default_factory=dict)
     stats: RunStats = Field(default_factory=RunStats)
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None

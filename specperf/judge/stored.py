@@ -7,7 +7,7 @@ from pathlib import Path
 from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
 from ..status import ERROR
 from ..storage import ResultFileError
-from .baselines import load_baseline
+from .baselines import baseline_path, load_baseline
 from .noise import load_noise
 from .verdicts import judge
 
@@ -49,11 +49,13 @@ class StoredJudge:
             noise, note = None, str(err)
         try:
             verdict = judge(result, baseline, noise)
+            if baseline is not None:
+                result.baseline = baseline_ref(baseline)
         except Exception as err:  # noqa: BLE001 - a result that cannot be judged is an error, not a crash
-            verdict, note = judge(result, None), f"{result.id}: cannot be judged: {type(err).__name__}: {err}"
+            where = baseline_path(self.baseline_dir, self.hardware_key, result.id)
+            verdict = judge(result, None)
+            note = f"{result.id}: cannot be judged against {where}: {type(err).__name__}: {' '.join(str(err).split())}"
         if note:
             verdict.status, verdict.note = ERROR, note
         result.verdict = verdict
-        if baseline is not None:
-            result.baseline = baseline_ref(baseline)
         return verdict

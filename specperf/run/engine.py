@@ -5,6 +5,8 @@ The child imports vLLM, builds `LLM(...)` and serves `generate` requests over a 
 each call itself, so the pipe never enters a measurement.  A child process per engine returns
 all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
 in-process mode (a second engine in one process fails once numba is imported).
+The process and everything it starts (vLLM's tensor-parallel workers) form one process group,
+killed as a whole (see child.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from . import child
 from .device import has_nvidia_gpu
 
 SPEC_COUNTERS = {
@@ -213,14 +216,15 @@ def _serve(conn, config: EngineConfig) -> None:
 # ---------------------------------------------------------------- parent side
 
 class Engine:
-    """A vLLM engine in its own process.  Use as a context manager, or call close()."""
+    """A vLLM engine in its own process.  Use as a context manager, or call close().
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0):
+    `serve(conn, config)` runs in the engine process and answers the pipe protocol."""
+
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=_serve):
         self.config = config
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child_conn, config), daemon=True)
-        self._process.start()
+        self._process = child.start(context, serve, child_conn, config)
         child_conn.close()
         self._busy = True
         reply = self._receive(start_timeout_s, START)
@@ -248,7 +252,7 @@ class Engine:
         deadline = time.monotonic() + timeout_s
         while not self._conn.poll(1.0):
             if not self._process.is_alive():
-                self._process.join()
+                self.kill()
                 raise EngineError(f"engine process died during {what} ({self._exit_reason()})")
             if time.monotonic() > deadline:
                 self.kill()
@@ -257,6 +261,7 @@ class Engine:
             reply = self._conn.recv()
         except EOFError:
             self._process.join(5)
+            self.kill()
             raise EngineError(f"engine process died during {what} ({self._exit_reason()})") from None
         if reply[0] == "error":
             self.close()
@@ -272,8 +277,8 @@ class Engine:
         return f"exit code {code}"
 
     def kill(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
+        """Kill the engine and everything it started."""
+        child.kill_tree(self._process)
         self._process.join(10)
 
     def close(self) -> None:

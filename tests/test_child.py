@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,6 +97,19 @@ def test_exit_handler_kills_engines_still_alive(engine):
     pids = tree(engine.pid)
     child._kill_engines_at_exit()
     assert survivors(pids) == []
+
+
+def test_an_engine_started_from_a_thread_outlives_the_thread():
+    started = []
+    thread = threading.Thread(target=lambda: started.append(Engine(CONFIG, 60, serve=serve_with_worker)))
+    thread.start()
+    thread.join()
+    engine = started[0]
+    try:
+        time.sleep(1)                       # the kernel's parent-death signal would have come by now
+        assert alive(engine.pid) and alive(engine.provenance["worker"])
+    finally:
+        engine.kill()
 
 
 PARENT = """

@@ -20,10 +20,15 @@ import time
 PR_SET_PDEATHSIG = 1   # linux/prctl.h
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when its parent dies: the kernel's parent-death signal where prctl
-    exists, else a thread that polls the parent pid and kills this process group."""
+def _die_with_parent(parent_pid: int, kernel: bool) -> None:
+    """SIGKILL this process when its parent dies: by the kernel's parent-death signal, else (no
+    prctl, or `kernel` false) by a thread that polls the parent pid and kills this process group.
+
+    The kernel sends that signal when the parent *thread* ends, so it is armed only for a process
+    started from the parent's main thread."""
     try:
+        if not kernel:
+            raise OSError("started from a thread other than the main one")
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
@@ -57,11 +62,11 @@ def _start_reaper() -> None:
         os._exit(0)
 
 
-def _main(parent_pid: int, serve, *args) -> None:
+def _main(parent_pid: int, from_main_thread: bool, serve, *args) -> None:
     """The engine process: lead a new session (so its group holds all it starts), die with the
     parent, and serve."""
     os.setsid()
-    _die_with_parent(parent_pid)
+    _die_with_parent(parent_pid, kernel=from_main_thread)
     _start_reaper()
     serve(*args)
 
@@ -93,7 +98,8 @@ def _kill_engines_at_exit() -> None:
 
 def start(context, serve, *args):
     """Start `serve(*args)` in a new process of `context` (spawn) under the rules above."""
-    process = context.Process(target=_main, args=(os.getpid(), serve, *args), daemon=False)
+    from_main_thread = threading.current_thread() is threading.main_thread()
+    process = context.Process(target=_main, args=(os.getpid(), from_main_thread, serve, *args), daemon=False)
     process.start()
     _alive_groups.add(process.pid)
     return process

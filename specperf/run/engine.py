@@ -5,6 +5,8 @@ The child imports vLLM, builds `LLM(...)` and serves `generate` requests over a 
 each call itself, so the pipe never enters a measurement.  A child process per engine returns
 all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
 in-process mode (a second engine in one process fails once numba is imported).
+The process and everything it starts (vLLM's tensor-parallel workers) form one process group,
+killed as a whole (see child.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from . import child, vllm_methods
 from .device import has_nvidia_gpu
 
 SPEC_COUNTERS = {
@@ -77,17 +80,34 @@ def one_line(err: BaseException) -> str:
 
 # ---------------------------------------------------------------- child side
 
-def supported_methods() -> list[str]:
-    """The speculative methods the installed vLLM declares (flattened from its Literal types)."""
+def declared_methods() -> set[str] | None:
+    """The method names the installed vLLM declares (its SpeculativeMethod Literal, flattened);
+    None where that declaration cannot be imported."""
+    import importlib
     from typing import get_args
-
-    from vllm.config.speculative import SpeculativeMethod
 
     def flatten(tp) -> list[str]:
         args = get_args(tp)
         return [tp] if not args and isinstance(tp, str) else [n for a in args for n in flatten(a)]
 
-    return sorted(set(flatten(SpeculativeMethod)))
+    for module in ("vllm.config.speculative", "vllm.config"):   # from 0.11; 0.10.x
+        try:
+            return set(flatten(importlib.import_module(module).SpeculativeMethod))
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def mapped_speculative_config(config: EngineConfig, vllm_version: str) -> dict | None:
+    """The scenario's speculative_config mapped for the installed vLLM, checked against its declaration."""
+    if config.speculative_config is None:
+        return None
+    spec = vllm_methods.vllm_speculative_config(config.speculative_config, vllm_version, config.model)
+    declared = declared_methods()
+    if declared is not None and spec["method"] not in declared:
+        raise EngineError(f"vLLM {vllm_version} does not declare method {spec['method']!r} "
+                          f"(declared: {', '.join(sorted(declared))})")
+    return spec
 
 
 def vllm_provenance() -> dict:
@@ -166,18 +186,20 @@ def _serve(conn, config: EngineConfig) -> None:
     started = time.perf_counter()
     try:
         provenance = vllm_provenance()
-        method = (config.speculative_config or {}).get("method")
-        if method is not None and method not in supported_methods():
-            raise EngineError(
-                f"method {method!r} is not supported by vLLM {provenance['vllm']} "
-                f"(supported: {', '.join(supported_methods())})")
+        kwargs = config.llm_kwargs()
+        spec = mapped_speculative_config(config, provenance["vllm"])
+        if spec is not None:
+            kwargs["speculative_config"] = spec
         from vllm import LLM, SamplingParams
 
-        llm = LLM(**config.llm_kwargs())
+        llm = LLM(**kwargs)
         conn.send(("ready", {
             "start_s": time.perf_counter() - started, "pid": os.getpid(),
             "provenance": provenance, "effective_config": effective_engine_config(llm),
         }))
+    except vllm_methods.UnsupportedMethod as err:
+        conn.send(("error", str(err), traceback.format_exc()))
+        return
     except BaseException as err:  # noqa: BLE001 - every start failure is reported, then the child exits
         conn.send(("error", one_line(err), traceback.format_exc()))
         return
@@ -213,14 +235,15 @@ def _serve(conn, config: EngineConfig) -> None:
 # ---------------------------------------------------------------- parent side
 
 class Engine:
-    """A vLLM engine in its own process.  Use as a context manager, or call close()."""
+    """A vLLM engine in its own process.  Use as a context manager, or call close().
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0):
+    `serve(conn, config)` runs in the engine process and answers the pipe protocol."""
+
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=_serve):
         self.config = config
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child_conn, config), daemon=True)
-        self._process.start()
+        self._process = child.start(context, serve, child_conn, config)
         child_conn.close()
         self._busy = True
         reply = self._receive(start_timeout_s, START)
@@ -248,7 +271,7 @@ class Engine:
         deadline = time.monotonic() + timeout_s
         while not self._conn.poll(1.0):
             if not self._process.is_alive():
-                self._process.join()
+                self.kill()
                 raise EngineError(f"engine process died during {what} ({self._exit_reason()})")
             if time.monotonic() > deadline:
                 self.kill()
@@ -257,6 +280,7 @@ class Engine:
             reply = self._conn.recv()
         except EOFError:
             self._process.join(5)
+            self.kill()
             raise EngineError(f"engine process died during {what} ({self._exit_reason()})") from None
         if reply[0] == "error":
             self.close()
@@ -272,8 +296,8 @@ class Engine:
         return f"exit code {code}"
 
     def kill(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
+        """Kill the engine and everything it started."""
+        child.kill_tree(self._process)
         self._process.join(10)
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ import pytest
 from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile
 from .records import RunFile
 from .run.device import has_nvidia_gpu
-from .run.engine import one_line
+from .messages import one_line
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 PLANNED_KEY = pytest.StashKey[int]()

@@ -12,7 +12,8 @@ import multiprocessing
 import os
 import time
 
-from specperf.run.engine import EngineConfig, one_line
+from specperf.messages import one_line
+from specperf.run.engine import EngineConfig
 
 CONFIG = EngineConfig(model="none", tokenizer=None, tensor_parallel_size=1, seed=0, speculative_config=None)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..messages import one_line
 from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
 from ..status import ERROR
 from ..storage import ResultFileError
@@ -54,7 +55,7 @@ class StoredJudge:
         except Exception as err:  # noqa: BLE001 - a result that cannot be judged is an error, not a crash
             where = baseline_path(self.baseline_dir, self.hardware_key, result.id)
             verdict = judge(result, None)
-            note = f"{result.id}: cannot be judged against {where}: {type(err).__name__}: {' '.join(str(err).split())}"
+            note = f"{result.id}: cannot be judged against {where}: {one_line(err)}"
         if note:
             verdict.status, verdict.note = ERROR, note
         result.verdict = verdict

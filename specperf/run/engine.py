@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import child, vllm_methods
+from ..messages import one_line
 from .device import has_nvidia_gpu
 
 SPEC_COUNTERS = {
@@ -68,14 +69,6 @@ class EngineConfig:
         if self.speculative_config is not None:
             kwargs["speculative_config"] = dict(self.speculative_config)
         return kwargs
-
-
-def one_line(err: BaseException) -> str:
-    """The root cause of an exception chain as one line: 'Type: message'."""
-    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
-        err = err.__cause__ or err.__context__
-    message = " ".join(str(err).split()) or repr(err)
-    return f"{type(err).__name__}: {message}"
 
 
 # ---------------------------------------------------------------- child side

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..judge.baselines import write_baseline
+from ..messages import one_line
 from ..judge.stored import StoredJudge
 from ..profiles import checkpoints, workloads
 from ..profiles.scenarios import Scenario
@@ -128,7 +129,7 @@ class RunSession:
         except (workloads.WorkloadError, checkpoints.CheckpointError) as err:
             self._error(result, str(err), ERROR_INPUT)
         except Exception as err:  # noqa: BLE001 - one scenario's fault must not lose the run's other results
-            self._error(result, f"{type(err).__name__}: {' '.join(str(err).split())}", ERROR_INTERNAL)
+            self._error(result, one_line(err), ERROR_INTERNAL)
         result.finished_at = now_iso()
         self.stats.scenarios += 1
         write_result(self.run_dir, result)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...messages import one_line
 from .prompts import FieldError, Item, describe, id_field
 
 if TYPE_CHECKING:
@@ -115,18 +116,13 @@ def synthetic_table(workload: Workload) -> tuple[ListTable, str]:
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
     """Load the hub dataset; returns (table, revision, checksum). Raises HubFailure with the reason."""
     spec = workload.hub
     try:
         import datasets  # optional: only the hub fallback needs it
     except ImportError as exc:
-        raise HubFailure(f"the 'datasets' package is not importable ({_one_line(exc)})") from None
+        raise HubFailure(f"the 'datasets' package is not importable ({one_line(exc, limit=300)})") from None
     kwargs: dict[str, Any] = {"split": spec.split}
     if spec.config is not None:
         kwargs["name"] = spec.config
@@ -138,7 +134,7 @@ def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
         ds = datasets.load_dataset(spec.path, **kwargs)
         table = HubTable(workload, ds)
     except Exception as exc:  # any hub failure means "unavailable", with its reason
-        raise HubFailure(_one_line(exc)) from None
+        raise HubFailure(one_line(exc, limit=300)) from None
     revision = spec.revision or _cached_revision(ds) or "unpinned"
     fingerprint = getattr(ds, "_fingerprint", None)
     checksum = f"fingerprint:{fingerprint}" if fingerprint else f"revision:{revision}"

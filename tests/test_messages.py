@@ -1,0 +1,13 @@
+from specperf.messages import one_line
+
+
+def test_one_line_names_the_root_cause_on_one_line():
+    try:
+        try:
+            raise OSError("disk\n  full")
+        except OSError as inner:
+            raise RuntimeError("engine failed") from inner
+    except RuntimeError as err:
+        assert one_line(err) == "OSError: disk full"
+    assert one_line(ValueError("x" * 400), limit=20) == "ValueError: xxxxx..."
+    assert one_line(KeyError()) == "KeyError: KeyError()"

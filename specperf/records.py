@@ -65,6 +65,8 @@ class ScenarioInfo(Record):
     tolerances: dict[str, float] = Field(default_factory=dict)
     informational: list[str] = Field(default_factory=list)
     reference_id: str
+    paired_reference: bool = False
+    gate_tolerance: float = 0.03
 
     @property
     def is_reference(self) -> bool:
@@ -170,6 +172,9 @@ class MetricVerdict(Record):
     tolerance: float | None = None
     p_value: float | None = None
     note: str = ""
+    ci_low: float | None = None          # the change's confidence interval (paired comparisons)
+    ci_high: float | None = None
+    judged_by: str = ""                  # "hardware" or "portable" baseline, or "paired" rounds
 
     def line(self) -> str:
         def fmt(value):
@@ -177,8 +182,9 @@ class MetricVerdict(Record):
         change = "n/a" if self.change is None else f"{self.change:+.1%}"
         tolerance = "n/a" if self.tolerance is None else f"{self.tolerance:.1%}"
         p_value = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
+        interval = "" if self.ci_low is None else f" [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
         text = (f"{self.metric}: {self.status}: baseline {fmt(self.baseline)}, current {fmt(self.current)}, "
-                f"change {change}, tolerance {tolerance}, p-value {p_value}")
+                f"change {change}{interval}, tolerance {tolerance}, p-value {p_value}")
         return f"{text} ({self.note})" if self.note else text
 
 
@@ -228,6 +234,31 @@ class BaselineRef(Record):
     memory_peak_mib: float | None = None
 
 
+class Side(Record):
+    """What one build measured of a scenario in a paired run (the current build, in a gate)."""
+
+    vllm: str | None = None
+    python: str | None = None
+    provenance: Provenance = Field(default_factory=dict)
+    effective_config: dict[str, Any] | None = None
+    rounds: list[Round] = Field(default_factory=list)
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    output_hashes: list[str] | None = None
+    validity: Validity | None = None
+    _metrics_shape = field_validator("metrics")(checked_metrics)
+
+
+class Gate(Record):
+    """An upgrade gate's view of a scenario: the result's own figures are the candidate's, these the
+    current build's, measured in alternating rounds."""
+
+    current: Side
+    candidate_python: str
+    pairing: str                               # "interleaved", or "blocks of N rounds"
+    output_drift: int = 0                      # requests whose greedy output differs between the builds
+    config_diff: dict[str, list[Any]] = Field(default_factory=dict)   # setting -> [current, candidate]
+
+
 # ------------------------------------------------------------------ the files
 
 class ScenarioResult(Record):
@@ -257,6 +288,7 @@ class ScenarioResult(Record):
     validity: Validity | None = None
     verdict: Verdict | None = None
     baseline: BaselineRef | None = None
+    gate: Gate | None = None
 
     @property
     def id(self) -> str:

@@ -3,6 +3,7 @@
 # A result's status.
 OK = "ok"               # measured; judged against its baseline
 SKIPPED = "skipped"     # its workload was unavailable; never judged
+UNSUPPORTED = "unsupported"   # the candidate vLLM of a gate lacks the scenario's method (also a verdict)
 # ERROR (below) also marks a result whose engine or input failed.
 
 # Why a result has status ERROR.
@@ -21,7 +22,7 @@ INVALID = "invalid"
 ERROR = "error"
 
 # Worst first: a scenario's verdict is the worst of its metrics'.
-SEVERITY = (ERROR, REGRESSION, INVALID, INCOMPATIBLE, NO_BASELINE, IMPROVEMENT, PASS)
+SEVERITY = (ERROR, REGRESSION, INVALID, INCOMPATIBLE, UNSUPPORTED, NO_BASELINE, IMPROVEMENT, PASS)
 FAILING = (ERROR, REGRESSION)
 
 

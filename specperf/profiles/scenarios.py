@@ -83,6 +83,8 @@ class Scenario:
     engine_args: dict
     tolerances: dict
     informational: tuple = ()     # metrics judged and shown, whose regression does not fail the case
+    paired_reference: bool = False    # the no-SD engine runs beside the SD one, rounds alternating
+    gate_tolerance: float = 0.03      # paired speed changes within this never regress (judge/paired.py)
 
     @property
     def id(self) -> str:
@@ -136,7 +138,8 @@ class Scenario:
             "rounds": self.rounds, "warmup": self.warmup, "seed": self.seed,
             "batching": self.batching, "engine_args": self.engine_args,
             "tolerances": self.tolerances, "informational": list(self.informational),
-            "reference_id": self.reference_id,
+            "reference_id": self.reference_id, "paired_reference": self.paired_reference,
+            "gate_tolerance": self.gate_tolerance,
         }
 
 
@@ -221,6 +224,7 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
         engine_args={**settings.engine_args, **cell.engine_args},
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),
+        paired_reference=settings.paired_reference, gate_tolerance=settings.gate_tolerance,
     )
     labels = [label for label in cell.methods if label != NO_SD_LABEL]
     ordered = [REFERENCE_METHOD] + [Method(label, methods[label].method, methods[label].params())

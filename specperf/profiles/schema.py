@@ -163,6 +163,10 @@ class ProfileTable(_Table):
     informational: list[MetricName] = Field([], description="metrics judged and shown whose "
                                             "regression does not fail a case")
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
+    paired_reference: bool = Field(False, description="keep each SD scenario's no-SD engine alive beside "
+                                   "it and alternate their rounds, so speedup is a ratio per pair of rounds")
+    gate_tolerance: Tolerance = Field(0.03, description="a paired speed change (--candidate, "
+                                      "paired_reference) within this fraction is never a regression")
 
 
 class MethodTable(_Table):

@@ -6,13 +6,20 @@ each call itself, so the pipe never enters a measurement.  A child process per e
 all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
 in-process mode (a second engine in one process fails once numba is imported).
 The process and everything it starts (vLLM's tensor-parallel workers) form one process group,
-killed as a whole (see child.py).
+killed as a whole (see child.py).  An engine of another environment (the candidate of an upgrade
+gate) is the same child turned, by exec, into that environment's interpreter, which runs this
+module as `python -m specperf.run.engine FD CONFIG`: a spawned child would import this
+environment's vLLM, because spawn hands its children the parent's sys.path.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import multiprocessing
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -225,15 +232,26 @@ def _serve(conn, config: EngineConfig) -> None:
             return
 
 
+def _serve_in(python: str, conn, config: EngineConfig) -> None:
+    """Become `python` (another environment's interpreter, with specperf installed) and serve there."""
+    fd = conn.fileno()
+    os.set_inheritable(fd, True)
+    os.execv(python, [python, "-m", "specperf.run.engine", str(fd), json.dumps(dataclasses.asdict(config))])
+
+
 # ---------------------------------------------------------------- parent side
 
 class Engine:
     """A vLLM engine in its own process.  Use as a context manager, or call close().
 
-    `serve(conn, config)` runs in the engine process and answers the pipe protocol."""
+    `serve(conn, config)` runs in the engine process and answers the pipe protocol; `python`, an
+    interpreter of another environment, runs the engine with that environment's vLLM."""
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=_serve):
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=_serve,
+                 python: str | None = None):
         self.config = config
+        if python is not None:
+            serve = functools.partial(_serve_in, python)
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
         self._process = child.start(context, serve, child_conn, config)
@@ -323,3 +341,9 @@ def default_env() -> dict:
         env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
         env["NUMBA_NUM_THREADS"] = os.environ.get("NUMBA_NUM_THREADS", "1")
     return env
+
+
+if __name__ == "__main__":          # an engine in another environment: see _serve_in
+    from multiprocessing.connection import Connection
+
+    _serve(Connection(int(sys.argv[1])), EngineConfig(**json.loads(sys.argv[2])))

@@ -18,8 +18,9 @@ from .profiles.registry import markers
 from .records import RunFile
 from .run.versions import installed_version, xdist_grouping_problem
 from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
-                        chosen_profile, is_suite_run, marks, model_marker, nothing_measured, order_scenarios,
-                        own_gpus, scenario_of, terminate_as_interrupt, worker_input, write_report)
+                        chosen_profile, gate_environments, is_suite_run, marks, model_marker, nothing_measured,
+                        order_scenarios, own_gpus, scenario_of, terminate_as_interrupt, worker_input,
+                        write_report)
 
 SESSION_KEY = pytest.StashKey["RunSession"]()
 DEVICE_KEY = pytest.StashKey[dict]()
@@ -50,6 +51,11 @@ def pytest_addoption(parser):
                     help="continue an interrupted run: keep its finished results, measure the rest")
     group.addoption("--shard", default=None, metavar="I/N",
                     help="run shard I of N of the selection (for N machines; merge with `specperf report`)")
+    group.addoption("--candidate", default=None, metavar="PYTHON",
+                    help="upgrade gate: also run every scenario on the vLLM of this interpreter's environment "
+                         "(with specperf installed), rounds alternating, and judge it against this one")
+    group.addoption("--gate-blocks", type=int, default=None, metavar="N",
+                    help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive")
 
 
 def pytest_configure(config):
@@ -152,6 +158,9 @@ def specperf_session(request):
         owns_run_file=worker_input(config) is None,
         log=log,
         planned=config.stash.get(PLANNED_KEY, 0),
+        candidate_python=config.getoption("candidate"),
+        gate_blocks=config.getoption("gate_blocks"),
+        environments=gate_environments(config),
     )
     config.stash[SESSION_KEY] = session
     if changes := config.stash.get(PROFILE_CHANGES_KEY, None):

@@ -352,6 +352,7 @@ class RunFile(Record):
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None
     scenario_hashes: dict[str, str] = Field(default_factory=dict)     # the profile's, id -> content hash
+    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)   # a gate's builds (run.environments)
 
 
 class NoiseEntry(Record):

@@ -18,6 +18,7 @@ from .messages import one_line
 PROFILE_KEY = pytest.StashKey[Profile]()
 PLANNED_KEY = pytest.StashKey[int]()
 PROFILE_CHANGES_KEY = pytest.StashKey[str | None]()
+ENVIRONMENTS_KEY = pytest.StashKey[dict]()
 SCENARIO_PROPERTY = "specperf_scenario"
 
 
@@ -79,6 +80,30 @@ def check_options(config) -> None:
             parse_shard(config.getoption("shard"))
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
+    blocks = config.getoption("gate_blocks")
+    if blocks is not None and blocks < 1:
+        raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
+    if config.getoption("candidate"):
+        if config.getoption("update_baselines"):
+            raise pytest.UsageError("--update-baselines cannot go with --candidate: a gate judges the candidate "
+                                    "against the current build, and records no baseline")
+        gate_environments(config)
+
+
+def gate_environments(config) -> dict | None:
+    """The two builds of a gate (--candidate), described once; None without one."""
+    if config.getoption("candidate") is None:
+        return None
+    if ENVIRONMENTS_KEY not in config.stash:
+        from .run import environments
+        from .run.gate import CANDIDATE, CURRENT
+
+        try:
+            candidate = environments.describe(config.getoption("candidate"))
+            config.stash[ENVIRONMENTS_KEY] = {CURRENT: environments.describe(), CANDIDATE: candidate}
+        except environments.EnvironmentProblem as err:
+            raise pytest.UsageError(f"--candidate: {err}") from None
+    return config.stash[ENVIRONMENTS_KEY]
 
 
 def resumed_run(run_dir: Path) -> RunFile:

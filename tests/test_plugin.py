@@ -325,3 +325,15 @@ def test_a_run_whose_every_scenario_is_skipped_fails(pytester, profile, monkeypa
                                            "--reports-dir", str(profile.parent / "reports"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*every scenario was skipped: this run measured nothing*", "*1 skipped*"])
+
+
+def test_gate_option_errors_are_usage_lines(pytester, profile, tmp_path):
+    line = usage_error(pytester, "--profile", str(profile), "--candidate", str(tmp_path / "no-python"))
+    assert line.startswith("ERROR: --candidate: ") and "no-python: cannot run it" in line
+    import sys
+
+    line = usage_error(pytester, "--profile", str(profile), "--candidate", sys.executable)
+    assert "vLLM is not installed in that environment" in line
+    line = usage_error(pytester, "--profile", str(profile), "--candidate", sys.executable, "--update-baselines")
+    assert "--update-baselines cannot go with --candidate" in line
+    assert "--gate-blocks must be at least 1" in usage_error(pytester, "--profile", str(profile), "--gate-blocks", "0")

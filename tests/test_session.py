@@ -43,7 +43,8 @@ class FakeEngine:
 
     def generate(self, prompts, max_tokens, timeout_s):
         self.calls += 1
-        self.log.append(self.config.model)
+        python = getattr(self, "python", None)
+        self.log.append(f"{self.config.model}@{python}" if python else self.config.model)
         if self.fail_on_call is not None and self.calls >= self.fail_on_call[0]:
             raise self.fail_on_call[1]
         before = json.loads(json.dumps(self.counters))
@@ -80,11 +81,14 @@ class Starter:
         self.options = options_by_label
         self.started: list[FakeEngine] = []
 
-    def __call__(self, config, start_timeout_s):
-        options = self.options.get(config.model, {})
+    def __call__(self, config, start_timeout_s, python=None):
+        """Options by method label, or by "LABEL@PYTHON" for an engine of another environment."""
+        options = self.options.get(f"{config.model}@{python}", self.options.get(config.model, {})) \
+            if python else self.options.get(config.model, {})
         if "start_error" in options:
             raise options["start_error"]
         engine = FakeEngine(config, **options)
+        engine.python = python
         self.started.append(engine)
         return engine
 

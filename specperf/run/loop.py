@@ -58,9 +58,13 @@ def warm_up(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
             deadline: float = float("inf")) -> float:
     """Run the first call `warmup` times on every engine; returns the seconds it took."""
     t0 = time.monotonic()
-    for engine in engines.values():
+    for label, engine in engines.items():
         for _ in range(warmup):
-            _generate(engine, calls[0], max_tokens, deadline)
+            try:
+                _generate(engine, calls[0], max_tokens, deadline)
+            except Exception as err:
+                err.engine_label = label
+                raise
     return time.monotonic() - t0
 
 
@@ -76,7 +80,11 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
 
     def step() -> None:
         label = next(pending)
-        replies = [_generate(engines[label], c, max_tokens, deadline) for c in calls]
+        try:
+            replies = [_generate(engines[label], c, max_tokens, deadline) for c in calls]
+        except Exception as err:
+            err.engine_label = label           # which engine failed, for the caller
+            raise
         results[label].append(RoundResult(
             engine=label,
             wall_s=sum(r["wall_s"] for r in replies),

@@ -46,8 +46,14 @@ def engine_config(scenario: Scenario) -> EngineConfig:
     )
 
 
+Slot = tuple[str | None, str]       # (the interpreter of another environment or None, engine key)
+
+
 class EnginePool:
-    def __init__(self, start: Callable[[EngineConfig, float], Engine] = Engine,
+    """Live engines by slot.  A run wants one engine at a time, or a few side by side (a gate's
+    current and candidate build, an SD engine and its no-SD reference); the rest are closed."""
+
+    def __init__(self, start: Callable[..., Engine] = Engine,
                  configure: Callable[[Scenario], EngineConfig] = engine_config,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S, log: Callable[[str], None] = print):
         self._start = start
@@ -56,46 +62,64 @@ class EnginePool:
         self.log = log
         self.stats = PoolStats()
         self.keys_seen: set[str] = set()
-        self._failed: dict[str, EngineKeyFailed] = {}
-        self._engine: Engine | None = None
-        self._key: str | None = None
+        self._failed: dict[Slot, EngineKeyFailed] = {}
+        self._live: dict[Slot, Engine] = {}
 
     def engine_for(self, scenario: Scenario) -> tuple[Engine, float]:
-        """The engine of this scenario's key, started if needed; returns it and the start time spent."""
-        key = scenario.engine_key
-        self.keys_seen.add(key)
-        if key in self._failed:
-            raise self._failed[key]
-        if self._key == key and self._engine is not None:
-            return self._engine, 0.0
-        self.close()
-        self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}")
+        """The engine of this scenario's key (the only one alive), started if needed, and the start time."""
+        engines, start_s = self.engines_for({"a": (scenario, None)})
+        return engines["a"], start_s
+
+    def engines_for(self, wanted: dict[str, tuple[Scenario, str | None]]) -> tuple[dict[str, Engine], float]:
+        """label -> (scenario, python): these engines alive, every other one closed; returns them and
+        the seconds spent starting.  `python` None is this environment's vLLM."""
+        slots = {label: (python, scenario.engine_key) for label, (scenario, python) in wanted.items()}
+        self.keys_seen |= {key for _, key in slots.values()}
+        for slot in [s for s in self._live if s not in slots.values()]:
+            self._close(slot)
+        for label, slot in slots.items():
+            if slot in self._failed:
+                raise self._failed[slot]
+        spent = 0.0
+        for label, slot in slots.items():
+            if slot not in self._live:
+                spent += self._start_slot(slot, wanted[label][0])
+        return {label: self._live[slot] for label, slot in slots.items()}, spent
+
+    def _start_slot(self, slot: Slot, scenario: Scenario) -> float:
+        python, key = slot
+        where = f" with {python}" if python else ""
+        self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}{where}")
         try:
             config = self._configure(scenario)      # may build a local checkpoint: not engine time
         except checkpoints.CheckpointError as err:
-            raise self.fail(key, str(err), ERROR_INPUT) from None
+            raise self.fail(slot, str(err), ERROR_INPUT) from None
         t0 = time.monotonic()
         try:
-            self._engine = self._start(config, self.start_timeout_s)
+            options = {"python": python} if python else {}
+            self._live[slot] = self._start(config, self.start_timeout_s, **options)
         except EngineTimeout as err:
-            raise self.fail(key, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed",
+            raise self.fail(slot, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed",
                             ERROR_TIMEOUT) from err
         except EngineError as err:
-            raise self.fail(key, str(err), ERROR_ENGINE) from None
+            raise self.fail(slot, str(err), ERROR_ENGINE) from None
         finally:
             self.stats.starts += 1
             self.stats.start_s += time.monotonic() - t0
-        self._key = key
-        return self._engine, time.monotonic() - t0
+        return time.monotonic() - t0
 
-    def fail(self, key: str, message: str, kind: str) -> EngineKeyFailed:
-        """Remember that this key's engine failed (its later scenarios fail at once) and close it."""
-        failure = self._failed.setdefault(key, EngineKeyFailed(message, kind))
-        if self._key == key:
-            self.close()
+    def fail(self, slot: Slot | str, message: str, kind: str) -> EngineKeyFailed:
+        """Remember that this slot's engine failed (its later scenarios fail at once) and close it.
+        A bare engine key means this environment's engine of that key."""
+        slot = (None, slot) if isinstance(slot, str) else slot
+        failure = self._failed.setdefault(slot, EngineKeyFailed(message, kind))
+        if slot in self._live:
+            self._close(slot)
         return failure
 
+    def _close(self, slot: Slot) -> None:
+        self._live.pop(slot).close()
+
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-        self._engine, self._key = None, None
+        for slot in list(self._live):
+            self._close(slot)

@@ -8,27 +8,33 @@ of pytest.  Scenarios should arrive grouped by engine key (the plugin sorts them
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..judge.baselines import write_baseline
-from ..messages import one_line
+from ..judge.gate import judge_gate
 from ..judge.stored import StoredJudge
+from ..messages import one_line
 from ..profiles import checkpoints, workloads
-from ..profiles.scenarios import Scenario
-from ..records import Device, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings
-from ..status import ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED
+from ..profiles.scenarios import REFERENCE_METHOD, Scenario
+from ..records import Device, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
+from ..status import (ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED,
+                      UNSUPPORTED)
 from ..storage import (ResultFileError, new_run_id, now_iso, read_record, suite_provenance, write_record,
                        write_result)
 from .calls import CallPreparer, Calls
+from . import environments
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .telemetry import TelemetrySampler, telemetry_problems
-from .loop import balanced_schedule, measure, run_rounds, warm_up
+from .gate import CANDIDATE, CURRENT, SideSummary, gate_record, paired_reference
+from .loop import run_rounds
+from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .summary import Reference, summarise, validity
+from .telemetry import telemetry_problems
 
 
 def finished_results(run_dir: Path, hardware_key: str, log: Callable[[str], None]) -> dict[str, ScenarioResult]:
@@ -73,6 +79,9 @@ class RunSession:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     resume_dir: Path | None = None          # an earlier run of this profile: keep its finished results
     profile_path: str | None = None
+    candidate_python: str | None = None     # an upgrade gate: this other environment's vLLM is judged
+    gate_blocks: int | None = None          # alternate blocks of this many rounds, one engine alive
+    environments: dict | None = None        # a gate's builds by side (run.environments.describe)
     scenario_hashes: dict[str, str] = field(default_factory=dict)   # the profile's scenarios, for --resume
     owns_run_file: bool = True              # False on pytest-xdist workers: the controller merges theirs
     planned: int = 0                        # scenarios expected in this run, for progress lines
@@ -95,10 +104,12 @@ class RunSession:
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
         self.pool = self.pool or EnginePool(start_timeout_s=self.start_timeout_s, log=self.log)
         self.judge = StoredJudge(self.baseline_dir, self.device["hardware_key"])
+        if self.candidate_python and self.environments is None:
+            self.environments = {CURRENT: environments.describe(), CANDIDATE: environments.describe(self.candidate_python)}
         self.provenance = suite_provenance()
         self.started = time.monotonic()
         self.started_at = now_iso()
-        self._references: dict[str, Reference] = {}
+        self._references: dict[tuple[str, str], Reference] = {}     # (side, scenario id)
         self.results: list[ScenarioResult] = []
         self.write_run_file(finished=False)
 
@@ -113,6 +124,8 @@ class RunSession:
         result = ScenarioResult(scenario=ScenarioInfo.model_validate(scenario.to_dict()), status=OK,
                                 started_at=now_iso(), device=Device.model_validate(self.device),
                                 provenance=self.provenance)
+        if reason := self._unsupported(scenario):
+            return self._set_aside(result, reason)
         try:
             self._measure(scenario, result, benchmark)
         except workloads.WorkloadUnavailable as err:
@@ -123,9 +136,9 @@ class RunSession:
             limit = self.scenario_timeout_s
             message = (f"timed out: the scenario did not finish within its {limit:g} s limit; engine killed"
                        if limit is not None else str(err))
-            self._error(result, self.pool.fail(scenario.engine_key, message, ERROR_TIMEOUT), ERROR_TIMEOUT)
+            self._error(result, self.pool.fail(self._slot(err, scenario), message, ERROR_TIMEOUT), ERROR_TIMEOUT)
         except EngineError as err:
-            self._error(result, self.pool.fail(scenario.engine_key, str(err), ERROR_ENGINE), ERROR_ENGINE)
+            self._error(result, self.pool.fail(self._slot(err, scenario), str(err), ERROR_ENGINE), ERROR_ENGINE)
         except (workloads.WorkloadError, checkpoints.CheckpointError) as err:
             self._error(result, str(err), ERROR_INPUT)
         except Exception as err:  # noqa: BLE001 - one scenario's fault must not lose the run's other results
@@ -138,6 +151,28 @@ class RunSession:
         self._judge(result)
         return result
 
+    def _unsupported(self, scenario: Scenario) -> str | None:
+        """Why a build of the gate cannot run this scenario's method (None: both can)."""
+        for side, facts in (self.environments or {}).items():
+            reason = facts["methods"].get(scenario.method.name) if not scenario.method.is_reference else None
+            if reason:
+                return f"the {side} build (vLLM {facts['vllm']}): {reason}"
+        return None
+
+    def _set_aside(self, result: ScenarioResult, reason: str) -> ScenarioResult:
+        """A scenario a build of the gate cannot run: recorded and reported as unsupported, not an error."""
+        result.status, result.error, result.finished_at = UNSUPPORTED, reason, now_iso()
+        result.verdict = Verdict(scenario_id=result.id, status=UNSUPPORTED, note=reason)
+        self.stats.scenarios += 1
+        write_result(self.run_dir, result)
+        self.results.append(result)
+        return result
+
+    @staticmethod
+    def _slot(err: EngineError, scenario: Scenario):
+        """The engine that failed: the one the measurement named, else this build's of the scenario's key."""
+        return getattr(err, "slot", (None, scenario.engine_key))
+
     def _error(self, result: ScenarioResult, message, kind: str) -> None:
         result.status, result.error, result.error_kind = ERROR, str(message), kind
         self.stats.errors += 1
@@ -146,43 +181,71 @@ class RunSession:
         """A result of the resumed run: not measured again, but judged and reported with this run."""
         self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
         if scenario.method.is_reference:
-            self._references[scenario.id] = Reference(result.value("throughput_tok_s"), result.output_hashes)
+            self._references[(CURRENT, scenario.id)] = Reference(result.value("throughput_tok_s"),
+                                                                 result.output_hashes)
         self.stats.scenarios += 1
         self.stats.resumed += 1
         self._judge(result)
         return result
 
+    def _wanted(self, scenario: Scenario) -> dict[str, tuple[Scenario, str | None]]:
+        """The engines a scenario runs on, by label: this build's (current), the gate's candidate,
+        and with paired_reference their no-SD references."""
+        sides = {CURRENT: None, **({CANDIDATE: self.candidate_python} if self.candidate_python else {})}
+        wanted = {side: (scenario, python) for side, python in sides.items()}
+        if scenario.paired_reference and not scenario.method.is_reference:
+            reference = dataclasses.replace(scenario, method=REFERENCE_METHOD)
+            wanted |= {f"{side}-ref": (reference, python) for side, python in sides.items()}
+        return wanted
+
     def _measure(self, scenario: Scenario, result: ScenarioResult, benchmark) -> None:
         calls = self.prepare(scenario)
         result.workload = calls.facts
-        engine, start_s = self.pool.engine_for(scenario)
-        result.provenance = {**self.provenance, **engine.provenance, "engine_env": engine.config.env}
-        result.effective_config = engine.effective_config
-        n_rounds = self.rounds or scenario.rounds
+        wanted = self._wanted(scenario)
         deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
-        engines = {"a": engine}
-        warmup_s = warm_up(engines, calls.calls, scenario.output_len, scenario.warmup, deadline)
-        t0 = time.monotonic()
-        with TelemetrySampler(self.engine_gpus(scenario)) as sampler:
-            rounds = measure(engines, calls.calls, scenario.output_len, schedule=balanced_schedule(["a"], n_rounds),
-                             deadline=deadline, rounds_runner=benchmark_runner(benchmark))["a"]
-        measure_s = time.monotonic() - t0
-        result.gpu_telemetry = sampler.summary()
-        result.timings = Timings(engine_start_s=start_s, warmup_s=warmup_s, measure_s=measure_s)
-        self.stats.warmup_s += warmup_s
-        self.stats.measure_s += measure_s
-
-        summary = summarise(scenario, rounds, calls.requests, self._references.get(scenario.reference_id))
-        result.rounds, result.counters, result.memory = summary.rounds, summary.counters, summary.memory
-        result.output_hashes, result.outputs, result.metrics = summary.output_hashes, summary.outputs, summary.metrics
-        result.lossless = summary.lossless
-        result.workload.overlap_bleu4 = summary.overlap_bleu4
-        if scenario.method.is_reference:
-            self._references[scenario.id] = Reference(result.value("throughput_tok_s"), summary.output_hashes)
+        try:
+            measured = measure_rounds(self.pool, wanted, calls.calls, scenario.output_len, scenario.warmup,
+                                      self.rounds or scenario.rounds, deadline=deadline, blocks=self.gate_blocks,
+                                      gpus=self.engine_gpus(scenario), rounds_runner=benchmark_runner(benchmark))
+        except EngineError as err:
+            label = getattr(err, "engine_label", CURRENT)
+            err.slot = (wanted[label][1], wanted[label][0].engine_key)
+            raise
+        result.gpu_telemetry = measured.telemetry[0]
+        result.timings = Timings(engine_start_s=measured.start_s, warmup_s=measured.warmup_s,
+                                 measure_s=measured.measure_s)
+        self.stats.warmup_s += measured.warmup_s
+        self.stats.measure_s += measured.measure_s
         preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
-        result.validity = validity(scenario, rounds, summary, telemetry_problems(result.gpu_telemetry, preflight_pids))
+        problems = [p for summary in measured.telemetry for p in telemetry_problems(summary, preflight_pids)]
+        sides = {}
+        for side in [label for label in (CURRENT, CANDIDATE) if label in wanted]:
+            sides[side] = self._side(scenario, side, measured, calls, problems)
+        main = sides[CANDIDATE if CANDIDATE in sides else CURRENT]
+        facts = measured.engines[CANDIDATE if CANDIDATE in sides else CURRENT]
+        result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
+        result.effective_config = facts.effective_config
+        result.rounds, result.counters, result.memory = main.summary.rounds, main.summary.counters, main.summary.memory
+        result.output_hashes, result.outputs = main.summary.output_hashes, main.summary.outputs
+        result.metrics, result.lossless = main.summary.metrics, main.summary.lossless
+        result.workload.overlap_bleu4 = main.summary.overlap_bleu4
+        result.validity = main.validity
+        if CANDIDATE in sides:
+            result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python)
         if benchmark is not None:
             benchmark.extra_info.update({k: v.value for k, v in result.metrics.items()})
+
+    def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str]) -> SideSummary:
+        """One build's figures: against its paired reference rounds, or its reference measured earlier."""
+        rounds = measured.rounds[side]
+        reference = self._references.get((side, scenario.reference_id))
+        if f"{side}-ref" in measured.rounds:
+            reference = paired_reference(measured.rounds[f"{side}-ref"])
+        summary = summarise(scenario, rounds, calls.requests, reference)
+        if scenario.method.is_reference:
+            self._references[(side, scenario.id)] = Reference(summary.metrics["throughput_tok_s"].value,
+                                                              summary.output_hashes)
+        return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[side])
 
     def engine_gpus(self, scenario: Scenario) -> list[int] | None:
         """NVML indices of the GPUs this scenario's engine uses: the first TP visible ones."""
@@ -190,7 +253,10 @@ class RunSession:
         return [g["index"] for g in gpus[:scenario.model.tp]] if gpus else None
 
     def _judge(self, result: ScenarioResult) -> None:
-        self.judge(result)
+        if self.candidate_python:
+            result.verdict = judge_gate(result)
+        else:
+            self.judge(result)
         write_result(self.run_dir, result)
         self.results.append(result)
 
@@ -236,6 +302,7 @@ class RunSession:
             started_at=self.started_at, finished_at=now_iso() if finished else None, interrupted=interrupted,
             device=Device.model_validate(self.device), provenance=self.provenance, stats=stats,
             engine_keys=sorted(self.pool.keys_seen), scenario_hashes=self.scenario_hashes,
+            environments=self.environments or {},
         )
 
     def write_run_file(self, finished: bool, interrupted: bool = False) -> None:

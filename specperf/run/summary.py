@@ -24,6 +24,7 @@ class Reference:
 
     throughput: float | None
     output_hashes: list[str]
+    paired: list[float] | None = None     # the reference's throughput in each paired round
 
 
 @dataclass
@@ -52,6 +53,15 @@ def shown_outputs(requests: list[Request], texts: list[str]) -> list[ShownOutput
     return list(shown.values())
 
 
+def _speedups(throughputs: list[float], reference: Reference | None) -> list[float] | None:
+    """Per round: against the reference's paired round, or its median measured earlier; None without one."""
+    if reference is not None and reference.paired:
+        return [t / r if r > 0 else 0.0 for t, r in zip(throughputs, reference.paired)]
+    if reference is not None and reference.throughput:
+        return [t / reference.throughput for t in throughputs]
+    return None
+
+
 def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Request],
               reference: Reference | None) -> Summary:
     """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known."""
@@ -66,8 +76,8 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
         overall = metrics.acceptance(counters)
         for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
             values[name] = Metric(value=overall[name], samples=[a[name] for a in per_round])
-        if reference is not None and reference.throughput:
-            speedups = [t / reference.throughput for t in throughputs]
+        speedups = _speedups(throughputs, reference)
+        if speedups is not None:
             values["speedup"] = Metric(value=_median(speedups), samples=speedups)
             fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
             values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])

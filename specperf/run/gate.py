@@ -1,0 +1,51 @@
+"""The two builds of an upgrade gate side by side: each build's figures, and what differs between them."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ..judge.metrics import output_hash
+from ..records import Gate, Side, Validity
+from .loop import RoundResult
+from .measurement import EngineFacts, Measured
+from .summary import Reference, Summary
+
+CURRENT = "current"           # this environment's vLLM (the interpreter running the suite)
+CANDIDATE = "candidate"       # the other environment's (--candidate PYTHON)
+
+
+@dataclass
+class SideSummary:
+    summary: Summary
+    validity: Validity
+    engine: EngineFacts
+
+
+def paired_reference(rounds: list[RoundResult]) -> Reference:
+    """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair."""
+    throughputs = [r.output_tokens / r.wall_s if r.wall_s > 0 else 0.0 for r in rounds]
+    return Reference(statistics.median(throughputs), [output_hash(ids) for ids in rounds[0].token_ids],
+                     paired=throughputs)
+
+
+def config_diff(current: dict | None, candidate: dict | None) -> dict[str, list]:
+    """The effective engine settings that differ: setting -> [current, candidate]."""
+    current, candidate = current or {}, candidate or {}
+    return {key: [current.get(key), candidate.get(key)] for key in sorted(current.keys() | candidate.keys())
+            if current.get(key) != candidate.get(key)}
+
+
+def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
+    """Requests whose greedy output differs between the builds (hashes, request by request)."""
+    return sum(1 for a, b in zip(current or [], candidate or []) if a != b)
+
+
+def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str) -> Gate:
+    side = Side(vllm=current.engine.provenance.get("vllm"), provenance=current.engine.provenance,
+                effective_config=current.engine.effective_config, rounds=current.summary.rounds,
+                metrics=current.summary.metrics, output_hashes=current.summary.output_hashes,
+                validity=current.validity)
+    return Gate(current=side, candidate_python=python, pairing=measured.pairing,
+                output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
+                config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config))

@@ -1,0 +1,74 @@
+"""A scenario's rounds on the engines it needs: one engine, or several alternating round by round.
+
+Several engines are alive together when a run pairs them (a gate's current and candidate build, an
+SD engine and its no-SD reference).  Where they do not fit in memory together, `blocks` alternates
+blocks of that many rounds instead, with only one engine alive (started again for each block).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..profiles.scenarios import Scenario
+from .loop import RoundResult, balanced_schedule, measure, run_rounds, warm_up
+from .pool import EnginePool
+from .telemetry import TelemetrySampler
+
+
+@dataclass
+class EngineFacts:
+    provenance: dict
+    effective_config: dict
+    env: dict
+
+
+@dataclass
+class Measured:
+    rounds: dict[str, list[RoundResult]]
+    engines: dict[str, EngineFacts]
+    pairing: str
+    start_s: float = 0.0
+    warmup_s: float = 0.0
+    measure_s: float = 0.0
+    telemetry: list[dict] = field(default_factory=list)
+
+
+def _facts(engine) -> EngineFacts:
+    return EngineFacts(engine.provenance, engine.effective_config, engine.config.env)
+
+
+def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
+                   warmup: int, rounds: int, *, deadline: float = float("inf"), blocks: int | None = None,
+                   gpus: list[int] | None = None,
+                   rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> Measured:
+    """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order."""
+    labels = list(wanted)
+    if blocks is None or len(labels) == 1:
+        engines, start_s = pool.engines_for(wanted)
+        warmup_s = warm_up(engines, calls, max_tokens, warmup, deadline)
+        t0 = time.monotonic()
+        with TelemetrySampler(gpus) as sampler:
+            result = measure(engines, calls, max_tokens, schedule=balanced_schedule(labels, rounds),
+                             deadline=deadline, rounds_runner=rounds_runner)
+        return Measured(result, {label: _facts(e) for label, e in engines.items()},
+                        "interleaved" if len(labels) > 1 else "single", start_s, warmup_s,
+                        time.monotonic() - t0, [sampler.summary()])
+    measured = Measured({label: [] for label in labels}, {}, f"blocks of {blocks} rounds")
+    done, forward = 0, True
+    while done < rounds:
+        size = min(blocks, rounds - done)
+        for label in (labels if forward else reversed(labels)):
+            engines, start_s = pool.engines_for({label: wanted[label]})
+            measured.engines[label] = _facts(engines[label])
+            measured.start_s += start_s
+            measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
+            t0 = time.monotonic()
+            with TelemetrySampler(gpus) as sampler:
+                measured.rounds[label] += measure(engines, calls, max_tokens, schedule=[label] * size,
+                                                  deadline=deadline)[label]
+            measured.measure_s += time.monotonic() - t0
+            measured.telemetry.append(sampler.summary())
+        done, forward = done + size, not forward
+    return measured

@@ -1,0 +1,118 @@
+"""The upgrade gate and paired speedup, driven through the run session by fake engines.
+
+Two builds (or an SD engine and its no-SD reference) run in alternating rounds; the fakes stand in
+for engines of two environments so every rule is reached without vLLM (tests/cpu_tier runs real ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from records import make_scenario, reference_scenario
+from test_session import FakeEngine, Starter, canned_calls, fake_config
+
+from specperf.run.pool import EnginePool
+from specperf.run.session import RunSession
+from specperf.status import OK, UNSUPPORTED
+
+CANDIDATE = "/envs/candidate/bin/python"
+REF, SD = reference_scenario(rounds=8), make_scenario(rounds=8)
+DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "hardware_key": "cpu-test-2c"}
+BOTH_SUPPORT = {"current": {"vllm": "0.29.0", "methods": {}}, "candidate": {"vllm": "0.32.0", "methods": {}}}
+
+
+def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, **kwargs) -> RunSession:
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None)
+    return RunSession(profile="unit", reports_dir=tmp_path / "reports", baseline_dir=tmp_path / "baselines",
+                      log=lambda line: None, prepare=canned_calls, pool=pool, device=dict(DEVICE),
+                      candidate_python=CANDIDATE, environments=environments, **kwargs)
+
+
+def statuses(result) -> dict[str, str]:
+    return {m.metric: m.status for m in result.verdict.metrics}
+
+
+def test_two_equal_builds_pass_with_intervals(tmp_path):
+    order = []
+    starter = Starter(**{label: {"log": order} for label in ("nosd", SD.method.label)})
+    run = gate(tmp_path, starter)
+    run.run(REF)
+    result = run.run(SD)
+    assert result.status == OK and result.verdict.status == "pass", result.verdict
+    throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.judged_by == "paired" and throughput.ci_low == throughput.ci_high == 0
+    assert result.gate.current.vllm == "0.0-fake" and result.gate.pairing == "interleaved"
+    assert result.gate.output_drift == 0 and result.gate.config_diff == {}
+    assert result.baseline is None and len(result.gate.current.rounds) == len(result.rounds) == 8
+    assert {e.python for e in starter.started} == {None, CANDIDATE}
+    sd = order[2 * (1 + 8):]                                   # after the reference scenario's calls
+    b = f"{SD.method.label}@{CANDIDATE}"
+    a = SD.method.label
+    assert sd == [a, b] + [a, b, b, a] * 4                     # warm-up of both, then rounds A B B A ...
+
+
+def test_a_slower_candidate_is_a_paired_regression(tmp_path):
+    starter = Starter(**{f"{SD.method.label}@{CANDIDATE}": {"wall_s": 0.22}})
+    run = gate(tmp_path, starter)
+    run.run(REF)
+    result = run.run(SD)
+    assert statuses(result)["throughput_tok_s"] == "regression" and result.verdict.failed
+    throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.change == pytest.approx(0.2 / 0.22 - 1) and throughput.p_value < 0.01
+    assert statuses(result)["mean_acceptance_length"] == "pass"
+
+
+def test_output_drift_and_config_differences_are_reported(tmp_path):
+    class Drifting(FakeEngine):
+        def __init__(self, config, **options):
+            super().__init__(config, tokens=[7, 8, 9, 11], **options)
+            self.effective_config = {"max_num_seqs": 4, "async_scheduling": True}
+
+    class DriftStarter(Starter):
+        def __call__(self, config, start_timeout_s, python=None):
+            engine = (Drifting if python else FakeEngine)(config)
+            engine.python = python
+            self.started.append(engine)
+            return engine
+
+    run = gate(tmp_path, DriftStarter())
+    run.run(REF)
+    result = run.run(SD)
+    assert result.gate.output_drift == SD.batch_size
+    assert result.gate.config_diff == {"async_scheduling": [None, True]}
+    assert "output drift" in result.verdict.note
+    assert result.metrics["lossless_fraction"].value == 1.0      # against the candidate's own reference
+
+
+def test_a_method_the_candidate_lacks_is_unsupported_not_an_error(tmp_path):
+    lacking = {**BOTH_SUPPORT, "candidate": {"vllm": "0.12.0", "methods": {"eagle3": "needs vLLM >= 0.13"}}}
+    run = gate(tmp_path, Starter(), environments=lacking)
+    result = run.run(SD)
+    assert result.status == UNSUPPORTED and result.verdict.status == UNSUPPORTED
+    assert not result.verdict.failed and "candidate build (vLLM 0.12.0): needs vLLM >= 0.13" in result.error
+    assert run.run(REF).status == OK
+
+
+def test_blocks_keep_one_engine_alive_and_still_pair_rounds(tmp_path):
+    starter = Starter()
+    run = gate(tmp_path, starter, gate_blocks=2)
+    result = run.run(REF)
+    assert result.gate.pairing == "blocks of 2 rounds"
+    assert len(result.rounds) == len(result.gate.current.rounds) == 8
+    assert len(starter.started) == 5                      # blocks A B B A A B B A: a build is restarted
+    assert all(e.closed for e in starter.started[:-1])    # for each of its blocks but a back-to-back one
+    assert result.verdict.status == "pass"
+
+
+def test_paired_reference_measures_speedup_per_pair(tmp_path):
+    paired = dataclasses.replace(SD, paired_reference=True)
+    starter = Starter(nosd={"wall_s": 0.4})
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None)
+    run = RunSession(profile="unit", reports_dir=tmp_path / "r", baseline_dir=tmp_path / "b", log=lambda line: None,
+                     prepare=canned_calls, pool=pool, device=dict(DEVICE))
+    result = run.run(paired)                          # no reference scenario measured before it
+    assert result.valid, result.validity
+    assert result.metrics["speedup"].samples == pytest.approx([2.0] * 8)
+    assert result.metrics["lossless_fraction"].value == 1.0
+    assert len(starter.started) == 2 and not any(e.closed for e in starter.started)

@@ -44,7 +44,7 @@ def test_two_equal_builds_pass_with_intervals(tmp_path):
     assert throughput.judged_by == "paired" and throughput.ci_low == throughput.ci_high == 0
     assert result.gate.current.vllm == "0.0-fake" and result.gate.pairing == "interleaved"
     assert result.gate.output_drift == 0 and result.gate.config_diff == {}
-    assert result.baseline is None and len(result.gate.current.rounds) == len(result.rounds) == 8
+    assert result.baseline.vllm == "0.0-fake" and len(result.gate.current.rounds) == len(result.rounds) == 8
     assert {e.python for e in starter.started} == {None, CANDIDATE}
     sd = order[2 * (1 + 8):]                                   # after the reference scenario's calls
     b = f"{SD.method.label}@{CANDIDATE}"
@@ -83,6 +83,15 @@ def test_output_drift_and_config_differences_are_reported(tmp_path):
     assert result.gate.config_diff == {"async_scheduling": [None, True]}
     assert "output drift" in result.verdict.note
     assert result.metrics["lossless_fraction"].value == 1.0      # against the candidate's own reference
+    run.finish()
+    from specperf.report import write_report
+
+    page = write_report([run.run_dir]).read_text()
+    assert "Upgrade gate" in page and "SD methods each build supports" not in page   # no methods listed here
+    assert "async_scheduling" in page and "differs between the builds" in page and "judged by" in page
+    summary = (run.run_dir / "summary.md").read_text()
+    assert "**Upgrade gate**: current vLLM 0.29.0 → candidate vLLM 0.32.0" in summary
+    assert "- setting async\\_scheduling: None → True (2 scenarios)" in summary
 
 
 def test_a_method_the_candidate_lacks_is_unsupported_not_an_error(tmp_path):

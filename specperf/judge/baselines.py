@@ -1,7 +1,11 @@
-"""The baseline store: baselines/<hardware-key>/<scenario-id>.json, one readable JSON file each.
+"""The baseline store: baselines/<hardware-key>/<scenario-id>.json, one readable JSON file each,
+and baselines/portable/<scenario-id>.json with the deterministic metrics alone.
 
 A baseline holds the per-metric round samples of a valid result, the scenario hash and the
 provenance of the run that made it.  Only a valid, error-free result may become a baseline.
+Speed only compares on the hardware that measured it; acceptance and the lossless check come out
+the same on any machine of a tier, so their portable baseline judges them everywhere (a baseline of
+the hardware itself, where there is one, wins).
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from pathlib import Path
 
 from ..records import Baseline, ScenarioResult
 from ..storage import inside, read_record, write_record
-from .metrics import summarise
+from .metrics import METRICS, summarise
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "baselines"
+PORTABLE = "portable"       # the folder of the deterministic metrics' baselines, for every machine
 
 
 def baseline_path(baseline_dir: Path, hardware_key: str, scenario_id: str) -> Path:
@@ -51,3 +56,20 @@ def write_baseline(baseline_dir: Path, result: ScenarioResult, hardware_key: str
                          f"({'; '.join(result.validity.reasons)})")
     return write_record(baseline_path(baseline_dir, hardware_key, result.id),
                         baseline_from_result(result))
+
+
+def portable_from_result(result: ScenarioResult) -> Baseline:
+    """The deterministic metrics of a result (acceptance, per-position rates, lossless), for any machine."""
+    baseline = baseline_from_result(result)
+    deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].deterministic}
+    return baseline.model_copy(update={
+        "hardware_key": PORTABLE, "metrics": deterministic, "device": None, "memory": None,
+        "summaries": {k: v for k, v in baseline.summaries.items() if k in deterministic}})
+
+
+def write_portable_baseline(baseline_dir: Path, result: ScenarioResult) -> Path | None:
+    """Store the deterministic metrics of a valid result under baselines/portable/ (None: it has none)."""
+    portable = portable_from_result(result)
+    if not portable.metrics or not result.ok or not result.valid:
+        return None
+    return write_record(baseline_path(baseline_dir, PORTABLE, result.id), portable)

@@ -8,7 +8,7 @@ from ..messages import one_line
 from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
 from ..status import ERROR
 from ..storage import ResultFileError
-from .baselines import baseline_path, load_baseline
+from .baselines import PORTABLE, baseline_path, load_baseline
 from .noise import load_noise
 from .verdicts import judge
 
@@ -38,10 +38,14 @@ class StoredJudge:
         return self._noise
 
     def __call__(self, result: ScenarioResult) -> Verdict:
-        """Set result.verdict (and result.baseline where one exists); a corrupt file is an error verdict."""
-        baseline, note = None, ""
+        """Set result.verdict (and result.baseline where one exists); a corrupt file is an error verdict.
+
+        Without a baseline of this hardware, the portable one judges the deterministic metrics."""
+        baseline, note, source = None, "", "hardware"
         try:
             baseline = load_baseline(self.baseline_dir, self.hardware_key, result.id)
+            if baseline is None:
+                baseline, source = load_baseline(self.baseline_dir, PORTABLE, result.id), PORTABLE
         except ResultFileError as err:
             note = str(err)
         try:
@@ -58,5 +62,14 @@ class StoredJudge:
             note = f"{result.id}: cannot be judged against {where}: {one_line(err)}"
         if note:
             verdict.status, verdict.note = ERROR, note
+        elif baseline is not None:
+            for metric in verdict.metrics:
+                metric.judged_by = source if metric.baseline is not None else ""
+            if source == PORTABLE:
+                verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline()]))
         result.verdict = verdict
         return verdict
+
+    def no_speed_baseline(self) -> str:
+        return (f"acceptance and lossless judged against the portable baseline; speed has no baseline on "
+                f"{self.hardware_key} yet: record one with --update-baselines")

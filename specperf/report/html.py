@@ -144,6 +144,7 @@ def render_html(view: ReportView) -> str:
         acceptance=view.acceptance, acceptance_rows=_acceptance(view.acceptance, colors),
         pays=view.pays,
         memory=view.memory,
+        gate=view.gate,
         details=details, devices=devices.blocks(), provenances=provenances.blocks(),
         script=script, script_hash=script_hash, text_limit=TEXT_LIMIT,
     )

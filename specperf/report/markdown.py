@@ -87,6 +87,8 @@ def render_markdown(view: ReportView) -> str:
         lines += ["", "**" + md_escape(header.throttle_warning) + "**"]
     for problem in header.problems:
         lines += ["", "Problem: " + md_escape(problem)]
+    if view.gate is not None:
+        lines += ["", _gate_lines(view.gate)]
     if not views:
         return "\n".join(lines + ["", "No scenario results."]) + "\n"
     attention = [v for v in views if v.status != PASS]
@@ -105,3 +107,17 @@ def render_markdown(view: ReportView) -> str:
     if view.memory.rows:
         lines += ["", "### Peak memory against no-SD", ""] + _memory_table(view.memory)
     return "\n".join(lines) + "\n"
+
+
+def _gate_lines(gate) -> str:
+    """The gate in a few lines: the builds, methods a build lacks, settings and outputs that differ."""
+    parts = ["**Upgrade gate**: " + md_escape(gate.versions) + " (speed judged pair by pair; baseline = current build)"]
+    for method, sides in gate.capabilities:
+        if any(s != "supported" for s in sides):
+            parts.append(f"- {md_escape(method)}: " + "; ".join(md_escape(s) for s in sides))
+    for setting, values, ids in gate.config_diff:
+        parts.append(f"- setting {md_escape(setting)}: {md_escape(values[0])} → {md_escape(values[1])} "
+                     f"({len(ids)} scenarios)")
+    for scenario_id, changed, total in gate.drift:
+        parts.append(f"- output drift in {md_escape(scenario_id)}: {changed} of {total} requests")
+    return "\n".join(parts)

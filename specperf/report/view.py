@@ -10,6 +10,7 @@ from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASE
     SEVERITY, SKIPPED
 from . import analyses
 from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
+from .gate import GateView, gate_view
 from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread, parse_time
 from .loading import RunData
 
@@ -245,6 +246,7 @@ class ReportView:
     acceptance: AcceptanceTable
     pays: SdPays
     memory: MemoryTable
+    gate: GateView | None = None
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -254,4 +256,5 @@ class ReportView:
 def build_view(data: RunData) -> ReportView:
     views = sorted((scenario_view(r, data.sources.get(r.id)) for r in data.results), key=_order)
     return ReportView(data, build_header(data, views), views, analyses.acceptance_table(data.results),
-                      analyses.where_sd_pays(data.results), analyses.memory_table(data.results))
+                      analyses.where_sd_pays(data.results), analyses.memory_table(data.results),
+                      gate_view(data.runs, data.results))

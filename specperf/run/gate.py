@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..judge.metrics import output_hash
-from ..records import Gate, Side, Validity
+from ..records import BaselineRef, Gate, Side, Validity
 from .loop import RoundResult
 from .measurement import EngineFacts, Measured
 from .summary import Reference, Summary
@@ -39,6 +39,15 @@ def config_diff(current: dict | None, candidate: dict | None) -> dict[str, list]
 def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
     """Requests whose greedy output differs between the builds (hashes, request by request)."""
     return sum(1 for a, b in zip(current or [], candidate or []) if a != b)
+
+
+def current_as_baseline(current: SideSummary) -> BaselineRef:
+    """The current build in the role a stored baseline has elsewhere: what the candidate is judged against."""
+    metrics = current.summary.metrics
+    return BaselineRef(vllm=current.engine.provenance.get("vllm"), effective_config=current.engine.effective_config,
+                       metric_medians={k: m.value for k, m in metrics.items()},
+                       metric_samples={k: m.samples for k, m in metrics.items()},
+                       memory_peak_mib=current.summary.memory.peak_mib)
 
 
 def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str) -> Gate:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..judge.baselines import write_baseline
+from ..judge.baselines import write_baseline, write_portable_baseline
 from ..judge.gate import judge_gate
 from ..judge.stored import StoredJudge
 from ..messages import one_line
@@ -29,7 +29,7 @@ from .calls import CallPreparer, Calls
 from . import environments
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .gate import CANDIDATE, CURRENT, SideSummary, gate_record, paired_reference
+from .gate import CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference
 from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
@@ -232,6 +232,7 @@ class RunSession:
         result.validity = main.validity
         if CANDIDATE in sides:
             result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python)
+            result.baseline = current_as_baseline(sides[CURRENT])
         if benchmark is not None:
             benchmark.extra_info.update({k: v.value for k, v in result.metrics.items()})
 
@@ -287,6 +288,8 @@ class RunSession:
                     try:
                         path = write_baseline(self.baseline_dir, result, self.device["hardware_key"])
                         lines.append(f"baseline written: {path}")
+                        if portable := write_portable_baseline(self.baseline_dir, result):
+                            lines.append(f"baseline written: {portable}")
                     except (ValueError, ResultFileError) as err:
                         lines.append(f"baseline kept: {err}")
         self.write_run_file(finished=True, interrupted=interrupted)

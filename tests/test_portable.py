@@ -1,0 +1,74 @@
+"""Portable baselines: acceptance and lossless are judged on a machine whose hardware has no baseline."""
+
+from __future__ import annotations
+
+import pytest
+from records import make_record, make_scenario, scaled_counters
+
+from specperf.judge.baselines import (PORTABLE, baseline_path, load_baseline, portable_from_result, write_baseline,
+                                      write_portable_baseline)
+from specperf.judge.stored import StoredJudge
+from specperf.profiles.scenarios import load_profile
+
+NEW_MACHINE = "cpu-made-up-riscv-64c"
+
+
+@pytest.fixture
+def store(tmp_path):
+    recorded = make_record(hardware_key="cpu-recorder-2c")
+    assert write_portable_baseline(tmp_path, recorded) == baseline_path(tmp_path, PORTABLE, recorded.id)
+    return tmp_path
+
+
+def judged(store, result, key=NEW_MACHINE):
+    return StoredJudge(store, key)(result)
+
+
+def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):
+    verdict = judged(store, make_record(hardware_key=NEW_MACHINE))
+    by_metric = {m.metric: m for m in verdict.metrics}
+    assert by_metric["mean_acceptance_length"].status == "pass"
+    assert by_metric["mean_acceptance_length"].judged_by == PORTABLE
+    assert by_metric["lossless_fraction"].judged_by == PORTABLE
+    assert by_metric["throughput_tok_s"].status == "no-baseline" and by_metric["throughput_tok_s"].judged_by == ""
+    assert verdict.status == "no-baseline"                      # speed gates here and has no baseline yet
+    assert f"speed has no baseline on {NEW_MACHINE} yet: record one with --update-baselines" in verdict.note
+
+
+def test_where_speed_is_informational_the_new_machine_passes(store):
+    scenario = make_scenario()
+    result = make_record(scenario, hardware_key=NEW_MACHINE)
+    result.scenario.informational = ["throughput_tok_s", "speedup"]
+    assert judged(store, result).status == "pass"
+
+
+def test_an_acceptance_drop_on_a_new_machine_fails(store):
+    result = make_record(counters=scaled_counters(0.8), hardware_key=NEW_MACHINE)
+    verdict = judged(store, result)
+    assert verdict.status == "regression" and verdict.failed
+    assert {m.metric for m in verdict.metrics if m.status == "regression"} >= {"mean_acceptance_length"}
+
+
+def test_a_baseline_of_the_hardware_itself_wins(store):
+    own = make_record(counters=scaled_counters(0.8), hardware_key=NEW_MACHINE)
+    write_baseline(store, own, NEW_MACHINE)
+    verdict = judged(store, make_record(counters=scaled_counters(0.8), hardware_key=NEW_MACHINE))
+    assert verdict.status == "pass"
+    assert {m.judged_by for m in verdict.metrics} == {"hardware"}
+
+
+def test_portable_baselines_hold_deterministic_metrics_only():
+    portable = portable_from_result(make_record())
+    assert set(portable.metrics) == {"mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance",
+                                     "lossless_fraction"}
+    assert portable.hardware_key == PORTABLE and portable.device is None
+
+
+def test_committed_portable_baselines_match_cpu_smoke():
+    from specperf.judge.baselines import DEFAULT_DIR
+
+    sd = [s for s in load_profile("cpu-smoke").scenarios if not s.method.is_reference]
+    for scenario in sd:
+        baseline = load_baseline(DEFAULT_DIR, PORTABLE, scenario.id)
+        assert baseline is not None, scenario.id
+        assert baseline.scenario_hash == scenario.content_hash, scenario.id

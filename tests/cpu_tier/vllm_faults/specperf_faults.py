@@ -8,6 +8,7 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
     SPECPERF_FAULT="die_on_generate=eagle3:3" an EAGLE-3 engine kills itself on its 3rd generate()
     SPECPERF_FAULT="hang_on_generate=mtp:2"   an MTP engine's 2nd generate() never returns
     SPECPERF_FAULT="lossy=ngram"              an n-gram engine changes the last token of its first output
+    SPECPERF_FAULT="step_slowdown=0.05"       every engine step takes 5% longer (a sleep of 5% of its time)
 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
@@ -49,6 +50,9 @@ def register() -> None:
         _patch_ngram(faults)
     if "die_on_generate" in faults or "hang_on_generate" in faults or "lossy" in faults:
         _patch_generate(faults)
+    if "step_slowdown" in faults:
+        fraction = float(faults["step_slowdown"])
+        _after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, fraction))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -73,6 +77,14 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _after_import(name: str, patch) -> None:
+    """patch(module) now if vLLM imported it already, else right after it does."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, patch))
+
+
 def _patch_ngram(faults: dict) -> None:
     sys.meta_path.insert(0, _AfterImport("vllm.v1.spec_decode.ngram_proposer",
                                          lambda module: _patch_proposer(module.NgramProposer, faults)))
@@ -94,6 +106,23 @@ def _patch_proposer(NgramProposer, faults: dict) -> None:
 
     NgramProposer.__init__ = patched_init
     NgramProposer.propose = patched_propose
+
+
+def _patch_step(EngineCore, fraction: float) -> None:
+    """Each engine step sleeps `fraction` of the time it took: a slower build by a known amount.
+    EngineCore binds step_fn at construction, after this patch."""
+    for name in ("step", "step_with_batch_queue"):
+        original = getattr(EngineCore, name, None)
+        if original is None:
+            continue
+
+        def slowed(self, *args, _original=original, **kwargs):
+            t0 = time.perf_counter()
+            result = _original(self, *args, **kwargs)
+            time.sleep((time.perf_counter() - t0) * fraction)
+            return result
+
+        setattr(EngineCore, name, slowed)
 
 
 def _patch_generate(faults: dict) -> None:

@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-FAULT_PLUGIN = ROOT / "tests" / "cpu_tier" / "vllm_faults"
-
-
-def slowed_python(folder: Path, fraction: float) -> str:
-    """This interpreter, its engines `fraction` slower per step (the fault plugin's step_slowdown)."""
-    path = folder / f"python-{fraction:g}"
-    path.write_text(f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
-                    f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\nexec {sys.executable} \"$@\"\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
+from suite import slowed_python  # noqa: E402
 
 
 def main() -> int:

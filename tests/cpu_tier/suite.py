@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,14 @@ def only_run_dir(reports: Path) -> Path:
 
 def read_results(run_dir: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}
+
+
+def slowed_python(folder: Path, fraction: float) -> str:
+    """This interpreter with its engines `fraction` slower per step (the fault plugin's step_slowdown):
+    a candidate build slower by a known amount, for `--candidate`."""
+    path = folder / f"python-{fraction:g}"
+    path.write_text(f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
+                    f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                    f'exec {sys.executable} "$@"\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)

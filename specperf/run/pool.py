@@ -1,6 +1,8 @@
-"""Engines by engine key: one alive at a time, started on first use, never restarted after a failure.
+"""Engines by slot (an environment's interpreter and an engine key): started on first use, kept while
+wanted, never restarted after a failure.
 
-Scenarios arrive grouped by engine key, so each engine starts once.  A key whose engine failed
+Scenarios arrive grouped by engine key, so each engine starts once; usually one is alive at a time,
+a few when a run pairs them (a gate's two builds, an SD engine and its no-SD reference).  A key whose engine failed
 (start failure, crash, timeout) fails its later scenarios at once with the same one-line cause.
 """
 

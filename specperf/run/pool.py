@@ -2,8 +2,9 @@
 wanted, never restarted after a failure.
 
 Scenarios arrive grouped by engine key, so each engine starts once; usually one is alive at a time,
-a few when a run pairs them (a gate's two builds, an SD engine and its no-SD reference).  A key whose engine failed
-(start failure, crash, timeout) fails its later scenarios at once with the same one-line cause.
+a few when a run pairs them (a gate's two builds, an SD engine and its no-SD reference).  A slot
+whose engine failed (start failure, crash, timeout) fails its later scenarios at once with the
+same one-line cause.
 """
 
 from __future__ import annotations

@@ -125,3 +125,20 @@ def test_paired_reference_measures_speedup_per_pair(tmp_path):
     assert result.metrics["speedup"].samples == pytest.approx([2.0] * 8)
     assert result.metrics["lossless_fraction"].value == 1.0
     assert len(starter.started) == 2 and not any(e.closed for e in starter.started)
+
+
+def test_an_environment_is_described_without_importing_vllm(tmp_path, monkeypatch):
+    import sys
+
+    from specperf.run import environments
+
+    dist = tmp_path / "vllm-0.12.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.12.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    facts = environments.describe(sys.executable)
+    assert (facts["vllm"], facts["distribution"], facts["specperf"]) == ("0.12.0", "vllm", "0.1.0")
+    assert facts["modules"] == {"arctic_inference": False}
+    assert facts["methods"]["ngram"] is None and facts["methods"]["eagle3"] is None
+    assert "needs vLLM >= 0.15.0" in facts["methods"]["draft_model"]
+    assert "arctic-inference" in facts["methods"]["suffix"]

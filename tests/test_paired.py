@@ -56,3 +56,11 @@ def test_broken_pairs_are_left_out():
 def test_identical_rounds_pass_with_a_point_interval():
     verdict = compare_paired("throughput_tok_s", [100.0] * 6, [100.0] * 6)
     assert verdict.status == "pass" and verdict.ci_low == verdict.ci_high == 0
+
+
+def test_a_significant_change_whose_interval_includes_no_change_passes():
+    current = [100.0] * 10
+    candidate = [90.0] * 7 + [100.1] * 3
+    verdict = compare_paired("throughput_tok_s", current, candidate)
+    assert verdict.p_value < 0.05 and verdict.ci_low < 0 <= verdict.ci_high
+    assert verdict.status == "pass" and "interval includes no change" in verdict.note

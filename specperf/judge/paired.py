@@ -2,9 +2,9 @@
 
 Round i of the current engine and round i of the candidate ran back to back, so whatever the machine
 did meanwhile touched both: their ratio cancels the drift that separate runs cannot.  A speed metric
-regresses when the median of the per-pair ratios moved beyond the tolerance AND a one-sided Wilcoxon
-signed-rank test on the log ratios agrees; the change comes with a bootstrap interval of the median
-ratio (Kalibera and Jones; Chromium's Pinpoint judges pairs the same way).
+regresses when the median of the per-pair ratios moved beyond the tolerance, a one-sided Wilcoxon
+signed-rank test on the log ratios agrees, and the bootstrap interval of the median ratio excludes
+no change (Kalibera and Jones; Chromium's Pinpoint judges pairs the same way).
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ def compare_paired(metric: str, current: list[float], candidate: list[float],
     verdict.p_value = one_sided_p([math.log(r) for r in pair_ratios], lower=change < 0)
     if verdict.p_value >= ALPHA:
         verdict.note += f"; beyond tolerance but not significant (p >= {ALPHA})"
+        return verdict
+    if low <= 1 <= high:
+        verdict.note += "; beyond tolerance but the interval includes no change"
         return verdict
     verdict.status = REGRESSION if worse_by > 0 else IMPROVEMENT
     return verdict

@@ -114,7 +114,8 @@ def _gate_lines(gate) -> str:
     parts = ["**Upgrade gate**: " + md_escape(gate.versions) + " (speed judged pair by pair; baseline = current build)"]
     for method, sides in gate.capabilities:
         if any(s != "supported" for s in sides):
-            parts.append(f"- {md_escape(method)}: " + "; ".join(md_escape(s) for s in sides))
+            parts.append(f"- {md_escape(method)}: " + "; ".join(
+                f"{md_escape(b['side'])}: {md_escape(s)}" for b, s in zip(gate.builds, sides)))
     for setting, values, ids in gate.config_diff:
         parts.append(f"- setting {md_escape(setting)}: {md_escape(values[0])} → {md_escape(values[1])} "
                      f"({len(ids)} scenarios)")

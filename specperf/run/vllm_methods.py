@@ -88,6 +88,11 @@ def parse_version(vllm_version: str) -> Version:
         raise UnsupportedMethod(f"unsupported: cannot read the vLLM version {vllm_version!r}") from None
 
 
+def extra_modules() -> list[str]:
+    """The modules some methods need besides vLLM (arctic_inference for suffix)."""
+    return sorted({span.needs_module for span in SPANS if span.needs_module})
+
+
 def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 

@@ -56,7 +56,7 @@ def main() -> int:
             for repeat in range(args.repeats):
                 measured = measure_rounds(pool, wanted, calls.calls, scenario.output_len,
                                           scenario.warmup if repeat == 0 else 0, args.pairs)
-                throughput = {side: [r.output_tokens / r.wall_s for r in rounds]
+                throughput = {side: [r.throughput for r in rounds]
                               for side, rounds in measured.rounds.items()}
                 verdict = compare_paired("throughput_tok_s", throughput["current"], throughput["candidate"],
                                          scenario.gate_tolerance)

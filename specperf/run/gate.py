@@ -24,7 +24,7 @@ class SideSummary:
 
 def paired_reference(rounds: list[RoundResult]) -> Reference:
     """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair."""
-    throughputs = [r.output_tokens / r.wall_s if r.wall_s > 0 else 0.0 for r in rounds]
+    throughputs = [r.throughput for r in rounds]
     return Reference(statistics.median(throughputs), [output_hash(ids) for ids in rounds[0].token_ids],
                      paired=throughputs)
 

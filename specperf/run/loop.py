@@ -31,6 +31,11 @@ class RoundResult:
     texts: list[str]
     memory: dict = field(default_factory=dict)
 
+    @property
+    def throughput(self) -> float:
+        """Output tokens per second of the round (0 for a round that took no time)."""
+        return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
 
 def balanced_schedule(labels: Sequence[str], rounds: int) -> list[str]:
     """Rounds per engine, in the order A B B A A B ... (one engine: A A A ...).
@@ -50,21 +55,23 @@ def run_rounds(step: Callable[[], None], count: int) -> None:
         step()
 
 
-def _generate(engine: Generator, prompts: list[list[int]], max_tokens: int, deadline: float) -> dict:
-    return engine.generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
+def _generate(engines: Mapping[str, Generator], label: str, prompts: list[list[int]], max_tokens: int,
+              deadline: float) -> dict:
+    """One call on engine `label`; a failure carries the label (`engine_label`) for the caller."""
+    try:
+        return engines[label].generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
+    except Exception as err:
+        err.engine_label = label
+        raise
 
 
 def warm_up(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_tokens: int, warmup: int,
             deadline: float = float("inf")) -> float:
     """Run the first call `warmup` times on every engine; returns the seconds it took."""
     t0 = time.monotonic()
-    for label, engine in engines.items():
+    for label in engines:
         for _ in range(warmup):
-            try:
-                _generate(engine, calls[0], max_tokens, deadline)
-            except Exception as err:
-                err.engine_label = label
-                raise
+            _generate(engines, label, calls[0], max_tokens, deadline)
     return time.monotonic() - t0
 
 
@@ -80,11 +87,7 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
 
     def step() -> None:
         label = next(pending)
-        try:
-            replies = [_generate(engines[label], c, max_tokens, deadline) for c in calls]
-        except Exception as err:
-            err.engine_label = label           # which engine failed, for the caller
-            raise
+        replies = [_generate(engines, label, c, max_tokens, deadline) for c in calls]
         results[label].append(RoundResult(
             engine=label,
             wall_s=sum(r["wall_s"] for r in replies),

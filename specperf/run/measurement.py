@@ -39,36 +39,41 @@ def _facts(engine) -> EngineFacts:
     return EngineFacts(engine.provenance, engine.effective_config, engine.config.env)
 
 
+def _phases(labels: list[str], rounds: int, blocks: int | None):
+    """(engines alive, schedule) in turn: all engines alternating round by round, or blocks of
+    `blocks` rounds with one engine alive, the order flipping each time (A B B A ...)."""
+    if blocks is None or len(labels) == 1:
+        yield labels, balanced_schedule(labels, rounds)
+        return
+    done, forward = 0, True
+    while done < rounds:
+        size = min(blocks, rounds - done)
+        for label in (labels if forward else list(reversed(labels))):
+            yield [label], [label] * size
+        done, forward = done + size, not forward
+
+
 def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
                    warmup: int, rounds: int, *, deadline: float = float("inf"), blocks: int | None = None,
                    gpus: list[int] | None = None,
                    rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> Measured:
-    """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order."""
+    """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order.
+    `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
     labels = list(wanted)
-    if blocks is None or len(labels) == 1:
-        engines, start_s = pool.engines_for(wanted)
-        warmup_s = warm_up(engines, calls, max_tokens, warmup, deadline)
+    blocked = blocks is not None and len(labels) > 1
+    measured = Measured({label: [] for label in labels}, {},
+                        f"blocks of {blocks} rounds" if blocked else "interleaved" if len(labels) > 1 else "single")
+    for alive, schedule in _phases(labels, rounds, blocks):
+        engines, start_s = pool.engines_for({label: wanted[label] for label in alive})
+        measured.engines |= {label: _facts(engine) for label, engine in engines.items()}
+        measured.start_s += start_s
+        measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
         t0 = time.monotonic()
         with TelemetrySampler(gpus) as sampler:
-            result = measure(engines, calls, max_tokens, schedule=balanced_schedule(labels, rounds),
-                             deadline=deadline, rounds_runner=rounds_runner)
-        return Measured(result, {label: _facts(e) for label, e in engines.items()},
-                        "interleaved" if len(labels) > 1 else "single", start_s, warmup_s,
-                        time.monotonic() - t0, [sampler.summary()])
-    measured = Measured({label: [] for label in labels}, {}, f"blocks of {blocks} rounds")
-    done, forward = 0, True
-    while done < rounds:
-        size = min(blocks, rounds - done)
-        for label in (labels if forward else reversed(labels)):
-            engines, start_s = pool.engines_for({label: wanted[label]})
-            measured.engines[label] = _facts(engines[label])
-            measured.start_s += start_s
-            measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
-            t0 = time.monotonic()
-            with TelemetrySampler(gpus) as sampler:
-                measured.rounds[label] += measure(engines, calls, max_tokens, schedule=[label] * size,
-                                                  deadline=deadline)[label]
-            measured.measure_s += time.monotonic() - t0
-            measured.telemetry.append(sampler.summary())
-        done, forward = done + size, not forward
+            phase = measure(engines, calls, max_tokens, schedule=schedule, deadline=deadline,
+                            rounds_runner=run_rounds if blocked else rounds_runner)
+        measured.measure_s += time.monotonic() - t0
+        measured.telemetry.append(sampler.summary())
+        for label, done in phase.items():
+            measured.rounds[label] += done
     return measured

@@ -68,11 +68,6 @@ class EnginePool:
         self._failed: dict[Slot, EngineKeyFailed] = {}
         self._live: dict[Slot, Engine] = {}
 
-    def engine_for(self, scenario: Scenario) -> tuple[Engine, float]:
-        """The engine of this scenario's key (the only one alive), started if needed, and the start time."""
-        engines, start_s = self.engines_for({"a": (scenario, None)})
-        return engines["a"], start_s
-
     def engines_for(self, wanted: dict[str, tuple[Scenario, str | None]]) -> tuple[dict[str, Engine], float]:
         """label -> (scenario, python): these engines alive, every other one closed; returns them and
         the seconds spent starting.  `python` None is this environment's vLLM."""
@@ -111,10 +106,8 @@ class EnginePool:
             self.stats.start_s += time.monotonic() - t0
         return time.monotonic() - t0
 
-    def fail(self, slot: Slot | str, message: str, kind: str) -> EngineKeyFailed:
-        """Remember that this slot's engine failed (its later scenarios fail at once) and close it.
-        A bare engine key means this environment's engine of that key."""
-        slot = (None, slot) if isinstance(slot, str) else slot
+    def fail(self, slot: Slot, message: str, kind: str) -> EngineKeyFailed:
+        """Remember that this slot's engine failed (its later scenarios fail at once) and close it."""
         failure = self._failed.setdefault(slot, EngineKeyFailed(message, kind))
         if slot in self._live:
             self._close(slot)

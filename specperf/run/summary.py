@@ -65,7 +65,7 @@ def _speedups(throughputs: list[float], reference: Reference | None) -> list[flo
 def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Request],
               reference: Reference | None) -> Summary:
     """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known."""
-    throughputs = [r.output_tokens / r.wall_s if r.wall_s > 0 else 0.0 for r in rounds]
+    throughputs = [r.throughput for r in rounds]
     first = rounds[0]
     counters = metrics.sum_counters([r.counters for r in rounds])
     output_hashes = [metrics.output_hash(ids) for ids in first.token_ids]

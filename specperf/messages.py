@@ -9,3 +9,18 @@ def one_line(err: BaseException, limit: int | None = None) -> str:
         err = err.__cause__ or err.__context__
     text = f"{type(err).__name__}: {' '.join(str(err).split()) or repr(err)}"
     return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+
+
+# Parts of a pydantic error location that name no field: the mark of an invalid dict key, and the
+# member of a union type that was tried ("float" in metrics.x.value.float).
+NOT_FIELDS = frozenset({"[key]", "float", "int", "str", "bool", "none", "list[float]", "list[int]"})
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    """A pydantic error location as a field path: ``("cells", 0, "batch_sizes", 1)`` -> ``cells[0].batch_sizes[1]``."""
+    path = ""
+    for part in loc:
+        if part in NOT_FIELDS:
+            continue
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path

@@ -19,10 +19,10 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from . import __version__
+from .messages import field_path
 from .records import SCHEMA_VERSION, Record, RunFile, ScenarioResult
 
 R = TypeVar("R", bound=Record)
-UNION_TAGS = {"float", "int", "str", "bool", "list[float]", "list[int]", "none"}
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -76,8 +76,7 @@ def read_json(path: Path, what: str) -> dict:
 def validation_problem(err: ValidationError) -> str:
     """pydantic's first complaint as 'field.path: problem'."""
     first = err.errors()[0]
-    parts = [part for part in first["loc"] if part not in UNION_TAGS]     # "float" in value.float: the union member
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts).lstrip(".")
+    where = field_path(tuple(first["loc"]))
     return f"{where or 'file'}: {first['msg']}"
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
 from ..judge.metrics import METRICS
+from ..messages import field_path
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
 from .registry import BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, TIERS, method_names, workload_names
 
@@ -264,16 +265,6 @@ def problem(err: ValidationError) -> str:
     else:
         text = first["msg"]
     return f"{field_path(loc)}: {text}"
-
-
-def field_path(loc: tuple[str | int, ...]) -> str:
-    """``("cells", 0, "batch_sizes", 1)`` -> ``cells[0].batch_sizes[1]``."""
-    path = ""
-    for part in loc:
-        if part == "[key]":     # pydantic's mark of an invalid dict key: the key names the field
-            continue
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-    return path
 
 
 def json_schema() -> dict[str, Any]:

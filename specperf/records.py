@@ -233,6 +233,12 @@ class BaselineRef(Record):
     metric_samples: dict[str, list[float | list[float] | None] | None] = Field(default_factory=dict)
     memory_peak_mib: float | None = None
 
+    @classmethod
+    def of(cls, metrics: dict[str, Metric], **facts: Any) -> BaselineRef:
+        """The medians and samples of `metrics`, with the other facts given."""
+        return cls(metric_medians={k: m.value for k, m in metrics.items()},
+                   metric_samples={k: m.samples for k, m in metrics.items()}, **facts)
+
 
 class Side(Record):
     """What one build measured of a scenario in a paired run (the current build, in a gate)."""

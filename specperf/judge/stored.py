@@ -15,11 +15,9 @@ from .verdicts import judge
 
 def baseline_ref(baseline: Baseline) -> BaselineRef:
     """What the report shows of the baseline that judged a result."""
-    return BaselineRef(
-        vllm=baseline.provenance.get("vllm"), recorded_at=baseline.recorded_at,
+    return BaselineRef.of(
+        baseline.metrics, vllm=baseline.provenance.get("vllm"), recorded_at=baseline.recorded_at,
         effective_config=baseline.effective_config, device=baseline.device,
-        metric_medians={k: v.value for k, v in baseline.metrics.items()},
-        metric_samples={k: v.samples for k, v in baseline.metrics.items()},
         memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None,
     )
 

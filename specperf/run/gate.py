@@ -43,11 +43,9 @@ def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
 
 def current_as_baseline(current: SideSummary) -> BaselineRef:
     """The current build in the role a stored baseline has elsewhere: what the candidate is judged against."""
-    metrics = current.summary.metrics
-    return BaselineRef(vllm=current.engine.provenance.get("vllm"), effective_config=current.engine.effective_config,
-                       metric_medians={k: m.value for k, m in metrics.items()},
-                       metric_samples={k: m.samples for k, m in metrics.items()},
-                       memory_peak_mib=current.summary.memory.peak_mib)
+    return BaselineRef.of(current.summary.metrics, vllm=current.engine.provenance.get("vllm"),
+                          effective_config=current.engine.effective_config,
+                          memory_peak_mib=current.summary.memory.peak_mib)
 
 
 def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str) -> Gate:

@@ -221,8 +221,8 @@ class RunSession:
         sides = {}
         for side in [label for label in (CURRENT, CANDIDATE) if label in wanted]:
             sides[side] = self._side(scenario, side, measured, calls, problems)
-        main = sides[CANDIDATE if CANDIDATE in sides else CURRENT]
-        facts = measured.engines[CANDIDATE if CANDIDATE in sides else CURRENT]
+        judged = CANDIDATE if CANDIDATE in sides else CURRENT     # a gate's result is the candidate's
+        main, facts = sides[judged], measured.engines[judged]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
         result.rounds, result.counters, result.memory = main.summary.rounds, main.summary.counters, main.summary.memory

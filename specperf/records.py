@@ -218,9 +218,6 @@ class Verdict(Record):
         lines += ["  " + m.line() for m in self.metrics if m.status in FAILING]
         return "\n".join(lines)
 
-    def failure_message(self) -> str:
-        return self.message
-
 
 class BaselineRef(Record):
     """What a result shows of the baseline that judged it."""

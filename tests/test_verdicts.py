@@ -10,7 +10,7 @@ from specperf.judge.baselines import baseline_from_result
 from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
 from specperf.judge.metrics import metric_samples
 from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, compare_metric, judge, spec_for, tolerance_for
-from specperf.records import Baseline, Metric, MetricVerdict, Verdict as ScenarioVerdict
+from specperf.records import Baseline, Metric, MetricVerdict, Verdict
 from specperf.status import (ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY,
                              worst)
 
@@ -344,7 +344,7 @@ def test_worst():
 
 def test_failure_message():
     verdict = judge(make_record(throughput=scaled(THROUGHPUT, 0.6)), baseline_of())
-    message = verdict.failure_message()
+    message = verdict.message
     lines = message.splitlines()
     assert lines[0] == "tiny-llama-eagle3-k3-bs4-gsm8k: regression"
     throughput = next(line for line in lines if "throughput_tok_s" in line)
@@ -366,18 +366,18 @@ def test_metric_line_formats():
 
 
 def test_scenario_failure_message_with_note():
-    verdict = ScenarioVerdict(scenario_id="x", status=ERROR, note="boom")
-    assert verdict.failed and verdict.failure_message() == "x: error (boom)"
+    verdict = Verdict(scenario_id="x", status=ERROR, note="boom")
+    assert verdict.failed and verdict.message == "x: error (boom)"
 
 
 def test_verdict_failed_and_message_are_derived_again_on_load():
-    verdict = ScenarioVerdict(scenario_id="x", status=ERROR, note="boom")
+    verdict = Verdict(scenario_id="x", status=ERROR, note="boom")
     stored = verdict.to_json()
     assert stored["failed"] is True and stored["message"] == "x: error (boom)"
-    stale = ScenarioVerdict.model_validate({**stored, "failed": False, "message": "stale"})
+    stale = Verdict.model_validate({**stored, "failed": False, "message": "stale"})
     assert stale == verdict and stale.failed and stale.message == "x: error (boom)"
-    passing = ScenarioVerdict.model_validate({**stored, "status": PASS})
-    assert not passing.failed and passing.message == "" and passing.failure_message() == ""
+    passing = Verdict.model_validate({**stored, "status": PASS})
+    assert not passing.failed and passing.message == ""
 
 
 def test_informational_metrics_are_judged_but_do_not_fail_the_scenario():

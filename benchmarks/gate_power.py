@@ -8,14 +8,13 @@ judged `--repeats` times with `--pairs` pairs (the engines stay up between repea
 gives how often throughput was flagged as a regression.  Prints figures, asserts nothing.  Needs the
 CPU tier's environment:
 
-    SPECPERF_DATASET_DIR=../shared/datasets .tox/cpu/bin/python benchmarks/gate_power.py \\
+    .tox/cpu/bin/python benchmarks/gate_power.py \\
         --slowdowns 0 0.02 0.05 0.10 --repeats 10 --pairs 10
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from suite import slowed_python  # noqa: E402
 def main() -> int:
     from specperf.judge.paired import compare_paired
     from specperf.profiles.scenarios import load_profile
+    from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
@@ -43,7 +43,7 @@ def main() -> int:
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
-    prepare = CallPreparer(os.environ.get("SPECPERF_DATASET_DIR"))
+    prepare = CallPreparer(default_dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
     rows = []
     for scenario in scenarios:

@@ -15,6 +15,7 @@ import pytest
 
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .profiles.registry import markers
+from .profiles.workloads import default_dataset_dir
 from .records import RunFile
 from .run.versions import installed_version, xdist_grouping_problem
 from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
@@ -40,8 +41,9 @@ def pytest_addoption(parser):
     group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
     group.addoption("--reports-dir", default="reports", help="where run directories are written (default: reports)")
     group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
-    group.addoption("--dataset-dir", default=os.environ.get("SPECPERF_DATASET_DIR"),
-                    help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR; else the dataset hub)")
+    group.addoption("--dataset-dir", default=default_dataset_dir(),
+                    help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR, else a shared/datasets "
+                         "folder beside the checkout, else the dataset hub)")
     group.addoption("--update-baselines", action="store_true",
                     help="store this run's valid results as the new baselines (complete runs only)")
     group.addoption("--scenario-timeout", type=float, default=3600.0,

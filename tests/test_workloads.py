@@ -569,15 +569,11 @@ def test_overlap_bleu4():
 # --------------------------------------------------------------------------
 
 
-def _shared_datasets() -> Path | None:
-    env = os.environ.get("SPECPERF_DATASET_DIR")
-    candidate = Path(env) if env else REPO_ROOT.parent / "shared" / "datasets"
-    return candidate if candidate.is_dir() else None
-
-
-SHARED = _shared_datasets()
-# Set but missing is a broken set-up (tox and CI set it): fail, never skip silently.
-NAMED_BUT_MISSING = os.environ.get("SPECPERF_DATASET_DIR") and SHARED is None
+SHARED = wl.default_dataset_dir()
+# Named but missing is a broken set-up (.ci/run names it): fail, never skip silently.
+NAMED_BUT_MISSING = os.environ.get(wl.DATASET_DIR_VARIABLE) and not SHARED.is_dir()
+if SHARED is not None and not SHARED.is_dir():
+    SHARED = None
 
 
 def test_the_named_dataset_folder_exists():

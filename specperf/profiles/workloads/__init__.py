@@ -32,10 +32,11 @@ the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
 from .prompts import Request, overlap_bleu4, render_prompt
 from .sampling import WorkloadSample, WorkloadUnavailable, count_tokens, load
-from .sources import WorkloadError
+from .sources import DATASET_DIR_VARIABLE, WorkloadError, default_dataset_dir
 from .synthetic import synthetic_gpqa_records
 
 __all__ = [
+    "DATASET_DIR_VARIABLE",
     "WORKLOADS",
     "HubSource",
     "LocalFile",
@@ -45,6 +46,7 @@ __all__ = [
     "WorkloadSample",
     "WorkloadUnavailable",
     "count_tokens",
+    "default_dataset_dir",
     "load",
     "overlap_bleu4",
     "render_prompt",

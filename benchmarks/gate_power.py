@@ -1,15 +1,14 @@
 """The paired gate's power on this machine: how often it flags a known slowdown, and how often nothing.
 
-For each scenario, a current engine (this environment) and a candidate engine run in alternating
-rounds, exactly as `pytest tests_perf --candidate PYTHON` runs them.  The candidate is this same
-environment through a wrapper interpreter that loads the CPU-tier fault plugin and sleeps a fraction
-of every engine step (`step_slowdown`); a fraction of 0 is an A/A gate.  Each (scenario, slowdown) is
-judged `--repeats` times with `--pairs` pairs (the engines stay up between repeats), and the table
-gives how often throughput was flagged as a regression.  Prints figures, asserts nothing.  Needs the
-CPU tier's environment:
+Each repeat is one gate run of one scenario, as `pytest tests_perf --candidate PYTHON` runs it:
+a current engine (this environment) and a candidate engine start fresh, warm up, and run rounds
+alternately (A B B A ...).  The candidate is this same environment through a wrapper interpreter
+that loads the CPU-tier fault plugin and sleeps a fraction of every engine step (`step_slowdown`);
+a fraction of 0 is an A/A gate.  Every repeat is judged on its first N pairs for each N of
+`--judge-pairs` (the first 5 pairs of a 10-pair run are a 5-pair run), so one study shows what
+each number of rounds buys.  Prints figures, asserts nothing.  Needs the CPU tier's environment:
 
-    .tox/cpu/bin/python benchmarks/gate_power.py \\
-        --slowdowns 0 0.02 0.05 0.10 --repeats 10 --pairs 10
+    .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.02 0.05 0.10 --repeats 10
 """
 
 from __future__ import annotations
@@ -24,67 +23,81 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
 from suite import slowed_python  # noqa: E402
 
+DEFAULT_SCENARIOS = ["smollm2-135m-ngram-k3-bs1-instructcoder", "tiny-mimo-mtp-k1-bs1-instructcoder"]
+POWER = 0.95
+
+
+def one_gate(scenario, calls, candidate: str, pairs: int) -> tuple[dict[str, list[float]], float]:
+    """A fresh current and candidate engine, warm-up, `pairs` pairs: the throughput of every round
+    per side, and the mean round time."""
+    from specperf.run.measurement import measure_rounds
+    from specperf.run.pool import EnginePool
+
+    pool = EnginePool(log=lambda line: None)
+    try:
+        measured = measure_rounds(pool, {"current": (scenario, None), "candidate": (scenario, candidate)},
+                                  calls.calls, scenario.output_len, scenario.warmup, pairs)
+    finally:
+        pool.close()
+    return ({side: [r.throughput for r in rounds] for side, rounds in measured.rounds.items()},
+            measured.measure_s / (2 * pairs))
+
 
 def main() -> int:
     from specperf.judge.paired import compare_paired
     from specperf.profiles.scenarios import load_profile
     from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
-    from specperf.run.measurement import measure_rounds
-    from specperf.run.pool import EnginePool
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-gate")
-    parser.add_argument("-k", dest="select", nargs="*", default=["smollm2-135m-ngram-k3-bs1-instructcoder",
-                                                                 "tiny-mimo-mtp-k1-bs1-instructcoder"])
+    parser.add_argument("-k", dest="select", nargs="*", default=DEFAULT_SCENARIOS)
     parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.10])
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--judge-pairs", type=int, nargs="+", default=[5, 10],
+                        help="judge each repeat on its first N pairs, for each N; the largest is measured")
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
     prepare = CallPreparer(default_dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
-    rows = []
+    pair_counts = sorted(args.judge_pairs)
+    rows = []       # (scenario, slowdown, pairs, flagged, changes, round_s)
     for scenario in scenarios:
         calls = prepare(scenario)
-        pool = EnginePool(log=lambda line: None)
         for fraction in args.slowdowns:
             candidate = slowed_python(wrappers, fraction)
-            wanted = {"current": (scenario, None), "candidate": (scenario, candidate)}
-            changes, flagged, p_values, t0 = [], 0, [], time.monotonic()
-            for repeat in range(args.repeats):
-                measured = measure_rounds(pool, wanted, calls.calls, scenario.output_len,
-                                          scenario.warmup if repeat == 0 else 0, args.pairs)
-                throughput = {side: [r.throughput for r in rounds]
-                              for side, rounds in measured.rounds.items()}
-                verdict = compare_paired("throughput_tok_s", throughput["current"], throughput["candidate"],
-                                         scenario.gate_tolerance)
-                changes.append(verdict.change)
-                flagged += verdict.status == "regression"
-                if verdict.p_value is not None:
-                    p_values.append(verdict.p_value)
-            round_s = measured.measure_s / (2 * args.pairs)
-            rows.append((scenario.id, fraction, flagged, args.repeats, statistics.median(changes), min(changes),
-                         max(changes), round_s, time.monotonic() - t0))
-            print(f"{scenario.id} slowdown {fraction:.0%}: flagged {flagged}/{args.repeats}, "
-                  f"median change {statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%}), "
-                  f"round {round_s:.2f} s", flush=True)
-        pool.close()
+            found = {n: ([], 0) for n in pair_counts}
+            round_times, t0 = [], time.monotonic()
+            for _ in range(args.repeats):
+                throughput, round_s = one_gate(scenario, calls, candidate, pair_counts[-1])
+                round_times.append(round_s)
+                for n in pair_counts:
+                    verdict = compare_paired("throughput_tok_s", throughput["current"][:n],
+                                             throughput["candidate"][:n], scenario.gate_tolerance)
+                    changes, flagged = found[n]
+                    found[n] = (changes + [verdict.change], flagged + (verdict.status == "regression"))
+            for n, (changes, flagged) in found.items():
+                rows.append((scenario.id, fraction, n, flagged, changes, statistics.median(round_times)))
+                print(f"{scenario.id} slowdown {fraction:.0%}, {n} pairs: flagged {flagged}/{args.repeats}, "
+                      f"median change {statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})",
+                      flush=True)
+            print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats} gate runs)", flush=True)
 
-    print(f"\npaired gate, {args.pairs} pairs per judgement, tolerance {scenarios[0].gate_tolerance:.0%}, "
-          f"{args.repeats} repeats per row")
-    print(f"{'scenario':<42} {'slowdown':>8} {'flagged':>8} {'median change':>14} {'range':>17} {'round':>7}")
-    for sid, fraction, flagged, repeats, median, low, high, round_s, _ in rows:
-        print(f"{sid:<42} {fraction:>8.0%} {flagged:>4}/{repeats:<3} {median:>+14.1%} "
-              f"{f'{low:+.1%}..{high:+.1%}':>17} {round_s:>6.2f}s")
+    print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines) "
+          f"per row, throughput judged")
+    print(f"{'scenario':<42} {'pairs':>5} {'slowdown':>8} {'flagged':>8} {'median change':>14} {'range':>17} "
+          f"{'round':>7}")
+    for sid, fraction, n, flagged, changes, round_s in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
+        print(f"{sid:<42} {n:>5} {fraction:>8.0%} {flagged:>4}/{args.repeats:<3} {statistics.median(changes):>+14.1%} "
+              f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>17} {round_s:>6.2f}s")
     for sid in dict.fromkeys(r[0] for r in rows):
-        mine = [r for r in rows if r[0] == sid]
-        false_alarms = next((r[2] / r[3] for r in mine if r[1] == 0), None)
-        detected = [r[1] for r in mine if r[1] > 0 and r[2] / r[3] >= 0.95]
-        print(f"{sid}: A/A false alarms {false_alarms if false_alarms is None else f'{false_alarms:.0%}'}; "
-              f"smallest slowdown flagged in >= 95% of repeats: "
-              f"{f'{min(detected):.0%}' if detected else 'none of those tried'}")
+        for n in pair_counts:
+            mine = [r for r in rows if r[0] == sid and r[2] == n]
+            false_alarms = next((f"{r[3]}/{args.repeats}" for r in mine if r[1] == 0), "not run")
+            detected = [r[1] for r in mine if r[1] > 0 and r[3] / args.repeats >= POWER]
+            print(f"{sid}, {n} pairs: A/A false alarms {false_alarms}; smallest slowdown flagged in "
+                  f">= {POWER:.0%} of runs: {f'{min(detected):.0%}' if detected else 'none of those tried'}")
     return 0
 
 

@@ -1,15 +1,16 @@
 """The only module that imports vLLM.
 
-Each engine lives in a child process of its own (one per engine key, one alive at a time).
+Each engine lives in a child process of its own (one per engine key and build; a gate keeps two alive).
 The child imports vLLM, builds `LLM(...)` and serves `generate` requests over a pipe; it times
 each call itself, so the pipe never enters a measurement.  A child process per engine returns
 all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
 in-process mode (a second engine in one process fails once numba is imported).
 The process and everything it starts (vLLM's tensor-parallel workers) form one process group,
-killed as a whole (see child.py).  An engine of another environment (the candidate of an upgrade
-gate) is the same child turned, by exec, into that environment's interpreter, which runs this
-module as `python -m specperf.run.engine FD CONFIG`: a spawned child would import this
-environment's vLLM, because spawn hands its children the parent's sys.path.
+killed as a whole (see child.py).  The child turns, by exec, into a fresh interpreter (this
+environment's, or the candidate's of an upgrade gate) that runs this module as
+`python -m specperf.run.engine FD CONFIG`.  Every engine starts that one way: an engine served
+in the spawned child itself ran up to 3% slower than an exec'ed one of the same build, which
+is more than the gate must tell apart (two exec'ed engines agreed within 0.3%).
 """
 
 from __future__ import annotations
@@ -226,11 +227,16 @@ def _serve(conn, config: EngineConfig) -> None:
             return
 
 
+SPECPERF_SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _serve_in(python: str, conn, config: EngineConfig) -> None:
-    """Become `python` (another environment's interpreter, with specperf installed) and serve there."""
+    """Become `python` and serve there.  This specperf's source goes first on its path, so both
+    sides of a gate run the same serving code and only vLLM and its environment differ."""
     fd = conn.fileno()
     os.set_inheritable(fd, True)
-    os.execv(python, [python, "-m", "specperf.run.engine", str(fd), json.dumps(dataclasses.asdict(config))])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")])))
+    os.execve(python, [python, "-m", "specperf.run.engine", str(fd), json.dumps(dataclasses.asdict(config))], env)
 
 
 # ---------------------------------------------------------------- parent side
@@ -238,14 +244,15 @@ def _serve_in(python: str, conn, config: EngineConfig) -> None:
 class Engine:
     """A vLLM engine in its own process.  Use as a context manager, or call close().
 
-    `serve(conn, config)` runs in the engine process and answers the pipe protocol; `python`, an
-    interpreter of another environment, runs the engine with that environment's vLLM."""
+    The engine runs in `python` (default: this interpreter), or another environment's interpreter
+    for that environment's vLLM.  `serve(conn, config)`, for tests, answers the pipe protocol in
+    the spawned child instead."""
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=_serve,
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=None,
                  python: str | None = None):
         self.config = config
-        if python is not None:
-            serve = functools.partial(_serve_in, python)
+        if serve is None:
+            serve = functools.partial(_serve_in, python or sys.executable)
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
         self._process = child.start(context, serve, child_conn, config)
@@ -337,7 +344,7 @@ def default_env() -> dict:
     return env
 
 
-if __name__ == "__main__":          # an engine in another environment: see _serve_in
+if __name__ == "__main__":          # an engine process after exec: see _serve_in
     from multiprocessing.connection import Connection
 
     _serve(Connection(int(sys.argv[1])), EngineConfig(**json.loads(sys.argv[2])))

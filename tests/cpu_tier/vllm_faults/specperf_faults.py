@@ -13,12 +13,12 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
 
-import importlib.abc
-import importlib.util
 import os
 import signal
 import sys
 import time
+
+from specperf.run.after_import import after_import
 
 _calls = 0
 
@@ -52,42 +52,11 @@ def register() -> None:
         _patch_generate(faults)
     if "step_slowdown" in faults:
         fraction = float(faults["step_slowdown"])
-        _after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, fraction))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs `patch(module)` right after vLLM itself imports `name`.  Importing vLLM modules from
-    register() instead would change vLLM's import order, which breaks its CPU worker start."""
-
-    def __init__(self, name: str, patch):
-        self.name, self.patch = name, patch
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            self.patch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def _after_import(name: str, patch) -> None:
-    """patch(module) now if vLLM imported it already, else right after it does."""
-    if name in sys.modules:
-        patch(sys.modules[name])
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, patch))
+        after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, fraction))
 
 
 def _patch_ngram(faults: dict) -> None:
-    sys.meta_path.insert(0, _AfterImport("vllm.v1.spec_decode.ngram_proposer",
-                                         lambda module: _patch_proposer(module.NgramProposer, faults)))
+    after_import("vllm.v1.spec_decode.ngram_proposer", lambda module: _patch_proposer(module.NgramProposer, faults))
 
 
 def _patch_proposer(NgramProposer, faults: dict) -> None:

@@ -58,6 +58,8 @@ def pytest_addoption(parser):
                          "(with specperf installed), rounds alternating, and judge it against this one")
     group.addoption("--gate-blocks", type=int, default=None, metavar="N",
                     help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive")
+    group.addoption("--sd-trace", action="store_true",
+                    help="trace every scenario (per-step acceptance, step time breakdown); ids end in -traced")
 
 
 def pytest_configure(config):

@@ -67,6 +67,7 @@ class ScenarioInfo(Record):
     reference_id: str
     paired_reference: bool = False
     gate_tolerance: float = 0.03
+    trace: bool = False
 
     @property
     def is_reference(self) -> bool:
@@ -150,6 +151,33 @@ class Timings(Record):
     measure_s: float = 0.0
 
 
+class RequestTrace(Record):
+    """One request of the traced round: draft tokens proposed and accepted at each verification step."""
+
+    request_id: str
+    drafted: list[int]
+    accepted: list[int]
+
+
+class Trace(Record):
+    """Inside the steps of a traced scenario (run.tracing): per-step lists of its last measured
+    round, and totals over all its measured rounds.  Step times are microseconds; rest = total -
+    draft - forward - sample (scheduling, input preparation, bookkeeping)."""
+
+    requests: list[RequestTrace] = Field(default_factory=list)
+    step_us: dict[str, list[int]] = Field(default_factory=dict)     # total, draft, forward, sample
+    seconds: dict[str, float] = Field(default_factory=dict)         # the same parts and rest, all rounds
+    steps: int = 0                                                  # engine steps, all rounds
+    output_tokens: int = 0                                          # all rounds
+    drafted: int = 0                                                # per-step counts summed, all rounds
+    accepted: int = 0
+    notes: list[str] = Field(default_factory=list)                  # what could not be traced, and why
+
+    def totals(self) -> Trace:
+        """The totals without the per-step lists: what a baseline keeps."""
+        return self.model_copy(update={"requests": [], "step_us": {}})
+
+
 class Device(Record):
     """What ran the scenario: the CPU, or the GPUs NVML described (more fields then)."""
 
@@ -229,6 +257,7 @@ class BaselineRef(Record):
     metric_medians: dict[str, float | list[float] | None] = Field(default_factory=dict)
     metric_samples: dict[str, list[float | list[float] | None] | None] = Field(default_factory=dict)
     memory_peak_mib: float | None = None
+    trace: Trace | None = None
 
     @classmethod
     def of(cls, metrics: dict[str, Metric], **facts: Any) -> BaselineRef:
@@ -292,6 +321,7 @@ class ScenarioResult(Record):
     verdict: Verdict | None = None
     baseline: BaselineRef | None = None
     gate: Gate | None = None
+    trace: Trace | None = None
 
     @property
     def id(self) -> str:
@@ -326,6 +356,7 @@ class Baseline(Record):
     effective_config: dict[str, Any] | None = None
     memory: Memory | None = None
     recorded_at: str | None = None
+    trace: Trace | None = None                 # its totals: what a regression is attributed against
 
 
 class RunStats(Record):

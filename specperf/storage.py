@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -49,8 +50,15 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+# A list of numbers only, as json.dumps(indent=2) spreads it over one line per number.
+NUMBER_LIST = re.compile(r"\[\s+([-+0-9.eE]+(?:,\s+[-+0-9.eE]+)*)\s+\]")
+
+
 def atomic_write_json(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """Indented JSON, with lists of numbers (samples, traces) kept on one line each."""
+    text = json.dumps(data, indent=2, sort_keys=True)
+    text = NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+    atomic_write_text(path, text + "\n")
 
 
 def _no_constant(name: str):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile
+from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile, traced
 from .records import RunFile
 from .run.device import has_nvidia_gpu
 from .messages import one_line
@@ -151,6 +151,8 @@ def chosen_profile(config) -> Profile:
             raise pytest.UsageError(f"--resume {resume}: its profile {run.profile!r} is not one of "
                                     f"{', '.join(available_profiles())}; name its file with --profile PATH")
         profile = load_profile_or_fail(config.getoption("profile") or (run.profile if run else default_profile()))
+        if config.getoption("sd_trace"):
+            profile = traced(profile)
         if run is not None and profile.name != run.profile:
             raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.profile!r}, "
                                     f"not {profile.name!r}")

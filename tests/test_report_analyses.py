@@ -9,7 +9,7 @@ from records import gpu_device, gpu_telemetry
 from test_report import make_record
 
 from specperf.records import Counters, Memory
-from specperf.report import analyses, charts, view
+from specperf.report import analyses, svg, view
 from specperf.report.format import fmt_duration, fmt_num, fmt_spread
 
 
@@ -235,14 +235,14 @@ def test_view_orders_worst_first_and_counts_every_verdict(tmp_path):
 # --------------------------------------------------------------------------- chart geometry and formats
 
 def test_nice_ticks_cover_the_range_with_round_steps():
-    assert charts.nice_ticks(0.9, 2.1) == [0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]
-    assert charts.nice_ticks(0.5, 3.2) == [0.0, 1.0, 2.0, 3.0, 4.0]
-    assert charts.nice_ticks(1.0, 1.0) == [1.0, 1.2]
+    assert svg.nice_ticks(0.9, 2.1) == [0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]
+    assert svg.nice_ticks(0.5, 3.2) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert svg.nice_ticks(1.0, 1.0) == [1.0, 1.2]
 
 
 def test_line_chart_puts_batch_sizes_on_a_log2_axis():
-    series = [charts.Series("ngram", "#000", "current", [(1, 1.5, "a"), (4, 1.2, "b"), (16, 0.9, "c")])]
-    chart = charts.line_chart(series)
+    series = [svg.Series("ngram", "#000", "current", [(1, 1.5, "a"), (4, 1.2, "b"), (16, 0.9, "c")])]
+    chart = svg.line_chart(series)
     xs = [float(t["x"]) for t in chart["x_ticks"]]
     assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.1)          # 1, 4, 16 equally spaced
     assert [t["label"] for t in chart["x_ticks"]] == ["1", "4", "16"]
@@ -253,7 +253,7 @@ def test_line_chart_puts_batch_sizes_on_a_log2_axis():
 
 
 def test_bar_chart_clamps_rates():
-    bars = charts.bar_chart([1.4, 0.5, -0.1], "#000")["bars"]
+    bars = svg.bar_chart([1.4, 0.5, -0.1], "#000")["bars"]
     assert [b["h"] for b in bars] == ["38.0", "19.0", "0.0"] and bars[0]["label"] == "140"
 
 

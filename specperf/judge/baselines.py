@@ -40,6 +40,7 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
                    for name, entry in result.metrics.items() if name != "per_position_acceptance"},
         provenance=result.provenance, device=result.device.to_json(), effective_config=result.effective_config,
         memory=result.memory, recorded_at=result.finished_at,
+        trace=result.trace.totals() if result.trace else None,
     )
 
 
@@ -63,7 +64,7 @@ def portable_from_result(result: ScenarioResult) -> Baseline:
     baseline = baseline_from_result(result)
     deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].deterministic}
     return baseline.model_copy(update={
-        "hardware_key": PORTABLE, "metrics": deterministic, "device": None, "memory": None,
+        "hardware_key": PORTABLE, "metrics": deterministic, "device": None, "memory": None, "trace": None,
         "summaries": {k: v for k, v in baseline.summaries.items() if k in deterministic}})
 
 

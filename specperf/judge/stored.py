@@ -18,7 +18,7 @@ def baseline_ref(baseline: Baseline) -> BaselineRef:
     return BaselineRef.of(
         baseline.metrics, vllm=baseline.provenance.get("vllm"), recorded_at=baseline.recorded_at,
         effective_config=baseline.effective_config, device=baseline.device,
-        memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None,
+        memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None, trace=baseline.trace,
     )
 
 

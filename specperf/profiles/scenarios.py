@@ -8,6 +8,7 @@ because speedup needs it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import tomllib
@@ -85,6 +86,7 @@ class Scenario:
     informational: tuple = ()     # metrics judged and shown, whose regression does not fail the case
     paired_reference: bool = False    # the no-SD engine runs beside the SD one, rounds alternating
     gate_tolerance: float = 0.03      # paired speed changes within this never regress (judge/paired.py)
+    trace: bool = False               # per-step acceptance and step times (run/tracing.py)
 
     @property
     def id(self) -> str:
@@ -97,7 +99,8 @@ class Scenario:
 
     def _id(self, method_label: str) -> str:
         # The study's batches replicate one prompt; batches of distinct prompts say so in the id.
-        suffix = "" if self.batching == "replicate" else f"-{self.batching}"
+        # A traced scenario is another measurement (tracing costs throughput), with baselines of its own.
+        suffix = ("" if self.batching == "replicate" else f"-{self.batching}") + ("-traced" if self.trace else "")
         return f"{self.model.name}-{method_label}-bs{self.batch_size}-{self.dataset}{suffix}"
 
     @property
@@ -106,13 +109,14 @@ class Scenario:
 
         A builtin checkpoint ("builtin:NAME") is keyed by its recipe version too, so a changed
         recipe changes the scenario hash and never compares with a baseline of the old one."""
-        return _canonical({
+        key = {
             "checkpoints": sorted(_builtin_versions(self.model.path, self.model.tokenizer,
                                                     self.method.params.get("model"))),
             "model": self.model.path, "tokenizer": self.model.tokenizer, "tp": self.model.tp,
             "speculative_config": self.method.speculative_config(),
             "engine_args": self.engine_args, "seed": self.seed,
-        })
+        }
+        return _canonical({**key, "trace": True} if self.trace else key)
 
     @property
     def content_hash(self) -> str:
@@ -139,7 +143,7 @@ class Scenario:
             "batching": self.batching, "engine_args": self.engine_args,
             "tolerances": self.tolerances, "informational": list(self.informational),
             "reference_id": self.reference_id, "paired_reference": self.paired_reference,
-            "gate_tolerance": self.gate_tolerance,
+            "gate_tolerance": self.gate_tolerance, "trace": self.trace,
         }
 
 
@@ -151,6 +155,11 @@ class Profile:
     tier: str
     scenarios: tuple[Scenario, ...]
     requires_gpu: str | None = None     # oldest GPU class that may run the GPU tier, e.g. "H100"
+
+
+def traced(profile: Profile) -> Profile:
+    """The profile with every scenario traced (`--sd-trace`)."""
+    return dataclasses.replace(profile, scenarios=tuple(dataclasses.replace(s, trace=True) for s in profile.scenarios))
 
 
 def profile_path(name_or_path: str) -> Path:
@@ -220,7 +229,7 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
         model=Model(name=cell.model, path=model.path, tokenizer=model.tokenizer, tp=model.tp),
         num_requests=setting("num_requests"), output_len=setting("output_len"),
         rounds=setting("rounds"), warmup=settings.warmup, seed=settings.seed,
-        batching=setting("batching"),
+        batching=setting("batching"), trace=setting("trace"),
         engine_args={**settings.engine_args, **cell.engine_args},
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),

@@ -168,6 +168,8 @@ class ProfileTable(_Table):
                                    "it and alternate their rounds, so speedup is a ratio per pair of rounds")
     gate_tolerance: Tolerance = Field(0.03, description="a paired speed change (--candidate, "
                                       "paired_reference) within this fraction is never a regression")
+    trace: bool = Field(False, description="record per-step acceptance and step times (ids end in "
+                        "-traced; tracing costs some throughput)")
 
 
 class MethodTable(_Table):
@@ -208,6 +210,7 @@ class CellTable(_Table):
     output_len: PositiveInt = _optional("default: [profile] output_len")
     rounds: PositiveInt = _optional("default: [profile] rounds")
     batching: Batching = _optional("default: [profile] batching")
+    trace: bool = _optional("default: [profile] trace")
     engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
     tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")
 

@@ -17,9 +17,12 @@ from markupsafe import Markup
 
 from ..run.telemetry import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
-from .charts import bar_chart, method_colors, speedup_charts
+from .charts import method_colors, speedup_charts
+from .svg import bar_chart
 from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_mib, fmt_num, fmt_p, fmt_pct, fmt_ratio,
                      fmt_spread, pretty_json)
+from ..judge.traces import PART_NAMES
+from .traces import BAR_W, PART_COLORS
 from .view import ReportView, ScenarioView, severity_rank, status_class
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -145,6 +148,7 @@ def render_html(view: ReportView) -> str:
         pays=view.pays,
         memory=view.memory,
         gate=view.gate,
+        traces=view.traces, part_colors=PART_COLORS, part_names=PART_NAMES, bar_w=BAR_W,
         details=details, devices=devices.blocks(), provenances=provenances.blocks(),
         script=script, script_hash=script_hash, text_limit=TEXT_LIMIT,
     )

@@ -31,6 +31,7 @@ def summary_json(view: ReportView) -> dict:
             "metric_verdicts": [{**s.verdict.to_json(), "baseline_stats": s.baseline_stats,
                                  "current_stats": s.current_stats} for s in v.spreads],
             "hint": v.hint or None,
+            "attribution": v.attribution.to_json() if v.attribution else None,
             "lossless": r.lossless.to_json() if r.lossless else None,
             "memory": r.memory.to_json() if r.memory else None,
             "gpu_telemetry": r.gpu_telemetry,
@@ -58,4 +59,5 @@ def summary_json(view: ReportView) -> dict:
         "interrupted": header.interrupted,
         "problems": header.problems,
         "scenarios": scenarios,
+        "traces": view.traces.to_json(),
     }

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..records import Device, ScenarioResult
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, OK, PASS, REGRESSION, \
     SEVERITY, SKIPPED
+from ..judge import traces
 from . import analyses
 from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
 from .gate import GateView, gate_view
+from .traces import TraceViews, trace_views
 from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread, parse_time
 from .loading import RunData
 
@@ -91,8 +93,16 @@ class ScenarioView:
         return self.result.error or ""
 
     @property
+    def attribution(self) -> traces.Attribution | None:
+        """What moved, from the traces, where speed regressed and both sides were traced."""
+        return traces.attribution_of(self.result) if self.status == REGRESSION else None
+
+    @property
     def hint(self) -> str:
-        return IMPROVEMENT_HINT if self.status == IMPROVEMENT else ""
+        if self.status == IMPROVEMENT:
+            return IMPROVEMENT_HINT
+        moved = self.attribution
+        return f"what moved, from the traces: {moved.line()}" if moved else ""
 
     def value(self, metric: str):
         return self.result.value(metric)
@@ -247,6 +257,7 @@ class ReportView:
     pays: SdPays
     memory: MemoryTable
     gate: GateView | None = None
+    traces: TraceViews = field(default_factory=TraceViews)
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -257,4 +268,4 @@ def build_view(data: RunData) -> ReportView:
     views = sorted((scenario_view(r, data.sources.get(r.id)) for r in data.results), key=_order)
     return ReportView(data, build_header(data, views), views, analyses.acceptance_table(data.results),
                       analyses.where_sd_pays(data.results), analyses.memory_table(data.results),
-                      gate_view(data.runs, data.results))
+                      gate_view(data.runs, data.results), trace_views(data.results))

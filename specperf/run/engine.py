@@ -25,7 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import child, vllm_methods
+from . import child, tracing, vllm_methods
 from ..messages import one_line
 from .device import has_nvidia_gpu
 from .versions import installed_vllm
@@ -66,6 +66,7 @@ class EngineConfig:
     speculative_config: dict | None
     engine_args: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
+    trace: bool = False             # run.tracing: per-step acceptance and step times with every call
 
     def llm_kwargs(self) -> dict:
         kwargs = dict(self.engine_args)
@@ -179,13 +180,22 @@ def read_spec_counters(llm) -> dict:
 def _serve(conn, config: EngineConfig) -> None:
     os.environ.update(config.env)
     started = time.perf_counter()
+    timer, public_acceptance = None, False
     try:
+        if config.trace:
+            timer = tracing.load_step_timer()
         provenance = vllm_provenance()
         kwargs = config.llm_kwargs()
         spec = mapped_speculative_config(config, provenance["vllm"])
         if spec is not None:
             kwargs["speculative_config"] = spec
         from vllm import LLM, SamplingParams
+        from vllm.engine.arg_utils import EngineArgs
+
+        if timer is not None and spec is not None and \
+                tracing.DETAILED_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}:
+            kwargs[tracing.DETAILED_METRICS_ARG] = "detailed"
+            public_acceptance = True
 
         llm = LLM(**kwargs)
         conn.send(("ready", {
@@ -209,11 +219,14 @@ def _serve(conn, config: EngineConfig) -> None:
         try:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
             before = read_spec_counters(llm)
+            if timer is not None:
+                timer.drain()
             t0 = time.perf_counter()
             outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
             wall_s = time.perf_counter() - t0
             after = read_spec_counters(llm)
             token_ids = [list(o.outputs[0].token_ids) for o in outputs]
+            trace = None if timer is None else tracing.call_trace(timer, outputs, public_acceptance)
             conn.send(("result", {
                 "wall_s": wall_s,
                 "output_tokens": sum(len(ids) for ids in token_ids),
@@ -221,6 +234,7 @@ def _serve(conn, config: EngineConfig) -> None:
                 "texts": [o.outputs[0].text for o in outputs],
                 "counters_before": before, "counters_after": after,
                 "memory": peak_memory(),
+                "trace": trace,
             }))
         except BaseException as err:  # noqa: BLE001
             conn.send(("error", one_line(err), traceback.format_exc()))

@@ -45,7 +45,8 @@ def current_as_baseline(current: SideSummary) -> BaselineRef:
     """The current build in the role a stored baseline has elsewhere: what the candidate is judged against."""
     return BaselineRef.of(current.summary.metrics, vllm=current.engine.provenance.get("vllm"),
                           effective_config=current.engine.effective_config,
-                          memory_peak_mib=current.summary.memory.peak_mib)
+                          memory_peak_mib=current.summary.memory.peak_mib,
+                          trace=current.summary.trace.totals() if current.summary.trace else None)
 
 
 def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str) -> Gate:

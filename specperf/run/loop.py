@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..judge import metrics
+from . import tracing
 
 
 class Generator(Protocol):
@@ -30,6 +31,7 @@ class RoundResult:
     token_ids: list[list[int]]
     texts: list[str]
     memory: dict = field(default_factory=dict)
+    trace: dict | None = None           # run.tracing's raw trace, from a traced engine
 
     @property
     def throughput(self) -> float:
@@ -97,6 +99,7 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
             token_ids=[ids for r in replies for ids in r["token_ids"]],
             texts=[t for r in replies for t in r["texts"]],
             memory=replies[-1].get("memory") or {},
+            trace=tracing.merge_calls([r.get("trace") for r in replies]),
         ))
 
     rounds_runner(step, len(schedule))

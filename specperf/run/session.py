@@ -229,6 +229,7 @@ class RunSession:
         result.output_hashes, result.outputs = main.summary.output_hashes, main.summary.outputs
         result.metrics, result.lossless = main.summary.metrics, main.summary.lossless
         result.workload.overlap_bleu4 = main.summary.overlap_bleu4
+        result.trace = main.summary.trace
         result.validity = main.validity
         if CANDIDATE in sides:
             result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python)

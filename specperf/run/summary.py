@@ -10,8 +10,9 @@ from ..judge.verdicts import MIN_ROUNDS
 from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
-from ..records import Counters, Lossless, Memory, Metric, Round, ShownOutput, Validity
+from ..records import Counters, Lossless, Memory, Metric, Round, ShownOutput, Trace, Validity
 from .loop import RoundResult
+from .tracing import build_trace
 
 SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000
@@ -37,6 +38,7 @@ class Summary:
     overlap_bleu4: list[float]
     metrics: dict[str, Metric]
     lossless: Lossless | None
+    trace: Trace | None = None
 
 
 def _median(values: list[float]) -> float | None:
@@ -90,6 +92,7 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
         outputs=shown_outputs(requests, first.texts),
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
         metrics=values, lossless=lossless,
+        trace=build_trace([r.trace for r in rounds], requests, sum(r.output_tokens for r in rounds)),
     )
 
 

@@ -1,0 +1,105 @@
+"""Tracing a scenario: what each verification step proposed and accepted, and where its time went.
+
+In the engine process (before vLLM is imported), `load_step_timer` puts the step-timer plugin
+(vllm_trace/, a vLLM general plugin) on the path, so vLLM loads it there and in any worker it
+starts; engines of untraced scenarios never see it.  Per-step acceptance comes from vLLM's public
+per-request metrics (`per_request_spec_decode_metrics="detailed"`, in vLLM 0.29 and later); for an
+older vLLM from the plugin's scheduler hook, which elsewhere cross-checks the public metrics.  `build_trace` turns the rounds' raw
+traces into the result's Trace record (pure).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..records import RequestTrace, Trace
+
+if TYPE_CHECKING:       # the engine process imports this module: it needs no workload code
+    from ..profiles.workloads import Request
+
+PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
+DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
+PARTS = ("total", "draft", "forward", "sample")     # the step timer's order
+MAX_STEPS = 20_000          # per-step times kept per result (about 25 bytes a step)
+
+
+# ---------------------------------------------------------------- in the engine process
+
+def load_step_timer():
+    """The step-timer plugin, registered and on the path of this process and its children."""
+    sys.path.insert(0, str(PLUGIN_DIR))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")]))
+    import specperf_step_timer
+
+    specperf_step_timer.register()
+    return specperf_step_timer
+
+
+def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
+    """One generate() call's trace: the engine steps it took, each request's per-step counts.
+
+    The counts come from vLLM's per-request metrics where `public_acceptance`, else from the
+    step timer's scheduler hook; where both exist they must agree, and a note says if not."""
+    hooked = timer.drain_acceptance()
+    notes = [f"the installed vLLM lacks {hook}: its part is not timed" for hook in timer.MISSING]
+    requests, disagree = [], 0
+    for output in outputs:
+        counted = _hooked_counts(hooked, output.request_id)
+        metrics = getattr(output.outputs[0], "spec_decode_metrics", None) if public_acceptance else None
+        public = None if metrics is None else \
+            {"drafted": list(metrics.per_step_drafted), "accepted": list(metrics.per_step_accepted)}
+        disagree += public is not None and counted != public
+        requests.append(public if public_acceptance else counted)
+    if disagree:
+        notes.append(f"the scheduler hook's per-step counts differ from vLLM's per-request metrics "
+                     f"for {disagree} of {len(outputs)} requests")
+    return {"steps": timer.drain(), "requests": requests, "notes": notes}
+
+
+def _hooked_counts(hooked: dict, request_id: str) -> dict | None:
+    """The hook's counts of a request: the engine may suffix the id it was given ("7" -> "7-1a2b3c4d")."""
+    engine_id = request_id if request_id in hooked else \
+        next((e for e in hooked if e.rsplit("-", 1)[0] == request_id), None)
+    if engine_id is None:
+        return None
+    drafted, accepted = hooked[engine_id]
+    return {"drafted": drafted, "accepted": accepted}
+
+
+# ---------------------------------------------------------------- in the suite
+
+def merge_calls(traces: list[dict | None]) -> dict | None:
+    """The calls of one round as one trace."""
+    if not traces or any(t is None for t in traces):
+        return None
+    return {"steps": [s for t in traces for s in t["steps"]],
+            "requests": [r for t in traces for r in t["requests"]],
+            "notes": list(dict.fromkeys(n for t in traces for n in t["notes"]))}
+
+
+def build_trace(round_traces: list[dict | None], requests: list[Request], output_tokens: int) -> Trace | None:
+    """The result's trace: per-step lists of the last round, totals over all of them."""
+    traced = [t for t in round_traces if t is not None]
+    if not traced:
+        return None
+    last = traced[-1]
+    steps = [s for t in traced for s in t["steps"]]
+    seconds = {part: sum(s[i] for s in steps) for i, part in enumerate(PARTS)}
+    seconds["rest"] = seconds["total"] - seconds["draft"] - seconds["forward"] - seconds["sample"]
+    counts = [r for t in traced for r in t["requests"] if r is not None]
+    notes = list(last["notes"])
+    if steps and seconds["forward"] == 0:
+        notes.append("step parts not timed: the model runner ran outside the engine core's process")
+    if len(last["steps"]) > MAX_STEPS:
+        notes.append(f"per-step times: the first {MAX_STEPS} of {len(last['steps'])} steps kept")
+    return Trace(
+        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"])
+                  for request, r in zip(requests, last["requests"]) if r is not None],
+        step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(PARTS)},
+        seconds=seconds, steps=len(steps), output_tokens=output_tokens,
+        drafted=sum(sum(r["drafted"]) for r in counts), accepted=sum(sum(r["accepted"]) for r in counts),
+        notes=notes,
+    )

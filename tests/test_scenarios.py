@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (model, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (19, 8), "h100-nightly": (176, 8), "study-full": (298, 16)}
+SIZES = {"cpu-smoke": (24, 13), "h100-nightly": (176, 8), "study-full": (298, 16)}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,9 @@ def test_scenario_ids_are_readable_and_unique(profiles, name):
     ids = [s.id for s in scenarios]
     assert len(ids) == len(set(ids))
     for s in scenarios:
-        assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}"
-        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+", s.id), s.id
+        traced = "-traced" if s.trace else ""
+        assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}{traced}"
+        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+(-traced)?", s.id), s.id
 
 
 def test_known_ids_exist(profiles):
@@ -95,7 +96,7 @@ def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
     scenarios = profiles[name].scenarios
     keys = {s.engine_key for s in scenarios}
     assert len(keys) == SIZES[name][1]
-    assert len(keys) == len({(s.model.name, s.method.label) for s in scenarios})
+    assert len(keys) == len({(s.model.name, s.method.label, s.trace) for s in scenarios})
 
 
 def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):
@@ -146,9 +147,14 @@ def test_content_hash_is_stable_across_loads(profiles, name):
 
 
 def test_cpu_smoke_hashes_match_the_committed_baselines():
+    """Speed baselines of the machine that recorded them; traced scenarios have portable ones only."""
     folder = REPO / "baselines" / "cpu-intel-xeon-processor-2c"
     for s in load_profile("cpu-smoke").scenarios:
-        stored = json.loads((folder / f"{s.id}.json").read_text(encoding="utf-8"))
+        path = folder / f"{s.id}.json"
+        if s.trace:
+            assert not path.exists(), s.id
+            continue
+        stored = json.loads(path.read_text(encoding="utf-8"))
         assert s.content_hash == stored["scenario_hash"], s.id
 
 

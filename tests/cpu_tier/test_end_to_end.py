@@ -14,7 +14,7 @@ from suite import ROOT, command, only_run_dir, read_results, run_suite
 
 pytestmark = pytest.mark.cpu_tier
 
-A_A_SELECTION = "smollm2 and instructcoder or eagle3"
+A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and not traced"
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +93,35 @@ def test_report_is_written_and_small(first_run):
     assert page.stat().st_size < 2 * 2**20
     html = page.read_text()
     assert all(scenario_id in html for scenario_id in results)
+
+
+def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run):
+    _, run_dir, results = first_run
+    traced = {sid: r for sid, r in results.items() if sid.endswith("-traced")}
+    assert len(traced) == 5 and all(r["trace"] for r in traced.values())
+    assert all(r.get("trace") is None for sid, r in results.items() if sid not in traced)
+    for sid, result in traced.items():
+        trace, seconds = result["trace"], result["trace"]["seconds"]
+        assert trace["notes"] == [], (sid, trace["notes"])
+        assert seconds["forward"] > 0 and seconds["rest"] >= 0, (sid, seconds)
+        # the engine steps are the generate() calls' time, but for request handling around them
+        wall = sum(r["wall_s"] for r in result["rounds"])
+        assert 0.85 * wall <= seconds["total"] <= wall, (sid, seconds["total"], wall)
+        assert len(trace["step_us"]["total"]) == trace["steps"] // len(result["rounds"])
+        if result["scenario"]["method"]["name"] == "none":
+            assert seconds["draft"] == 0 and trace["requests"] == []
+            continue
+        assert seconds["draft"] > 0, sid
+        # vLLM's per-request, per-step counts sum to its own counters, exactly
+        assert (trace["accepted"], trace["drafted"]) == \
+            (result["counters"]["accepted"], result["counters"]["draft_tokens"]), sid
+        scenario = result["scenario"]
+        assert len(trace["requests"]) == scenario["num_requests"] * scenario["batch_size"]
+    page = (run_dir / "index.html").read_text()
+    assert '<section id="traces">' in page and "Step time by part" in page
+    summary = json.loads((run_dir / "summary.json").read_text())["traces"]
+    assert {s["id"] for s in summary["time_shares"]} == set(traced)
+    assert summary["overlap_vs_ngram_advantage"], "n-gram and the draft model share requests"
 
 
 def test_baselines_were_stored_for_every_scenario(first_run, store):

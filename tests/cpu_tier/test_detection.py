@@ -5,10 +5,12 @@ A clean run stores baselines; then the same scenarios run again unchanged (A/A),
 proposer slowed down (a sleep around every proposal), with a smaller n-gram window (fewer accepted
 tokens) and with one output token changed (not lossless), through the fault-injection vLLM plugin
 in vllm_faults/.  No fault changes the scenario definition, so every run is judged against the
-clean baselines.
+clean baselines.  The scenarios are traced, so the report also says what moved.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from suite import PROFILES, only_run_dir, read_results, run_suite
@@ -16,7 +18,7 @@ from suite import PROFILES, only_run_dir, read_results, run_suite
 pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "detect.toml")
-NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
+NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder-traced"
 DELAY = "propose_delay_ms=150"      # most of a step: far beyond the profile's 35% speed tolerance
 SMALLER_WINDOW = "ngram_window=1:1"
 LOSSY = "lossy=ngram"
@@ -39,8 +41,9 @@ def store(tmp_path_factory):
 def faulty_run(tmp_path_factory, store, fault=None):
     reports = tmp_path_factory.mktemp("faulty")
     done = run_suite(PROFILE, reports, store, fault=fault)
-    result = read_results(only_run_dir(reports))[NGRAM]
-    return done, result, {m["metric"]: m for m in result["verdict"]["metrics"]}
+    run_dir = only_run_dir(reports)
+    result = read_results(run_dir)[NGRAM]
+    return done, result, {m["metric"]: m for m in result["verdict"]["metrics"]}, run_dir
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def smaller_window(tmp_path_factory, store):
 
 
 def test_a_slower_proposer_is_a_throughput_and_speedup_regression(slowed):
-    done, result, metrics = slowed
+    done, result, metrics, _ = slowed
     assert result["verdict"]["status"] == "regression"
     for name in ("throughput_tok_s", "speedup"):
         assert metrics[name]["status"] == "regression", metrics[name]
@@ -73,14 +76,24 @@ def test_a_slower_proposer_is_a_throughput_and_speedup_regression(slowed):
     assert "throughput_tok_s: regression: baseline" in done.stdout
 
 
+def test_the_traces_put_a_slower_proposer_down_to_drafting(slowed):
+    _, _, _, run_dir = slowed
+    (scenario,) = [s for s in json.loads((run_dir / "summary.json").read_text())["scenarios"] if s["id"] == NGRAM]
+    moved = scenario["attribution"]
+    assert moved["mover"] == "draft" and moved["change"] > 0.05, moved
+    assert moved["contributions"]["draft"] > 0.8 * moved["change"], moved      # the sleep is in the proposer
+    assert moved["tokens_per_step"][0] == moved["tokens_per_step"][1]          # acceptance unchanged
+    assert "what moved, from the traces: time per output token +" in (run_dir / "index.html").read_text()
+
+
 def test_a_slower_proposer_leaves_acceptance_alone(slowed):
-    _, _, metrics = slowed
+    _, _, metrics, _ = slowed
     for name in ACCEPTANCE + ("lossless_fraction",):
         assert metrics[name]["status"] == "pass" and metrics[name]["change"] == 0, metrics[name]
 
 
 def test_a_smaller_ngram_window_is_an_acceptance_regression(smaller_window):
-    done, result, metrics = smaller_window
+    done, result, metrics, _ = smaller_window
     assert result["verdict"]["status"] == "regression"
     assert metrics["mean_acceptance_length"]["status"] == "regression"
     assert metrics["mean_acceptance_length"]["change"] < -0.05
@@ -89,7 +102,7 @@ def test_a_smaller_ngram_window_is_an_acceptance_regression(smaller_window):
 
 
 def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeated):
-    done, result, metrics = repeated
+    done, result, metrics, _ = repeated
     assert done.returncode == 0, done.stdout[-3000:]
     assert result["verdict"]["status"] == "pass", result["verdict"]
     assert len(deterministic(metrics)) == len(ACCEPTANCE) + 1 + 3        # 3 draft positions
@@ -98,7 +111,7 @@ def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeate
 
 
 def test_a_changed_output_token_is_a_lossless_regression(lossy):
-    done, result, metrics = lossy
+    done, result, metrics, _ = lossy
     assert result["verdict"]["status"] == "regression"
     assert metrics["lossless_fraction"]["status"] == "regression"
     assert metrics["lossless_fraction"]["current"] < 1.0

@@ -28,8 +28,10 @@ def finished_results(reports):
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     reports, store = tmp_path_factory.mktemp("reports"), tmp_path_factory.mktemp("baselines")
+    # SIGINT as a terminal's Ctrl-C finds it: a shell starts background jobs with it ignored.
     process = subprocess.Popen(command(PROFILE, reports, store, "--update-baselines"), cwd=ROOT,
-                               env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 600
     while len(finished_results(reports)) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)

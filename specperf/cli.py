@@ -1,7 +1,7 @@
-"""Command-line tools over stored results: `specperf report` and `specperf compare`.
+"""Command-line tools over stored results: `specperf report`, `compare`, `noise`, `simulate`.
 
 Measuring is pytest's job (`pytest tests_perf --profile NAME`); these commands only read run
-directories, so a crashed, sharded or old run can still be reported and compared.
+directories (or acceptance traces), so a crashed, sharded or old run can still be reported and compared.
 """
 
 from __future__ import annotations
@@ -77,6 +77,39 @@ def cmd_noise(args) -> int:
     return 0
 
 
+def cmd_simulate(args) -> int:
+    """Speedup per batch size from the study's released acceptance traces (judge/simulate.py)."""
+    import json
+
+    from .judge import simulate
+
+    folder, batches, rows = Path(args.study_traces), args.batch_sizes, []
+    print(f"{'dataset':<14} {'proposer':<9} {'mode':<7}" + "".join(f"{f'bs{b}':>7}" for b in batches))
+    for dataset in args.datasets:
+        path = folder / f"combined_{dataset}.jsonl"
+        if not path.is_file():
+            print(f"specperf: error: {path}: no such trace file (expected combined_<dataset>.jsonl)", file=sys.stderr)
+            return 2
+        try:
+            requests = simulate.study_sample(simulate.read_study_traces(path))
+        except ValueError as err:
+            print(f"specperf: error: {err}", file=sys.stderr)
+            return 2
+        for proposer in args.proposers:
+            needs = ("ngram", "eagle") if proposer == "combined" else (proposer,)
+            if not all(name in r.acc_len for r in requests for name in needs):
+                print(f"specperf: error: {path}: no {' and '.join(needs)} acceptance in every line", file=sys.stderr)
+                return 2
+            for mode in ("oracle",) if proposer == "combined" else args.modes:
+                values = simulate.speedups(requests, proposer, mode, batches, dataset=dataset)
+                rows.append({"dataset": dataset, "proposer": proposer, "mode": mode, "speedup": values})
+                print(f"{dataset:<14} {proposer:<9} {mode:<7}" + "".join(f"{values[b]:>7.2f}" for b in batches))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"written: {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specperf", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     noise.add_argument("pytest_args", nargs=argparse.REMAINDER,
                        help="more pytest arguments for each run, after --: e.g. -- -k ngram")
     noise.set_defaults(func=cmd_noise)
+    simulate = sub.add_parser("simulate", help="speedup per batch size from acceptance traces: fixed k, oracle, "
+                                               "the per-step best of n-gram and EAGLE")
+    simulate.add_argument("--study-traces", required=True, metavar="DIR",
+                          help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)")
+    simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
+    simulate.add_argument("--proposers", nargs="+", default=["eagle", "ngram", "combined"],
+                          choices=["eagle", "ngram", "combined"],
+                          help="eagle: the learned head the traces hold (EAGLE-3 in the study's release)")
+    simulate.add_argument("--modes", nargs="+", default=list(("k1", "k3", "k5", "oracle")),
+                          choices=["k1", "k3", "k5", "oracle"])
+    simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
+    simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    simulate.set_defaults(func=cmd_simulate)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,169 @@
+"""Speedup from acceptance traces: what a proposer with a fixed k, an oracle, or a per-step choice
+between two proposers would reach at each batch size, under a cost model of one step.
+
+The model is the study's simulator (SpecDecode-Bench/simulator: simulator.py, predictor.py), made
+fast: a batch replicates one request B times, as the study's runs do, so every copy takes the same
+steps and one trajectory per request and mode serves every batch size; the step times are then
+array arithmetic.  Each step the batch verifies its drafts in one target forward (its time grows
+with the KV-cache tokens and the tokens verified), each copy drafts (n-gram: a fixed share of the
+forward; a learned head: grows with KV-cache tokens and drafted tokens), and a fixed overhead is
+paid; a copy's latency is the sum of its steps, and speedup is the ratio of mean throughputs with
+and without speculative decoding.  One deliberate difference: where the study draws, per copy and
+step, whether n-gram found a match at all (only where it would have been rejected anyway), this
+draws the number of matching copies of the batch from the same binomial.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MODES = ("k1", "k3", "k5", "oracle")
+BATCH_SIZES = (1, 8, 16, 32, 64, 128)
+# The study's chance that n-gram finds a match where its draft would be rejected (simulator.py).
+NGRAM_MATCH = {"sharegpt": 0.2, "cnn": 0.4, "cnn_dailymail": 0.4, "gsm8k": 0.2, "instructcoder": 0.8}
+STUDY_SAMPLE = 300          # requests the study's simulator draws per dataset (random.sample, seed 42)
+SEED = 42
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds of one step's parts (predictor.py's TimePredictor)."""
+
+    target_kv: float            # target forward: per KV-cache token of the batch
+    target_token: float         # per token verified (batched)
+    target_fixed: float
+    draft_kv: float             # learned drafter: per KV-cache token
+    draft_token: float          # per token proposed (+1: the study counts the verified input)
+    draft_fixed: float
+    ngram_share: float          # n-gram drafting as a share of the step's forward
+    overhead: float             # per step, scheduling and the rest
+
+    def forward(self, kv_tokens, tokens):
+        return kv_tokens * self.target_kv + tokens * self.target_token + self.target_fixed
+
+
+# Llama-3.1-8B-Instruct on one H100, fitted by the study on InstructCoder at batch 1 to 64 (predictor.py).
+LLAMA_8B_H100 = StepCost(target_kv=3.92645679e-08, target_token=2.10103129e-05, target_fixed=5.88590713e-03,
+                         draft_kv=2.37768493e-09, draft_token=8.41429603e-07, draft_fixed=2.13526175e-03,
+                         ngram_share=0.005875, overhead=1.20683946e-03)
+
+
+@dataclass(frozen=True)
+class RequestAcceptance:
+    """One request: its prompt length and, per proposer, the tokens a step starting at each output
+    position would produce if the proposer drafted without limit (accepted drafts + 1)."""
+
+    id: str
+    prompt_len: int
+    acc_len: dict[str, list[int]]
+
+
+def read_study_traces(path: Path) -> list[RequestAcceptance]:
+    """The study's released trace file (data/<model>/combined_<dataset>.jsonl): per line an id, the
+    prompt and generated token ids, and acc_ngram / acc_eagle {"acc_len": [...]}."""
+    requests = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            acc = {name: list(item[key]["acc_len"]) for name, key in (("ngram", "acc_ngram"), ("eagle", "acc_eagle"))
+                   if key in item}
+            requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), acc))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}:{number}: not a study trace line ({type(err).__name__}: {err})") from None
+    return requests
+
+
+def study_sample(requests: list[RequestAcceptance], k: int = STUDY_SAMPLE) -> list[RequestAcceptance]:
+    """The study's draw: random.seed(42) then random.sample of the requests with any output."""
+    return random.Random(SEED).sample([r for r in requests if any(r.acc_len.values())], k=min(k, len(requests)))
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The steps one copy of a request takes: tokens verified, tokens produced, and whether n-gram
+    might have found no match (its draft would be rejected; the study then draws a match)."""
+
+    verified: np.ndarray
+    produced: np.ndarray
+    maybe_unmatched: np.ndarray
+    length: int
+
+
+def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
+    verified, produced, unmatched = [], [], []
+    position, length = 1, len(acc_len)          # the first token comes from the prefill
+    k = None if mode == "oracle" else int(mode[1:])
+    while position < length:
+        best = acc_len[position - 1]
+        tokens = best if k is None else k + 1
+        verified.append(tokens)
+        produced.append(min(best, tokens))
+        unmatched.append(ngram and k is not None and best == 1)
+        position += produced[-1]
+    return Trajectory(np.array(verified, float), np.array(produced, float), np.array(unmatched, bool), length)
+
+
+def combined(request: RequestAcceptance, first: str = "ngram", second: str = "eagle") -> list[int]:
+    """The per-step best of two proposers (the study's combined oracle)."""
+    a, b = request.acc_len[first], request.acc_len[second]
+    return [max(x, y) for x, y in zip(a, b)]
+
+
+def baseline_latency(prompt_len: int, length: int, batch: int, cost: StepCost) -> float:
+    """One copy's latency without speculative decoding: the prefill, then one token per step."""
+    kv = batch * prompt_len + batch + batch * np.arange(length - 1)
+    decode = cost.forward(kv, batch) + cost.overhead
+    return float(cost.forward(0, batch * prompt_len) + cost.overhead + decode.sum())
+
+
+def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, drafter: str,
+               match: float, rng: np.random.Generator) -> float:
+    """The mean latency of the batch's copies with speculative decoding along `path`."""
+    kv = batch * prompt_len + batch + batch * np.concatenate([[0.0], np.cumsum(path.produced)[:-1]])
+    verified = batch * path.verified
+    matched = np.full(len(path.verified), float(batch))
+    if path.maybe_unmatched.any():           # copies whose n-gram found nothing verify one token
+        matched[path.maybe_unmatched] = rng.binomial(batch, match, int(path.maybe_unmatched.sum()))
+        verified = np.where(path.maybe_unmatched, matched * path.verified + (batch - matched), verified)
+    forward = cost.forward(kv, verified)
+    if drafter == "ngram":         # a copy that verifies its last token alone drafted nothing
+        drafts = np.where(path.verified > 1, matched / batch * forward * cost.ngram_share, 0.0)
+    elif drafter == "ngram-always":
+        drafts = forward * cost.ngram_share
+    else:
+        # copies draft one after another, each seeing the KV tokens its predecessors added this step
+        # (and released, in the last step): the mean over copies
+        added = path.produced.copy()
+        final = 1 + path.produced.sum()
+        added[-1] -= final + prompt_len
+        drafts = (kv + added * (batch - 1) / 2) * cost.draft_kv + path.verified * cost.draft_token + cost.draft_fixed
+    return float(cost.forward(0, batch * prompt_len) + cost.overhead + (forward + drafts + cost.overhead).sum())
+
+
+def speedups(requests: list[RequestAcceptance], proposer: str, mode: str, batch_sizes=BATCH_SIZES,
+             cost: StepCost = LLAMA_8B_H100, dataset: str = "") -> dict[int, float]:
+    """Speedup at each batch size: mean throughput with SD over mean throughput without.
+
+    `proposer` is a key of acc_len ("ngram", "eagle") or "combined" (the per-step best of n-gram
+    and eagle, drafting at n-gram's cost, as the study's simulator prices it)."""
+    rng = np.random.default_rng(SEED)
+    drafter = {"ngram": "ngram", "combined": "ngram-always"}.get(proposer, "learned")
+    paths = []
+    for request in requests:
+        acc = combined(request) if proposer == "combined" else request.acc_len[proposer]
+        if acc:
+            paths.append((request.prompt_len, trajectory(acc, mode, proposer == "ngram")))
+    result = {}
+    for batch in batch_sizes:
+        with_sd = [batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng)
+                   for n, p in paths]
+        without = [batch * p.length / baseline_latency(n, p.length, batch, cost) for n, p in paths]
+        result[batch] = float(np.mean(with_sd) / np.mean(without))
+    return result

@@ -1,0 +1,120 @@
+"""The speedup simulator (judge/simulate.py) on constructed traces, with step costs simple enough
+to count by hand; and `specperf simulate` over files in the study's format.
+
+The simulator reproduces the study's own (SpecDecode-Bench/simulator) on its released traces:
+checked to 4 digits for EAGLE and the combined oracle (n-gram's fixed-k modes differ by its
+random matching, within 0.01%); the README has the table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specperf import cli
+from specperf.judge import simulate
+from specperf.judge.simulate import RequestAcceptance, StepCost
+
+# every forward 1 s, nothing else costs: latency counts target forwards
+STEPS_ONLY = StepCost(target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0,
+                      ngram_share=0, overhead=0)
+
+
+def request(acc_len, prompt_len=10, name="r0", proposer="eagle"):
+    return RequestAcceptance(name, prompt_len, {proposer: acc_len})
+
+
+def test_a_trajectory_steps_by_what_each_position_would_accept():
+    acc = [3, 2, 1, 1, 4, 1, 1, 1]            # 8 output tokens; the first comes from the prefill
+    oracle = simulate.trajectory(acc, "oracle", ngram=False)
+    # output positions 1, 4, 5: a step at position p produces acc[p - 1]
+    assert list(oracle.verified) == [3, 1, 4] and list(oracle.produced) == [3, 1, 4]
+    k1 = simulate.trajectory(acc, "k1", ngram=False)
+    assert list(k1.verified) == [2] * 5 and list(k1.produced) == [2, 1, 1, 2, 1]
+    ngram_k1 = simulate.trajectory(acc, "k1", ngram=True)
+    assert list(ngram_k1.maybe_unmatched) == [False, True, True, False, True]
+
+
+def test_speedup_counts_forwards_when_only_forwards_cost():
+    acc = [3, 2, 1, 1, 4, 1, 1, 1]
+    # without SD: the prefill and 7 decode steps; oracle: the prefill and 3 steps; k=1: 5 steps
+    got = simulate.speedups([request(acc)], "eagle", "oracle", (1, 4), cost=STEPS_ONLY)
+    assert got == {1: pytest.approx(8 / 4), 4: pytest.approx(8 / 4)}
+    assert simulate.speedups([request(acc)], "eagle", "k1", (1,), cost=STEPS_ONLY)[1] == pytest.approx(8 / 6)
+
+
+def test_nothing_accepted_makes_drafting_a_pure_loss():
+    rejected = [request([1] * 50)]
+    for mode in simulate.MODES:
+        assert simulate.speedups(rejected, "eagle", mode, (1, 64))[1] < 1.0
+
+
+def test_larger_batches_gain_less_and_the_oracle_bounds_fixed_k():
+    requests = [request(list(np.random.default_rng(i).integers(1, 6, 200)), name=f"r{i}") for i in range(5)]
+    by_mode = {mode: simulate.speedups(requests, "eagle", mode) for mode in simulate.MODES}
+    for mode, values in by_mode.items():
+        assert values[1] > values[128], mode                # verification grows compute-bound
+    for batch in simulate.BATCH_SIZES:
+        assert by_mode["oracle"][batch] >= max(by_mode[m][batch] for m in ("k1", "k3", "k5"))
+
+
+def test_the_combined_oracle_takes_the_better_proposer_at_each_position():
+    both = RequestAcceptance("r", 10, {"ngram": [1, 1, 1, 4, 1, 1, 1, 1, 1], "eagle": [3, 1, 1, 1, 1, 1, 1, 1]})
+    assert simulate.combined(both) == [3, 1, 1, 4, 1, 1, 1, 1]      # as long as the shorter
+    best = simulate.speedups([both], "combined", "oracle", (1,))[1]
+    assert best > simulate.speedups([both], "ngram", "oracle", (1,))[1]
+    assert best > simulate.speedups([both], "eagle", "oracle", (1,))[1]
+
+
+def test_ngram_without_a_match_costs_no_drafting():
+    cost = StepCost(target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0,
+                    ngram_share=0.5, overhead=0)
+    # oracle: a position whose draft would be rejected verifies one token, and n-gram drafted nothing
+    assert simulate.speedups([request([1] * 5, proposer="ngram")], "ngram", "oracle", (1,), cost=cost)[1] == 1.0
+    # the combined oracle prices drafting at n-gram's share in every step, as the study's simulator does
+    both = RequestAcceptance("r", 10, {"ngram": [1] * 5, "eagle": [1] * 5})
+    assert simulate.speedups([both], "combined", "oracle", (1,), cost=cost)[1] == pytest.approx(5 / 7)
+
+
+def study_line(name, acc_ngram, acc_eagle, prompt_len=12):
+    return json.dumps({"id": name, "prompt_token_ids": list(range(prompt_len)),
+                       "generated_token_ids": list(range(len(acc_eagle))),
+                       "acc_eagle": {"acc_len": acc_eagle}, "acc_ngram": {"acc_len": acc_ngram}})
+
+
+def test_study_traces_are_read_and_sampled_as_the_study_draws_them(tmp_path):
+    path = tmp_path / "combined_gsm8k.jsonl"
+    path.write_text("\n".join(study_line(str(i), [1, 2, 1], [2, 1, 1]) for i in range(400)) + "\n")
+    requests = simulate.read_study_traces(path)
+    assert len(requests) == 400 and requests[0].prompt_len == 12 and requests[0].acc_len["eagle"] == [2, 1, 1]
+    sample = simulate.study_sample(requests)
+    import random
+    random.seed(42)
+    assert [r.id for r in sample] == [r.id for r in random.sample(requests, k=300)]
+
+
+def test_a_bad_trace_line_is_named(tmp_path):
+    path = tmp_path / "combined_cnn.jsonl"
+    path.write_text(study_line("0", [1], [1]) + "\n{\"id\": 1}\n")
+    with pytest.raises(ValueError, match=r"combined_cnn.jsonl:2: not a study trace line"):
+        simulate.read_study_traces(path)
+
+
+def test_cli_prints_every_mode_and_batch_size(tmp_path, capsys):
+    lines = [study_line(str(i), [1 + i % 3] * 40, [1 + (i + 1) % 4] * 40) for i in range(20)]
+    (tmp_path / "combined_gsm8k.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "table.json"
+    assert cli.main(["simulate", "--study-traces", str(tmp_path), "--datasets", "gsm8k",
+                     "--batch-sizes", "1", "8", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "gsm8k          combined  oracle" in table
+    rows = json.loads(out.read_text())
+    assert [(r["proposer"], r["mode"]) for r in rows] == \
+        [("eagle", m) for m in simulate.MODES] + [("ngram", m) for m in simulate.MODES] + [("combined", "oracle")]
+    assert all(set(r["speedup"]) == {"1", "8"} for r in rows)
+
+
+def test_cli_names_a_missing_trace_file(tmp_path, capsys):
+    assert cli.main(["simulate", "--study-traces", str(tmp_path), "--datasets", "cnn"]) == 2
+    assert "combined_cnn.jsonl: no such trace file" in capsys.readouterr().err

@@ -158,8 +158,10 @@ class Profile:
 
 
 def traced(profile: Profile) -> Profile:
-    """The profile with every scenario traced (`--sd-trace`)."""
-    return dataclasses.replace(profile, scenarios=tuple(dataclasses.replace(s, trace=True) for s in profile.scenarios))
+    """The profile with every scenario traced (`--sd-trace`); one that was traced already and its
+    untraced twin become one."""
+    scenarios = {s.id: s for s in (dataclasses.replace(s, trace=True) for s in profile.scenarios)}
+    return dataclasses.replace(profile, scenarios=tuple(scenarios.values()))
 
 
 def profile_path(name_or_path: str) -> Path:

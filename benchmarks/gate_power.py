@@ -67,7 +67,7 @@ def main() -> int:
         calls = prepare(scenario)
         for fraction in args.slowdowns:
             candidate = slowed_python(wrappers, fraction)
-            found = {n: ([], 0) for n in pair_counts}
+            found = {n: ([], 0, 0) for n in pair_counts}     # changes, regressions, improvements
             round_times, t0 = [], time.monotonic()
             for _ in range(args.repeats):
                 throughput, round_s = one_gate(scenario, calls, candidate, pair_counts[-1])
@@ -75,13 +75,14 @@ def main() -> int:
                 for n in pair_counts:
                     verdict = compare_paired("throughput_tok_s", throughput["current"][:n],
                                              throughput["candidate"][:n], scenario.gate_tolerance)
-                    changes, flagged = found[n]
-                    found[n] = (changes + [verdict.change], flagged + (verdict.status == "regression"))
-            for n, (changes, flagged) in found.items():
+                    changes, flagged, improved = found[n]
+                    found[n] = (changes + [verdict.change], flagged + (verdict.status == "regression"),
+                                improved + (verdict.status == "improvement"))
+            for n, (changes, flagged, improved) in found.items():
                 rows.append((scenario.id, fraction, n, flagged, changes, statistics.median(round_times)))
                 print(f"{scenario.id} slowdown {fraction:.0%}, {n} pairs: flagged {flagged}/{args.repeats}, "
-                      f"median change {statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})",
-                      flush=True)
+                      f"called an improvement {improved}/{args.repeats}, median change "
+                      f"{statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})", flush=True)
             print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats} gate runs)", flush=True)
 
     print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines) "

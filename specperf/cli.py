@@ -77,12 +77,40 @@ def cmd_noise(args) -> int:
     return 0
 
 
+def print_fitted_costs(run_dirs: list[Path]) -> int:
+    """The step-cost model fitted from the traced results of run directories (judge/cost_fit.py)."""
+    from .judge.cost_fit import fit_costs
+
+    fitted = fit_costs([r for d in run_dirs for r in load_results(d) if r.ok])
+    if not fitted:
+        print("specperf: error: no traced results with per-step batch counts in "
+              + ", ".join(map(str, run_dirs)), file=sys.stderr)
+        return 2
+    for cost in fitted:
+        kv, token, fixed = cost.forward.coefficients
+        print(f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
+              f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
+              f"rest of a step {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
+        for method, fit in cost.drafts.items():
+            formula = (f"{fit.coefficients[0]:.3g} x the forward" if method == "ngram" else
+                       "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients))
+            print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
+    return 0
+
+
 def cmd_simulate(args) -> int:
     """Speedup per batch size from the study's released acceptance traces (judge/simulate.py)."""
     import json
 
     from .judge import simulate
 
+    if args.fit_from:
+        status = print_fitted_costs([Path(d) for d in args.fit_from])
+        if status or not args.study_traces:
+            return status
+    if not args.study_traces:
+        print("specperf: error: simulate needs --study-traces DIR or --fit-from RUN_DIR", file=sys.stderr)
+        return 2
     folder, batches, rows = Path(args.study_traces), args.batch_sizes, []
     print(f"{'dataset':<14} {'proposer':<9} {'mode':<7}" + "".join(f"{f'bs{b}':>7}" for b in batches))
     for dataset in args.datasets:
@@ -136,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     noise.set_defaults(func=cmd_noise)
     simulate = sub.add_parser("simulate", help="speedup per batch size from acceptance traces: fixed k, oracle, "
                                                "the per-step best of n-gram and EAGLE")
-    simulate.add_argument("--study-traces", required=True, metavar="DIR",
+    simulate.add_argument("--study-traces", metavar="DIR",
                           help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)")
+    simulate.add_argument("--fit-from", nargs="+", metavar="RUN_DIR",
+                          help="fit the step-cost model to the traced results of these runs and print it")
     simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
     simulate.add_argument("--proposers", nargs="+", default=["eagle", "ngram", "combined"],
                           choices=["eagle", "ngram", "combined"],

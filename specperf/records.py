@@ -152,11 +152,13 @@ class Timings(Record):
 
 
 class RequestTrace(Record):
-    """One request of the traced round: draft tokens proposed and accepted at each verification step."""
+    """One request of the traced round: draft tokens proposed and accepted at each verification step,
+    and what n-gram would produce at every output position (judge/ngram.py)."""
 
     request_id: str
     drafted: list[int]
     accepted: list[int]
+    ngram_acc: list[int] = Field(default_factory=list)
 
 
 class Trace(Record):
@@ -166,6 +168,7 @@ class Trace(Record):
 
     requests: list[RequestTrace] = Field(default_factory=list)
     step_us: dict[str, list[int]] = Field(default_factory=dict)     # total, draft, forward, sample
+    step_batch: dict[str, list[int]] = Field(default_factory=dict)  # tokens (forward), kv_tokens, requests
     seconds: dict[str, float] = Field(default_factory=dict)         # the same parts and rest, all rounds
     steps: int = 0                                                  # engine steps, all rounds
     output_tokens: int = 0                                          # all rounds
@@ -175,7 +178,7 @@ class Trace(Record):
 
     def totals(self) -> Trace:
         """The totals without the per-step lists: what a baseline keeps."""
-        return self.model_copy(update={"requests": [], "step_us": {}})
+        return self.model_copy(update={"requests": [], "step_us": {}, "step_batch": {}})
 
 
 class Device(Record):

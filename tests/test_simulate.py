@@ -36,6 +36,12 @@ def test_a_trajectory_steps_by_what_each_position_would_accept():
     assert list(ngram_k1.maybe_unmatched) == [False, True, True, False, True]
 
 
+def test_a_known_ngram_miss_is_one_token_without_drafting_in_every_mode():
+    known = simulate.trajectory([0, 0, 3, 1, 1, 1, 1], "k3", ngram=True)
+    assert list(known.verified) == [1, 1, 4, 4] and list(known.produced) == [1, 1, 3, 1]
+    assert list(known.maybe_unmatched) == [False, False, False, True]     # a rejected draft: the study draws
+
+
 def test_speedup_counts_forwards_when_only_forwards_cost():
     acc = [3, 2, 1, 1, 4, 1, 1, 1]
     # without SD: the prefill and 7 decode steps; oracle: the prefill and 3 steps; k=1: 5 steps

@@ -77,7 +77,8 @@ def test_step_timer_times_each_part_once_and_skips_idle_steps(step_timer, monkey
     core.step()
     EngineCore(GPUModelRunner(), idle=True).step()
     steps = step_timer.drain()
-    assert steps == [[6.25, 1.0, 4.5, 0.5]] * 2         # total, draft, forward (with its nested sample), sample
+    # total, draft, forward (with its nested sample), sample; no scheduler here, so no batch counts
+    assert steps == [[6.25, 1.0, 4.5, 0.5, 0, 0, 0]] * 2
     assert step_timer.drain() == []
     assert step_timer.MISSING == ["EngineCore.step_with_batch_queue"]
 
@@ -88,18 +89,23 @@ def test_step_timer_names_the_hooks_a_vllm_lacks(step_timer):
 
 
 def test_scheduler_hook_counts_drafted_and_accepted_per_request_and_step(step_timer):
+    ns = types.SimpleNamespace
+
     class Scheduler:
         num_sampled_tokens_per_step = 1
+        requests = {"0-ab": ns(num_computed_tokens=20), "1-cd": ns(num_computed_tokens=30),
+                    "2-ef": ns(num_computed_tokens=5)}
 
         def update_from_output(self, scheduler_output, model_runner_output):
             return "updated"
 
     step_timer._patch_scheduler(types.SimpleNamespace(Scheduler=Scheduler))
-    ns = types.SimpleNamespace
-    step = ns(scheduled_spec_decode_tokens={"0-ab": [5, 6, 7], "1-cd": [8, 9, 10], "2-ef": []})
+    step = ns(scheduled_spec_decode_tokens={"0-ab": [5, 6, 7], "1-cd": [8, 9, 10], "2-ef": []},
+              num_scheduled_tokens={"0-ab": 4, "1-cd": 4, "2-ef": 1}, total_num_scheduled_tokens=9)
     # request 0 accepted 2 drafts (+ the bonus token), request 1 none, request 2 drafted nothing
     runner = ns(sampled_token_ids=[[1, 2, 3], [4], [5]], req_id_to_index={"0-ab": 0, "1-cd": 1, "2-ef": 2})
     assert Scheduler().update_from_output(step, runner) == "updated"
+    assert step_timer._step[4:] == [9, 55, 3]           # the step's batch: tokens, KV-cache tokens, requests
     Scheduler().update_from_output(ns(scheduled_spec_decode_tokens={"0-ab": [1, 2, 3]}),
                                    ns(sampled_token_ids=[[1, 2, 3, 4]], req_id_to_index={"0-ab": 0}))
     assert step_timer.drain_acceptance() == {"0-ab": ([3, 3], [2, 3]), "1-cd": ([3], [0])}
@@ -114,14 +120,14 @@ def fake_outputs(public: dict[str, tuple[list[int], list[int]] | None]):
 
 
 def fake_timer(hooked: dict):
-    return types.SimpleNamespace(MISSING=[], drain=lambda: [[1.0, 0.1, 0.7, 0.1]], drain_acceptance=lambda: hooked)
+    return types.SimpleNamespace(MISSING=[], drain=lambda: [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]], drain_acceptance=lambda: hooked)
 
 
 def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook():
     hooked = {"0-1a2b3c4d": ([3, 3], [1, 2]), "1-5e6f7a8b": ([3], [3])}
     trace = tracing.call_trace(fake_timer(hooked), fake_outputs({"0": ([3, 3], [1, 2]), "1": ([3], [3])}), True)
     assert trace["requests"] == [{"drafted": [3, 3], "accepted": [1, 2]}, {"drafted": [3], "accepted": [3]}]
-    assert trace["notes"] == [] and trace["steps"] == [[1.0, 0.1, 0.7, 0.1]]
+    assert trace["notes"] == [] and trace["steps"] == [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]]
     off = tracing.call_trace(fake_timer(hooked), fake_outputs({"0": ([3, 3], [1, 1]), "1": ([3], [3])}), True)
     assert off["notes"] == ["the scheduler hook's per-step counts differ from vLLM's per-request metrics "
                             "for 1 of 2 requests"]
@@ -149,7 +155,7 @@ REQUESTS = [Request(id="r0", text="a", chat=False), Request(id="r1", text="b", c
 
 
 def raw_round(scale: float = 1.0) -> dict:
-    steps = [[0.010 * scale, 0.002, 0.006, 0.001], [0.020 * scale, 0.004, 0.012, 0.002]]
+    steps = [[0.010 * scale, 0.002, 0.006, 0.001, 8, 100, 2], [0.020 * scale, 0.004, 0.012, 0.002, 6, 108, 2]]
     return {"steps": steps, "notes": [],
             "requests": [{"drafted": [3, 3, 3], "accepted": [3, 1, 0]}, {"drafted": [3, 3], "accepted": [2, 2]}]}
 
@@ -159,6 +165,7 @@ def test_build_trace_keeps_the_last_round_and_totals_all():
     assert [r.request_id for r in trace.requests] == ["r0", "r1"]
     assert trace.requests[0].accepted == [3, 1, 0]
     assert trace.step_us["total"] == [20000, 40000] and trace.step_us["forward"] == [6000, 12000]
+    assert trace.step_batch == {"tokens": [8, 6], "kv_tokens": [100, 108], "requests": [2, 2]}
     assert trace.steps == 4 and trace.output_tokens == 40
     assert trace.seconds["total"] == pytest.approx(0.09)
     assert trace.seconds["rest"] == pytest.approx(0.09 - 0.012 - 0.036 - 0.006)
@@ -167,7 +174,7 @@ def test_build_trace_keeps_the_last_round_and_totals_all():
 
 
 def test_build_trace_says_what_it_could_not_time():
-    untimed = {"steps": [[0.01, 0.0, 0.0, 0.0]], "requests": [None, None],
+    untimed = {"steps": [[0.01, 0.0, 0.0, 0.0, 1, 10, 1]], "requests": [None, None],
                "notes": ["no per-step acceptance: the installed vLLM lacks per_request_spec_decode_metrics"]}
     trace = tracing.build_trace([untimed], REQUESTS, output_tokens=10)
     assert trace.requests == []
@@ -178,7 +185,7 @@ def test_build_trace_says_what_it_could_not_time():
 
 def test_build_trace_bounds_the_per_step_lists(monkeypatch):
     monkeypatch.setattr(tracing, "MAX_STEPS", 3)
-    many = {"steps": [[0.01, 0.001, 0.005, 0.001]] * 5, "requests": [], "notes": []}
+    many = {"steps": [[0.01, 0.001, 0.005, 0.001, 1, 10, 1]] * 5, "requests": [], "notes": []}
     trace = tracing.build_trace([many], REQUESTS, output_tokens=5)
     assert len(trace.step_us["total"]) == 3 and trace.steps == 5
     assert any("the first 3 of 5 steps kept" in n for n in trace.notes)
@@ -212,6 +219,8 @@ def trace_of(accepted: list[list[int]], k: int = 3, seconds: dict | None = None,
 
 def test_positions_count_the_prefill_token_and_each_steps_bonus():
     assert traces.request_positions([3, 3, 3], [3, 0, 2]) == [1, 5, 6]
+    # n-gram proposed nothing at positions 5 and 6 (0): those steps were not recorded
+    assert traces.request_positions([3, 3, 3], [3, 0, 2], ngram_acc=[4, 1, 1, 1, 0, 0, 1, 3, 1, 1, 1]) == [1, 7, 8]
 
 
 def test_acceptance_by_tenth_follows_the_output():
@@ -278,8 +287,11 @@ def test_a_traced_scenario_has_its_own_id_engine_and_hash():
 
 def test_sd_trace_traces_every_scenario_of_a_profile():
     from specperf.profiles.scenarios import load_profile
-    profile = traced(load_profile("cpu-smoke"))
+    plain = load_profile("cpu-smoke")
+    profile = traced(plain)
     assert all(s.trace and s.id.endswith("-traced") for s in profile.scenarios)
+    # cpu-smoke traces some cells already: each of those and its untraced twin become one scenario
+    assert len({s.id for s in profile.scenarios}) == len(profile.scenarios) == len(plain.scenarios) - 5
 
 
 # ---------------------------------------------------------------- the report
@@ -324,3 +336,14 @@ def test_report_says_what_moved_in_a_traced_speed_regression(tmp_path):
     assert scenario["attribution"]["mover"] == "draft"
     assert scenario["attribution"]["change"] == pytest.approx(0.5)
     assert "what moved, from the traces: time per output token +50.0%, mostly drafting" in html_of(run)
+
+
+def test_ngram_acceptance_is_computed_once_per_distinct_request_and_bounded(monkeypatch):
+    prompts, outputs = [[1, 2, 3, 9, 1, 2]] * 2 + [[5, 6, 5, 6]], [[3, 9, 7]] * 2 + [[5, 6]]
+    lengths = tracing.ngram_acceptance(prompts, outputs, (2, 3))
+    assert lengths[0] == lengths[1] == [2, 1, 0]     # 9, 1, 2, 3 proposed after [.., 1, 2, 3]: 9 accepted; at the end no match
+    monkeypatch.setattr(tracing, "MAX_POSITIONS", 4)
+    assert tracing.ngram_acceptance(prompts, outputs, (2, 3))[2] == []       # over the budget: left out
+    trace = tracing.build_trace([raw_round()], REQUESTS, 40, ngram_acc=[[2, 1, 1], []])
+    assert trace.requests[0].ngram_acc == [2, 1, 1] and trace.requests[1].ngram_acc == []
+    assert any("n-gram acceptance: the first" in n for n in trace.notes)

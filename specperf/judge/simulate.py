@@ -56,7 +56,8 @@ LLAMA_8B_H100 = StepCost(target_kv=3.92645679e-08, target_token=2.10103129e-05, 
 @dataclass(frozen=True)
 class RequestAcceptance:
     """One request: its prompt length and, per proposer, the tokens a step starting at each output
-    position would produce if the proposer drafted without limit (accepted drafts + 1)."""
+    position would produce if the proposer drafted without limit (accepted drafts + 1; 0 where
+    n-gram is known to propose nothing; the study's traces do not tell, so it draws)."""
 
     id: str
     prompt_len: int
@@ -102,10 +103,13 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
     k = None if mode == "oracle" else int(mode[1:])
     while position < length:
         best = acc_len[position - 1]
-        tokens = best if k is None else k + 1
-        verified.append(tokens)
-        produced.append(min(best, tokens))
-        unmatched.append(ngram and k is not None and best == 1)
+        if best == 0:               # n-gram proposed nothing here (the suite's traces know it): one token
+            verified.append(1), produced.append(1), unmatched.append(False)
+        else:
+            tokens = best if k is None else k + 1
+            verified.append(tokens)
+            produced.append(min(best, tokens))
+            unmatched.append(ngram and k is not None and best == 1)
         position += produced[-1]
     return Trajectory(np.array(verified, float), np.array(produced, float), np.array(unmatched, bool), length)
 

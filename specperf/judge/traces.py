@@ -29,22 +29,28 @@ def time_shares(trace: Trace) -> dict[str, float] | None:
     return {part: trace.seconds.get(part, 0.0) / total for part in PARTS}
 
 
-def request_positions(drafted: list[int], accepted: list[int]) -> list[int]:
+def request_positions(drafted: list[int], accepted: list[int], ngram_acc: list[int] | None = None) -> list[int]:
     """The output position at which each verification step started: the first token comes from the
-    prefill, and a step that accepted a drafts adds a + 1 tokens."""
+    prefill, and a step that accepted a drafts adds a + 1 tokens.  For n-gram, give its acceptance
+    per position (judge/ngram.py): where it proposed nothing (0) a step added one token and vLLM
+    recorded no step."""
     positions, position = [], 1
     for a in accepted:
+        while ngram_acc and position <= len(ngram_acc) and ngram_acc[position - 1] == 0:
+            position += 1
         positions.append(position)
         position += a + 1
     return positions
 
 
-def acceptance_by_tenth(trace: Trace) -> list[float | None]:
-    """Draft acceptance rate (accepted / proposed) by tenth of each request's output, pooled over requests."""
+def acceptance_by_tenth(trace: Trace, ngram: bool = False) -> list[float | None]:
+    """Draft acceptance rate (accepted / proposed) by tenth of each request's output, pooled over
+    requests; `ngram`: the trace is n-gram's, whose steps without a draft are not recorded."""
     accepted, drafted = [0] * TENTHS, [0] * TENTHS
     for request in trace.requests:
-        positions = request_positions(request.drafted, request.accepted)
-        length = positions[-1] + request.accepted[-1] + 1 if positions else 0
+        skipped = request.ngram_acc if ngram else None
+        positions = request_positions(request.drafted, request.accepted, skipped)
+        length = len(skipped) if skipped else positions[-1] + request.accepted[-1] + 1 if positions else 0
         for start, d, a in zip(positions, request.drafted, request.accepted):
             tenth = min(TENTHS - 1, TENTHS * start // length)
             accepted[tenth] += a

@@ -112,7 +112,7 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
         if (shares := traces.time_shares(r.trace)) is not None:
             views.shares.append({"id": r.id, "label": _label(r), "shares": shares, "segments": _stacked(shares)})
         if r.trace.requests:
-            rates = traces.acceptance_by_tenth(r.trace)
+            rates = traces.acceptance_by_tenth(r.trace, ngram=r.scenario.method.name == "ngram")
             views.tenths.append({"id": r.id, "label": _label(r), "rates": rates,
                                  "bars": bar_chart([x or 0.0 for x in rates], PART_COLORS["draft"],
                                                    what="tenth of the output")})

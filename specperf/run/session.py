@@ -243,7 +243,8 @@ class RunSession:
         reference = self._references.get((side, scenario.reference_id))
         if f"{side}-ref" in measured.rounds:
             reference = paired_reference(measured.rounds[f"{side}-ref"])
-        summary = summarise(scenario, rounds, calls.requests, reference)
+        prompts = [ids for call in calls.calls for ids in call]
+        summary = summarise(scenario, rounds, calls.requests, reference, prompts)
         if scenario.method.is_reference:
             self._references[(side, scenario.id)] = Reference(summary.metrics["throughput_tok_s"].value,
                                                               summary.output_hashes)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..judge import metrics
+from ..judge import metrics, ngram
 from ..judge.verdicts import MIN_ROUNDS
 from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import Counters, Lossless, Memory, Metric, Round, ShownOutput, Trace, Validity
 from .loop import RoundResult
-from .tracing import build_trace
+from .tracing import build_trace, ngram_acceptance
 
 SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000
@@ -65,8 +65,10 @@ def _speedups(throughputs: list[float], reference: Reference | None) -> list[flo
 
 
 def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Request],
-              reference: Reference | None) -> Summary:
-    """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known."""
+              reference: Reference | None, prompts: list[list[int]] | None = None) -> Summary:
+    """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known.
+    `prompts` (token ids, in the order of `requests`) let a traced SD scenario's trace say what n-gram
+    would have accepted at every output position."""
     throughputs = [r.throughput for r in rounds]
     first = rounds[0]
     counters = metrics.sum_counters([r.counters for r in rounds])
@@ -92,8 +94,20 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
         outputs=shown_outputs(requests, first.texts),
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
         metrics=values, lossless=lossless,
-        trace=build_trace([r.trace for r in rounds], requests, sum(r.output_tokens for r in rounds)),
+        trace=build_trace([r.trace for r in rounds], requests, sum(r.output_tokens for r in rounds),
+                          _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None),
     )
+
+
+def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: list[list[int]]):
+    """n-gram's acceptance per output position: with the scenario's own window if it is n-gram."""
+    if prompts is None or scenario.method.is_reference:
+        return None
+    window = ngram.STUDY_WINDOW
+    if scenario.method.name == "ngram":       # vLLM: either bound defaults to the other, both to 5
+        low, high = scenario.method.params.get("prompt_lookup_min"), scenario.method.params.get("prompt_lookup_max")
+        window = (low or high or 5, high or low or 5)
+    return ngram_acceptance(prompts, outputs, window)
 
 
 def validity(scenario: Scenario, rounds: list[RoundResult], summary: Summary,

@@ -4,8 +4,9 @@ In the engine process (before vLLM is imported), `load_step_timer` puts the step
 (vllm_trace/, a vLLM general plugin) on the path, so vLLM loads it there and in any worker it
 starts; engines of untraced scenarios never see it.  Per-step acceptance comes from vLLM's public
 per-request metrics (`per_request_spec_decode_metrics="detailed"`, in vLLM 0.29 and later); for an
-older vLLM from the plugin's scheduler hook, which elsewhere cross-checks the public metrics.  `build_trace` turns the rounds' raw
-traces into the result's Trace record (pure).
+older vLLM from the plugin's scheduler hook, which elsewhere cross-checks the public metrics.
+`build_trace` turns the rounds' raw traces into the result's Trace record (pure), with what n-gram
+would have accepted at every output position (`ngram_acceptance`), for the headroom analyses.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..judge import ngram
 from ..records import RequestTrace, Trace
 
 if TYPE_CHECKING:       # the engine process imports this module: it needs no workload code
@@ -22,8 +24,10 @@ if TYPE_CHECKING:       # the engine process imports this module: it needs no wo
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
 DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
-PARTS = ("total", "draft", "forward", "sample")     # the step timer's order
+PARTS = ("total", "draft", "forward", "sample")     # the step timer's first fields: seconds
+BATCH = ("tokens", "kv_tokens", "requests")         # then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000          # per-step times kept per result (about 25 bytes a step)
+MAX_POSITIONS = 20_000      # output positions given n-gram's acceptance per result
 
 
 # ---------------------------------------------------------------- in the engine process
@@ -80,7 +84,22 @@ def merge_calls(traces: list[dict | None]) -> dict | None:
             "notes": list(dict.fromkeys(n for t in traces for n in t["notes"]))}
 
 
-def build_trace(round_traces: list[dict | None], requests: list[Request], output_tokens: int) -> Trace | None:
+def ngram_acceptance(prompts: list[list[int]], outputs: list[list[int]], window: tuple[int, int]) -> list[list[int]]:
+    """Per request, n-gram's acceptance length at each output position (replicas computed once),
+    for the first MAX_POSITIONS positions of the run."""
+    done: dict[tuple, list[int]] = {}
+    lengths, budget = [], MAX_POSITIONS
+    for prompt, output in zip(prompts, outputs):
+        key = (tuple(prompt), tuple(output))
+        if key not in done and budget >= len(output):
+            done[key] = ngram.acceptance_lengths(prompt, output, window)
+            budget -= len(output)
+        lengths.append(done.get(key, []))
+    return lengths
+
+
+def build_trace(round_traces: list[dict | None], requests: list[Request], output_tokens: int,
+                ngram_acc: list[list[int]] | None = None) -> Trace | None:
     """The result's trace: per-step lists of the last round, totals over all of them."""
     traced = [t for t in round_traces if t is not None]
     if not traced:
@@ -95,10 +114,14 @@ def build_trace(round_traces: list[dict | None], requests: list[Request], output
         notes.append("step parts not timed: the model runner ran outside the engine core's process")
     if len(last["steps"]) > MAX_STEPS:
         notes.append(f"per-step times: the first {MAX_STEPS} of {len(last['steps'])} steps kept")
+    ngram_acc = ngram_acc or [[] for _ in requests]
+    if any(not a for a, r in zip(ngram_acc, last["requests"]) if r is not None) and any(ngram_acc):
+        notes.append(f"n-gram acceptance: the first {MAX_POSITIONS} output positions only")
     return Trace(
-        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"])
-                  for request, r in zip(requests, last["requests"]) if r is not None],
+        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"], ngram_acc=a)
+                  for request, r, a in zip(requests, last["requests"], ngram_acc) if r is not None],
         step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(PARTS)},
+        step_batch={name: [int(s[len(PARTS) + i]) for s in last["steps"][:MAX_STEPS]] for i, name in enumerate(BATCH)},
         seconds=seconds, steps=len(steps), output_tokens=output_tokens,
         drafted=sum(sum(r["drafted"]) for r in counts), accepted=sum(sum(r["accepted"]) for r in counts),
         notes=notes,

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from suite import ROOT, command, only_run_dir, read_results, run_suite
 
+from specperf.judge.traces import request_positions
+
 pytestmark = pytest.mark.cpu_tier
 
 A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and not traced"
@@ -108,6 +110,9 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
         wall = sum(r["wall_s"] for r in result["rounds"])
         assert 0.85 * wall <= seconds["total"] <= wall, (sid, seconds["total"], wall)
         assert len(trace["step_us"]["total"]) == trace["steps"] // len(result["rounds"])
+        batch = trace["step_batch"]      # every step ran at least one request, one token each
+        assert len(batch["tokens"]) == len(trace["step_us"]["total"])
+        assert all(t >= r >= 1 and kv >= t for t, r, kv in zip(batch["tokens"], batch["requests"], batch["kv_tokens"]))
         if result["scenario"]["method"]["name"] == "none":
             assert seconds["draft"] == 0 and trace["requests"] == []
             continue
@@ -117,6 +122,16 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
             (result["counters"]["accepted"], result["counters"]["draft_tokens"]), sid
         scenario = result["scenario"]
         assert len(trace["requests"]) == scenario["num_requests"] * scenario["batch_size"]
+        assert all(r["ngram_acc"] for r in trace["requests"])
+        if scenario["method"]["name"] == "ngram":       # the suite's n-gram rule predicts what vLLM accepted
+            for request in trace["requests"]:
+                acc = request["ngram_acc"]
+                positions = request_positions(request["drafted"], request["accepted"], acc)
+                for p, d, a in zip(positions, request["drafted"], request["accepted"]):
+                    # vLLM also counts drafts accepted past max_tokens, which the output no longer shows
+                    truncated = p + a + 1 > len(acc)
+                    expected = min(acc[p - 1] - 1, d)
+                    assert acc[p - 1] > 0 and (a >= expected if truncated else a == expected), (sid, p, d, a)
     page = (run_dir / "index.html").read_text()
     assert '<section id="traces">' in page and "Step time by part" in page
     summary = json.loads((run_dir / "summary.json").read_text())["traces"]

@@ -8,12 +8,14 @@ plugin there and nowhere else.  It wraps, once vLLM has imported them:
 - the V1 model runner's ``_model_forward`` (the target forward: verification with SD),
   ``_sample`` (sampling; rejection sampling with SD) and ``propose_draft_token_ids`` (drafting).
 
-- the V1 scheduler's ``update_from_output``: per request, the draft tokens it scheduled for
+- the V1 scheduler's ``update_from_output``: the step's batch (tokens in the forward, KV-cache
+  tokens its requests hold, requests) and, per request, the draft tokens it scheduled for
   verification and how many the sampled tokens accepted, counted as vLLM's own counters count
   them.  This is the per-step acceptance for a vLLM without public per-request metrics (before
   0.29); where those exist, it is a cross-check of them.
 
-Every step appends ``[total, draft, forward, sample]`` seconds to ``STEPS``; ``drain()`` hands them
+Every step appends ``[total, draft, forward, sample]`` seconds and ``[tokens, kv_tokens,
+requests]`` to ``STEPS``; ``drain()`` hands them
 over, and ``drain_acceptance()`` the per-request counts, keyed by the engine's request id.  The parts count where the runner shares the engine core's process (tensor parallel size 1,
 as specperf runs engines); elsewhere they stay 0.  On CUDA each timed part synchronizes the
 device first and last, so GPU work counts in the part that launched it: only while tracing.
@@ -29,7 +31,8 @@ STEPS: list[list[float]] = []
 ACCEPTANCE: dict[str, tuple[list[int], list[int]]] = {}     # request id: (drafted, accepted) per step
 MISSING: list[str] = []
 RUNNER_PARTS = {"propose_draft_token_ids": 1, "_model_forward": 2, "_sample": 3}
-_step = [0.0, 0.0, 0.0, 0.0]       # the step in progress
+STEP_FIELDS = ("total", "draft", "forward", "sample", "tokens", "kv_tokens", "requests")
+_step = [0.0] * len(STEP_FIELDS)   # the step in progress
 _depth = [0]                       # a part inside another counts in the outer one only
 _clock = time.perf_counter
 
@@ -72,7 +75,7 @@ def _timed_part(original, index: int):
 
 def _timed_step(original):
     def timed(self, *args, **kwargs):
-        _step[:] = [0.0, 0.0, 0.0, 0.0]
+        _step[:] = [0.0] * len(STEP_FIELDS)
         _sync()
         t0 = _clock()
         result = original(self, *args, **kwargs)
@@ -106,6 +109,10 @@ def _counted_update(original):
         sampled = getattr(model_runner_output, "sampled_token_ids", None)
         index = getattr(model_runner_output, "req_id_to_index", None) or {}
         bonus = getattr(self, "num_sampled_tokens_per_step", 1)     # the bonus token (0 for pooling)
+        batch = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+        running = getattr(self, "requests", {})
+        _step[4:] = [getattr(scheduler_output, "total_num_scheduled_tokens", 0),
+                     sum(running[r].num_computed_tokens for r in batch if r in running), len(batch)]
         for request_id, draft in scheduled.items():
             if draft and sampled and request_id in index and len(sampled[index[request_id]]):
                 drafted, accepted = ACCEPTANCE.setdefault(request_id, ([], []))

@@ -1,0 +1,81 @@
+"""The step-cost fit (judge/cost_fit.py) on traced steps constructed from a known cost: the fit
+recovers it, states its error, and turns into the simulator's StepCost."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from records import make_record, make_scenario
+from test_report import make_run
+
+from specperf import cli
+from specperf.judge import cost_fit
+from specperf.profiles.scenarios import REFERENCE_METHOD, Method
+from specperf.records import Trace
+
+NGRAM = Method(label="ngram-k3", name="ngram", params={"num_speculative_tokens": 3})
+EAGLE3 = make_scenario().method
+TRUE = {"kv": 2e-6, "token": 5e-4, "fixed": 3e-3, "draft_kv": 1e-6, "draft_token": 2e-4, "draft_fixed": 1e-3,
+        "share": 0.02, "rest": 4e-4}
+
+
+def traced(method: Method, noise: float = 0.0, seed: int = 0):
+    """Decode steps of a batch of 4 at growing KV sizes, and one prefill step (left out of the fit)."""
+    rng = np.random.default_rng(seed)
+    requests = np.full(40, 4)
+    per_request = rng.integers(1, 5, 40) if method.name != "none" else np.ones(40, int)
+    tokens, kv = requests * per_request, 400 + np.cumsum(requests * per_request)
+    forward = TRUE["kv"] * kv + TRUE["token"] * tokens + TRUE["fixed"]
+    draft = {"none": 0 * kv, "ngram": TRUE["share"] * forward}.get(
+        method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * per_request + TRUE["draft_fixed"])
+    forward, draft = forward * (1 + noise * rng.standard_normal(40)), draft * (1 + noise * rng.standard_normal(40))
+    sample, rest = np.full(40, 1e-4), np.full(40, TRUE["rest"])
+    total = forward + draft + sample + rest
+    step_us = {name: [9000] + [int(round(v * 1e6)) for v in values] for name, values in
+               (("total", total), ("draft", draft), ("forward", forward), ("sample", sample))}
+    result = make_record(dataclasses.replace(make_scenario(method), trace=True))
+    result.trace = Trace(step_us=step_us, step_batch={"tokens": [400] + list(map(int, tokens)),
+                                                      "kv_tokens": [400] + list(map(int, kv)),
+                                                      "requests": [4] + list(map(int, requests))}, steps=41)
+    return result
+
+
+def test_the_fit_recovers_a_known_step_cost():
+    (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD), traced(NGRAM, seed=1), traced(EAGLE3, seed=2)])
+    kv, token, fixed = fitted.forward.coefficients
+    assert (kv, token, fixed) == pytest.approx((TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3)
+    assert fitted.forward.error < 1e-3 and fitted.forward.steps == 120      # the prefill steps left out
+    assert fitted.drafts["ngram"].coefficients == pytest.approx((TRUE["share"],), rel=1e-3)
+    assert fitted.drafts["eagle3"].coefficients == \
+        pytest.approx((TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3)
+    cost = fitted.step_cost("eagle3")
+    assert cost.overhead == pytest.approx(TRUE["rest"], rel=1e-3) and cost.draft_fixed == pytest.approx(1e-3, rel=1e-3)
+    assert fitted.step_cost("ngram").ngram_share == pytest.approx(TRUE["share"], rel=1e-3)
+
+
+def test_the_fit_states_its_error_on_noisy_steps():
+    (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD, noise=0.05), traced(EAGLE3, noise=0.05, seed=3)])
+    assert 0.02 < fitted.forward.error < 0.1          # about the 5% noise put in
+    assert fitted.forward.coefficients[1] == pytest.approx(TRUE["token"], rel=0.3)
+
+
+def test_results_without_batch_counts_are_left_out():
+    untraced = make_record()
+    old = traced(EAGLE3)
+    old.trace = old.trace.model_copy(update={"step_batch": {}})
+    assert cost_fit.fit_costs([untraced, old]) == []
+
+
+def test_specperf_simulate_prints_the_fit_of_a_run(tmp_path, capsys):
+    run = make_run(tmp_path / "run", [traced(REFERENCE_METHOD), traced(EAGLE3, seed=2)])
+    assert cli.main(["simulate", "--fit-from", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "tiny-llama: target forward = 2e-06 s x KV tokens + 0.0005 s x tokens + 0.003 s (error 0.0%" in out
+    assert "drafting, eagle3: 1e-06 s x KV tokens + 0.0002 s x tokens per request + 0.001 s" in out
+    plain = make_run(tmp_path / "plain", [make_record()])
+    assert cli.main(["simulate", "--fit-from", str(plain)]) == 2
+    assert "no traced results with per-step batch counts in" in capsys.readouterr().err
+    assert cli.main(["simulate", "--fit-from", str(tmp_path)]) == 2       # not a run directory: named
+    assert "not a run directory" in capsys.readouterr().err

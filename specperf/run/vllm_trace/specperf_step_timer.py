@@ -6,8 +6,7 @@ plugin there and nowhere else.  It wraps, once vLLM has imported them:
 - ``EngineCore.step`` / ``step_with_batch_queue``: the whole step (scheduling, input preparation,
   the forward, sampling, drafting, bookkeeping);
 - the V1 model runner's ``_model_forward`` (the target forward: verification with SD),
-  ``_sample`` (sampling; rejection sampling with SD) and ``propose_draft_token_ids`` (drafting).
-
+  ``_sample`` (sampling; rejection sampling with SD) and ``propose_draft_token_ids`` (drafting);
 - the V1 scheduler's ``update_from_output``: the step's batch (tokens in the forward, KV-cache
   tokens its requests hold, requests) and, per request, the draft tokens it scheduled for
   verification and how many the sampled tokens accepted, counted as vLLM's own counters count
@@ -15,10 +14,11 @@ plugin there and nowhere else.  It wraps, once vLLM has imported them:
   0.29); where those exist, it is a cross-check of them.
 
 Every step appends ``[total, draft, forward, sample]`` seconds and ``[tokens, kv_tokens,
-requests]`` to ``STEPS``; ``drain()`` hands them
-over, and ``drain_acceptance()`` the per-request counts, keyed by the engine's request id.  The parts count where the runner shares the engine core's process (tensor parallel size 1,
-as specperf runs engines); elsewhere they stay 0.  On CUDA each timed part synchronizes the
-device first and last, so GPU work counts in the part that launched it: only while tracing.
+requests]`` to ``STEPS`` (the order run/tracing.py reads); ``drain()`` hands them over, and
+``drain_acceptance()`` the per-request counts, keyed by the engine's request id.  The parts count
+where the runner shares the engine core's process (tensor parallel size 1, as specperf runs
+engines); elsewhere they stay 0.  On CUDA each timed part synchronizes the device first and last,
+so GPU work counts in the part that launched it: only while tracing.
 Checked against vLLM 0.29 and 0.32; ``MISSING`` names any hook the installed vLLM lacks.
 """
 

@@ -17,9 +17,6 @@ from scipy.optimize import nnls
 from ..records import ScenarioResult
 from .simulate import StepCost
 
-LEARNED = ("draft_model", "eagle", "eagle3", "mtp")
-
-
 @dataclass(frozen=True)
 class LinearFit:
     coefficients: tuple[float, ...]     # one per feature, then the constant
@@ -63,7 +60,7 @@ class FittedCost:
         """The study's StepCost for one of the fitted methods."""
         kv, token, fixed = self.forward.coefficients
         draft = self.drafts.get(method)
-        learned = draft.coefficients if draft is not None and method in LEARNED else (0.0, 0.0, 0.0)
+        learned = draft.coefficients if draft is not None and method != "ngram" else (0.0, 0.0, 0.0)
         share = draft.coefficients[0] if draft is not None and method == "ngram" else 0.0
         return StepCost(target_kv=kv, target_token=token, target_fixed=fixed, draft_kv=learned[0],
                         draft_token=learned[1], draft_fixed=learned[2], ngram_share=share,

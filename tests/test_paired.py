@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from specperf.judge.paired import MIN_PAIRS, compare_paired, ratios
+from specperf.judge.paired import MIN_PAIRS, compare_paired, hodges_lehmann, ratios
 
 
 def drifting(n: int, slowdown: float, seed: int = 1) -> tuple[list[float], list[float]]:
@@ -59,8 +60,17 @@ def test_identical_rounds_pass_with_a_point_interval():
 
 
 def test_a_significant_change_whose_interval_includes_no_change_passes():
+    # Six pairs 15% slower, four 5% faster: the ranks are significant, the estimate is -5%, but
+    # resamples with seven or more faster pairs (5.5% of them) put the estimate above no change.
     current = [100.0] * 10
-    candidate = [90.0] * 7 + [100.1] * 3
+    candidate = [100 * math.exp(-0.15)] * 6 + [100 * math.exp(0.05)] * 4
     verdict = compare_paired("throughput_tok_s", current, candidate)
     assert verdict.p_value < 0.05 and verdict.ci_low < 0 <= verdict.ci_high
     assert verdict.status == "pass" and "interval includes no change" in verdict.note
+
+
+def test_the_change_is_the_hodges_lehmann_estimate_of_the_log_ratios():
+    # log ratios 0, 0, 0, 0.3, 0.3: Walsh averages six 0, six 0.15, three 0.3 -> 0.15 (the plain median: 0)
+    verdict = compare_paired("throughput_tok_s", [1.0] * 5, [1.0, 1.0, 1.0, math.exp(0.3), math.exp(0.3)])
+    assert verdict.change == pytest.approx(math.exp(0.15) - 1)
+    assert hodges_lehmann([0.0, 0.0, 0.3]) == pytest.approx(0.075)

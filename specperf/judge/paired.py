@@ -1,10 +1,15 @@
 """Paired comparison of two engines measured in alternating rounds (the upgrade gate, paired speedup).
 
 Round i of the current engine and round i of the candidate ran back to back, so whatever the machine
-did meanwhile touched both: their ratio cancels the drift that separate runs cannot.  A speed metric
-regresses when the median of the per-pair ratios moved beyond the tolerance, a one-sided Wilcoxon
-signed-rank test on the log ratios agrees, and the bootstrap interval of the median ratio excludes
-no change (Kalibera and Jones; Chromium's Pinpoint judges pairs the same way).
+did meanwhile touched both: their ratio cancels the drift that separate runs cannot.  The change is
+the Hodges-Lehmann estimate of the per-pair log ratios (the median of all pairwise averages: the
+estimate that goes with the Wilcoxon signed-rank test).  It is steadier than the plain median: on
+A/A pairs measured on a 2-core VM (per-pair noise 3.9%), resampled with a 5% slowdown added, 10 pairs
+flagged it in 92% of draws against 82% with the median, 15 pairs in 98% against 88%
+(benchmarks/paired_estimator.py).  A speed metric
+regresses when that change is beyond the tolerance, a one-sided Wilcoxon signed-rank test on the log
+ratios agrees, and the bootstrap interval of the estimate excludes no change (Kalibera and Jones;
+Chromium's Pinpoint judges pairs the same way).
 """
 
 from __future__ import annotations
@@ -29,15 +34,26 @@ def ratios(current: list[float], candidate: list[float]) -> list[float]:
             if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0]
 
 
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """A bootstrap confidence interval of the median (percentile method, fixed seed: reproducible)."""
+def hodges_lehmann(values, axis: int = -1):
+    """The median of the Walsh averages (x_i + x_j) / 2, i <= j, along `axis` (vectorized for bootstrap)."""
+    import numpy as np
+
+    values = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
+    upper = np.triu_indices(values.shape[-1])
+    walsh = (values[..., :, None] + values[..., None, :])[..., upper[0], upper[1]] / 2
+    return np.median(walsh, axis=-1)
+
+
+def estimate_interval(log_ratios: list[float]) -> tuple[float, float]:
+    """A bootstrap confidence interval of the Hodges-Lehmann estimate (percentile method, fixed seed:
+    reproducible)."""
     import numpy as np
     from scipy.stats import bootstrap
 
-    if len(set(values)) == 1:
-        return values[0], values[0]
-    result = bootstrap((np.asarray(values),), np.median, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
-                       method="percentile", random_state=0)
+    if len(set(log_ratios)) == 1:
+        return log_ratios[0], log_ratios[0]
+    result = bootstrap((np.asarray(log_ratios),), hodges_lehmann, confidence_level=CONFIDENCE,
+                       n_resamples=RESAMPLES, method="percentile", vectorized=True, random_state=0)
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
@@ -58,9 +74,9 @@ def compare_paired(metric: str, current: list[float], candidate: list[float],
     if len(pair_ratios) < MIN_PAIRS:
         return MetricVerdict(metric=metric, status=INVALID, tolerance=tolerance,
                              note=f"{len(pair_ratios)} pairs are too few for the paired test (need {MIN_PAIRS})")
-    median_ratio = statistics.median(pair_ratios)
-    low, high = median_interval(pair_ratios)
-    change = median_ratio - 1
+    log_ratios = [math.log(r) for r in pair_ratios]
+    change = math.exp(float(hodges_lehmann(log_ratios))) - 1
+    low, high = (math.exp(bound) for bound in estimate_interval(log_ratios))
     worse_by = -change if spec.direction == HIGHER else change
     verdict = MetricVerdict(metric=metric, status=PASS, baseline=statistics.median(current),
                             current=statistics.median(candidate), change=change, tolerance=tolerance,
@@ -68,7 +84,7 @@ def compare_paired(metric: str, current: list[float], candidate: list[float],
                             note=f"{len(pair_ratios)} pairs")
     if abs(worse_by) <= tolerance + EPSILON:
         return verdict
-    verdict.p_value = one_sided_p([math.log(r) for r in pair_ratios], lower=change < 0)
+    verdict.p_value = one_sided_p(log_ratios, lower=change < 0)
     if verdict.p_value >= ALPHA:
         verdict.note += f"; beyond tolerance but not significant (p >= {ALPHA})"
         return verdict

@@ -1,14 +1,15 @@
 """The paired gate's power on this machine: how often it flags a known slowdown, and how often nothing.
 
 Each repeat is one gate run of one scenario, as `pytest tests_perf --candidate PYTHON` runs it:
-a current engine (this environment) and a candidate engine start fresh, warm up, and run rounds
-alternately (A B B A ...).  The candidate is this same environment through a wrapper interpreter
-that loads the CPU-tier fault plugin and sleeps a fraction of every engine step (`step_slowdown`);
-a fraction of 0 is an A/A gate.  Every repeat is judged on its first N pairs for each N of
+current and candidate engines start fresh (`--instances` of each, side by side), warm up, and run
+rounds alternately (A B B A ...).  Both sides are this environment through a wrapper interpreter
+that loads the CPU-tier fault plugin; the candidate's sleeps a fraction of every engine step
+(`step_slowdown`), the current's a fraction of 0, so the two differ by nothing else; a candidate
+fraction of 0 is an A/A gate.  Every repeat is judged on its first N pairs for each N of
 `--judge-pairs` (the first 5 pairs of a 10-pair run are a 5-pair run), so one study shows what
 each number of rounds buys.  Prints figures, asserts nothing.  Needs the CPU tier's environment:
 
-    .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.02 0.05 0.10 --repeats 10
+    .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.02 0.05 0.10 --repeats 10 --instances 2
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ DEFAULT_SCENARIOS = ["smollm2-135m-ngram-k3-bs1-instructcoder", "tiny-mimo-mtp-k
 POWER = 0.95
 
 
-def one_gate(scenario, calls, candidate: str, pairs: int) -> tuple[dict[str, list[float]], float]:
-    """A fresh current and candidate engine, warm-up, `pairs` pairs: the throughput of every round
+def one_gate(scenario, calls, current: str, candidate: str, pairs: int,
+             instances: int) -> tuple[dict[str, list[float]], float]:
+    """Fresh current and candidate engines, warm-up, `pairs` pairs: the throughput of every round
     per side, and the mean round time."""
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
 
     pool = EnginePool(log=lambda line: None)
     try:
-        measured = measure_rounds(pool, {"current": (scenario, None), "candidate": (scenario, candidate)},
-                                  calls.calls, scenario.output_len, scenario.warmup, pairs)
+        measured = measure_rounds(pool, {"current": (scenario, current), "candidate": (scenario, candidate)},
+                                  calls.calls, scenario.output_len, scenario.warmup, pairs, instances=instances)
     finally:
         pool.close()
     return ({side: [r.throughput for r in rounds] for side, rounds in measured.rounds.items()},
@@ -54,6 +56,8 @@ def main() -> int:
     parser.add_argument("-k", dest="select", nargs="*", default=DEFAULT_SCENARIOS)
     parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.10])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--instances", type=int, default=None,
+                        help="engines per side (default: the profile's gate_instances)")
     parser.add_argument("--judge-pairs", type=int, nargs="+", default=[5, 10],
                         help="judge each repeat on its first N pairs, for each N; the largest is measured")
     args = parser.parse_args()
@@ -63,14 +67,17 @@ def main() -> int:
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
     pair_counts = sorted(args.judge_pairs)
     rows = []       # (scenario, slowdown, pairs, flagged, changes, round_s)
+    (wrappers / "current").mkdir()
+    current = slowed_python(wrappers / "current", 0.0)          # a path of its own: another engine slot
     for scenario in scenarios:
         calls = prepare(scenario)
+        instances = args.instances or scenario.gate_instances
         for fraction in args.slowdowns:
             candidate = slowed_python(wrappers, fraction)
             found = {n: ([], 0, 0) for n in pair_counts}     # changes, regressions, improvements
             round_times, t0 = [], time.monotonic()
             for _ in range(args.repeats):
-                throughput, round_s = one_gate(scenario, calls, candidate, pair_counts[-1])
+                throughput, round_s = one_gate(scenario, calls, current, candidate, pair_counts[-1], instances)
                 round_times.append(round_s)
                 for n in pair_counts:
                     verdict = compare_paired("throughput_tok_s", throughput["current"][:n],
@@ -85,8 +92,8 @@ def main() -> int:
                       f"{statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})", flush=True)
             print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats} gate runs)", flush=True)
 
-    print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines) "
-          f"per row, throughput judged")
+    print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines, "
+          f"{args.instances or scenarios[0].gate_instances} per side) per row, throughput judged")
     print(f"{'scenario':<42} {'pairs':>5} {'slowdown':>8} {'flagged':>8} {'median change':>14} {'range':>17} "
           f"{'round':>7}")
     for sid, fraction, n, flagged, changes, round_s in sorted(rows, key=lambda r: (r[0], r[2], r[1])):

@@ -67,6 +67,7 @@ class ScenarioInfo(Record):
     reference_id: str
     paired_reference: bool = False
     gate_tolerance: float = 0.03
+    gate_instances: int = 1
     trace: bool = False
 
     @property
@@ -153,12 +154,15 @@ class Timings(Record):
 
 class RequestTrace(Record):
     """One request of the traced round: draft tokens proposed and accepted at each verification step,
-    and what n-gram would produce at every output position (judge/ngram.py)."""
+    and what n-gram (judge/ngram.py) and the scenario's draft model (run/draft_lm.py, draft-model and
+    adaptive scenarios) would produce at every output position."""
 
     request_id: str
     drafted: list[int]
     accepted: list[int]
     ngram_acc: list[int] = Field(default_factory=list)
+    draft_acc: list[int] = Field(default_factory=list)
+    prompt_len: int = 0
 
 
 class Trace(Record):

@@ -114,6 +114,24 @@ def test_blocks_keep_one_engine_alive_and_still_pair_rounds(tmp_path):
     assert result.verdict.status == "pass"
 
 
+def test_instances_run_side_by_side_and_pairs_take_them_in_turn(tmp_path):
+    order = []
+    starter = Starter(**{label: {"log": order} for label in ("nosd", SD.method.label)})
+    run = gate(tmp_path, starter)
+    run.run(REF)
+    order.clear()
+    result = run.run(dataclasses.replace(SD, gate_instances=2))
+    assert result.status == OK and result.gate.pairing == "interleaved, 2 engines per side"
+    engines = starter.started[2:]                          # after the reference scenario's two
+    assert len(engines) == 4 and not any(e.closed for e in engines)
+    assert len(result.rounds) == len(result.gate.current.rounds) == 8
+    a, b = SD.method.label, f"{SD.method.label}@{CANDIDATE}"
+    # warm-up of all four, then pairs on instance 0, 1, 0, 1, ...; the order flips every two pairs
+    assert order == [a, b, a, b] + [a, b, a, b, b, a, b, a] * 2
+    assert [e.calls for e in engines] == [5, 5, 5, 5]       # each: warm-up and four rounds
+    assert result.verdict.status == "pass"
+
+
 def test_paired_reference_measures_speedup_per_pair(tmp_path):
     paired = dataclasses.replace(SD, paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})

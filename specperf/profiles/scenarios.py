@@ -86,6 +86,7 @@ class Scenario:
     informational: tuple = ()     # metrics judged and shown, whose regression does not fail the case
     paired_reference: bool = False    # the no-SD engine runs beside the SD one, rounds alternating
     gate_tolerance: float = 0.03      # paired speed changes within this never regress (judge/paired.py)
+    gate_instances: int = 1           # paired engines per side, side by side (run/measurement.py)
     trace: bool = False               # per-step acceptance and step times (run/tracing.py)
 
     @property
@@ -143,7 +144,7 @@ class Scenario:
             "batching": self.batching, "engine_args": self.engine_args,
             "tolerances": self.tolerances, "informational": list(self.informational),
             "reference_id": self.reference_id, "paired_reference": self.paired_reference,
-            "gate_tolerance": self.gate_tolerance, "trace": self.trace,
+            "gate_tolerance": self.gate_tolerance, "gate_instances": self.gate_instances, "trace": self.trace,
         }
 
 
@@ -236,6 +237,7 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),
         paired_reference=settings.paired_reference, gate_tolerance=settings.gate_tolerance,
+        gate_instances=settings.gate_instances,
     )
     labels = [label for label in cell.methods if label != NO_SD_LABEL]
     ordered = [REFERENCE_METHOD] + [Method(label, methods[label].method, methods[label].params())

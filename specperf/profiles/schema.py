@@ -166,6 +166,9 @@ class ProfileTable(_Table):
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
     paired_reference: bool = Field(False, description="keep each SD scenario's no-SD engine alive beside "
                                    "it and alternate their rounds, so speedup is a ratio per pair of rounds")
+    gate_instances: PositiveInt = Field(1, description="paired runs (--candidate, paired_reference): engines "
+                                        "per side, side by side, pairs taking them in turn; averages the offset "
+                                        "between fresh engines of one build")
     gate_tolerance: Tolerance = Field(0.03, description="a paired speed change (--candidate, "
                                       "paired_reference) within this fraction is never a regression")
     trace: bool = Field(False, description="record per-step acceptance and step times (ids end in "
@@ -181,6 +184,16 @@ class MethodTable(_Table):
     method: SDMethodName
     model: Checkpoint = _optional("the draft model or head: hub id, local path or builtin:NAME")
     num_speculative_tokens: PositiveInt = Field(description="draft tokens per step (k)")
+
+    @model_validator(mode="after")
+    def _adaptive_names_its_parts(self) -> MethodTable:
+        """The adaptive proposer (run/adaptive_proposer.py) needs its draft model and n-gram window."""
+        if self.method == "adaptive":
+            extra = self.model_extra or {}
+            for key in ("model", "prompt_lookup_min", "prompt_lookup_max"):
+                if (self.model if key == "model" else extra.get(key)) is None:
+                    raise Invalid((key,), "required for method 'adaptive' (n-gram window and draft model)")
+        return self
 
     def params(self) -> dict[str, Any]:
         """The speculative_config without ``method``."""

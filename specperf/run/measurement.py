@@ -3,6 +3,10 @@
 Several engines are alive together when a run pairs them (a gate's current and candidate build, an
 SD engine and its no-SD reference).  Where they do not fit in memory together, `blocks` alternates
 blocks of that many rounds instead, with only one engine alive (started again for each block).
+With `instances` > 1 each side runs that many engines of its build side by side, pair i on the
+i-th of them in turn: two fresh engines of one build differ by a few percent on a small CPU (where
+each lands in memory and on the cores), and a verdict over several instances per side averages
+that offset instead of taking one draw of it.
 """
 
 from __future__ import annotations
@@ -53,13 +57,51 @@ def _phases(labels: list[str], rounds: int, blocks: int | None):
         done, forward = done + size, not forward
 
 
+def _instance_schedule(labels: list[str], rounds: int, instances: int) -> list[str]:
+    """Pair j on instance j % instances ("label#i"), the order within a pair flipping every
+    `instances` pairs, so each instance sees both orders (A B, then B A)."""
+    order = []
+    for j in range(rounds):
+        pair = [f"{label}#{j % instances}" for label in labels]
+        order += pair if (j // instances) % 2 == 0 else pair[::-1]
+    return order
+
+
+def _measure_instances(pool: EnginePool, wanted: dict, calls: list, max_tokens: int, warmup: int, rounds: int,
+                       instances: int, deadline: float, gpus: list[int] | None, rounds_runner) -> Measured:
+    labels = list(wanted)
+    expanded = {f"{label}#{i}": (*wanted[label], i) for i in range(instances) for label in labels}
+    measured = Measured({label: [] for label in labels}, {}, f"interleaved, {instances} engines per side")
+    engines, measured.start_s = pool.engines_for(expanded)
+    measured.engines = {label: _facts(engines[f"{label}#0"]) for label in labels}
+    try:
+        measured.warmup_s = warm_up(engines, calls, max_tokens, warmup, deadline)
+        t0 = time.monotonic()
+        with TelemetrySampler(gpus) as sampler:
+            done = measure(engines, calls, max_tokens, schedule=_instance_schedule(labels, rounds, instances),
+                           deadline=deadline, rounds_runner=rounds_runner)
+    except Exception as err:            # a failure names the side, not the instance
+        if hasattr(err, "engine_label"):
+            err.engine_label = err.engine_label.split("#")[0]
+        raise
+    measured.measure_s, measured.telemetry = time.monotonic() - t0, [sampler.summary()]
+    for label in labels:        # back in pair order: pair j ran on instance j % instances
+        measured.rounds[label] = [done[f"{label}#{j % instances}"][j // instances] for j in range(rounds)]
+        for r in measured.rounds[label]:
+            r.engine = label
+    return measured
+
+
 def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
                    warmup: int, rounds: int, *, deadline: float = float("inf"), blocks: int | None = None,
-                   gpus: list[int] | None = None,
+                   instances: int = 1, gpus: list[int] | None = None,
                    rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> Measured:
     """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order.
     `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
     labels = list(wanted)
+    if instances > 1 and len(labels) > 1 and blocks is None:
+        return _measure_instances(pool, wanted, calls, max_tokens, warmup, rounds, instances, deadline, gpus,
+                                  rounds_runner)
     blocked = blocks is not None and len(labels) > 1
     measured = Measured({label: [] for label in labels}, {},
                         f"blocks of {blocks} rounds" if blocked else "interleaved" if len(labels) > 1 else "single")

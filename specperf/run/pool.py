@@ -50,6 +50,7 @@ def engine_config(scenario: Scenario) -> EngineConfig:
 
 
 Slot = tuple[str | None, str]       # (the interpreter of another environment or None, engine key)
+Live = tuple[Slot, int]             # a slot's engine instance (a gate may run several of one slot)
 
 
 class EnginePool:
@@ -66,27 +67,30 @@ class EnginePool:
         self.stats = PoolStats()
         self.keys_seen: set[str] = set()
         self._failed: dict[Slot, EngineKeyFailed] = {}
-        self._live: dict[Slot, Engine] = {}
+        self._live: dict[Live, Engine] = {}
 
-    def engines_for(self, wanted: dict[str, tuple[Scenario, str | None]]) -> tuple[dict[str, Engine], float]:
-        """label -> (scenario, python): these engines alive, every other one closed; returns them and
-        the seconds spent starting.  `python` None is this environment's vLLM."""
-        slots = {label: (python, scenario.engine_key) for label, (scenario, python) in wanted.items()}
-        self.keys_seen |= {key for _, key in slots.values()}
-        for slot in [s for s in self._live if s not in slots.values()]:
-            self._close(slot)
-        for label, slot in slots.items():
+    def engines_for(self, wanted: dict[str, tuple]) -> tuple[dict[str, Engine], float]:
+        """label -> (scenario, python[, instance]): these engines alive, every other one closed;
+        returns them and the seconds spent starting.  `python` None is this environment's vLLM;
+        `instance` (default 0) tells apart engines of one slot that run side by side."""
+        lives = {label: ((spec[1], spec[0].engine_key), spec[2] if len(spec) > 2 else 0)
+                 for label, spec in wanted.items()}
+        self.keys_seen |= {slot[1] for slot, _ in lives.values()}
+        for live in [live for live in self._live if live not in lives.values()]:
+            self._close(live)
+        for slot, _ in lives.values():
             if slot in self._failed:
                 raise self._failed[slot]
         spent = 0.0
-        for label, slot in slots.items():
-            if slot not in self._live:
-                spent += self._start_slot(slot, wanted[label][0])
-        return {label: self._live[slot] for label, slot in slots.items()}, spent
+        for label, live in lives.items():
+            if live not in self._live:
+                spent += self._start_slot(live, wanted[label][0])
+        return {label: self._live[live] for label, live in lives.items()}, spent
 
-    def _start_slot(self, slot: Slot, scenario: Scenario) -> float:
-        python, key = slot
-        where = f" with {python}" if python else ""
+    def _start_slot(self, live: Live, scenario: Scenario) -> float:
+        slot, instance = live
+        python = slot[0]
+        where = (f" with {python}" if python else "") + (f" (instance {instance + 1})" if instance else "")
         self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}{where}")
         try:
             config = self._configure(scenario)      # may build a local checkpoint: not engine time
@@ -95,7 +99,7 @@ class EnginePool:
         t0 = time.monotonic()
         try:
             options = {"python": python} if python else {}
-            self._live[slot] = self._start(config, self.start_timeout_s, **options)
+            self._live[live] = self._start(config, self.start_timeout_s, **options)
         except EngineTimeout as err:
             raise self.fail(slot, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed",
                             ERROR_TIMEOUT) from err
@@ -109,13 +113,13 @@ class EnginePool:
     def fail(self, slot: Slot, message: str, kind: str) -> EngineKeyFailed:
         """Remember that this slot's engine failed (its later scenarios fail at once) and close it."""
         failure = self._failed.setdefault(slot, EngineKeyFailed(message, kind))
-        if slot in self._live:
-            self._close(slot)
+        for live in [live for live in self._live if live[0] == slot]:
+            self._close(live)
         return failure
 
-    def _close(self, slot: Slot) -> None:
-        self._live.pop(slot).close()
+    def _close(self, live: Live) -> None:
+        self._live.pop(live).close()
 
     def close(self) -> None:
-        for slot in list(self._live):
-            self._close(slot)
+        for live in list(self._live):
+            self._close(live)

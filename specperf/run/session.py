@@ -206,6 +206,7 @@ class RunSession:
         try:
             measured = measure_rounds(self.pool, wanted, calls.calls, scenario.output_len, scenario.warmup,
                                       self.rounds or scenario.rounds, deadline=deadline, blocks=self.gate_blocks,
+                                      instances=scenario.gate_instances,
                                       gpus=self.engine_gpus(scenario), rounds_runner=benchmark_runner(benchmark))
         except EngineError as err:
             label = getattr(err, "engine_label", CURRENT)

@@ -90,12 +90,28 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
         kv, token, fixed = cost.forward.coefficients
         print(f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
               f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
-              f"rest of a step {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
+              f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
         for method, fit in cost.drafts.items():
             formula = (f"{fit.coefficients[0]:.3g} x the forward" if method == "ngram" else
                        "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients))
             print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
     return 0
+
+
+def print_headroom(run_dirs: list[Path]) -> None:
+    """Each traced scenario's measured, simulated and bound speedups (judge/headroom.py)."""
+    from .judge.headroom import headroom
+
+    def x(value):
+        return f"{value:.2f}x" if value is not None else "-"
+
+    rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
+    print(f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
+          f"{'adaptive':>8}")
+    for h in rows:
+        error = f"{h.step_error:.0%}" if h.step_error is not None else "-"
+        print(f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
+              f"{x(h.combined):>8} {x(h.adaptive):>8}" + (f"  ({h.note})" if h.note else ""))
 
 
 def cmd_simulate(args) -> int:
@@ -106,6 +122,8 @@ def cmd_simulate(args) -> int:
 
     if args.fit_from:
         status = print_fitted_costs([Path(d) for d in args.fit_from])
+        if not status:
+            print_headroom([Path(d) for d in args.fit_from])
         if status or not args.study_traces:
             return status
     if not args.study_traces:
@@ -167,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--study-traces", metavar="DIR",
                           help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)")
     simulate.add_argument("--fit-from", nargs="+", metavar="RUN_DIR",
-                          help="fit the step-cost model to the traced results of these runs and print it")
+                          help="fit the step-cost model to the traced results of these runs, print it and "
+                               "each traced scenario's measured, simulated and oracle speedups")
     simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
     simulate.add_argument("--proposers", nargs="+", default=["eagle", "ngram", "combined"],
                           choices=["eagle", "ngram", "combined"],

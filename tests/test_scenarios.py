@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (model, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (24, 13), "h100-nightly": (176, 8), "study-full": (298, 16)}
+SIZES = {"cpu-smoke": (28, 14), "h100-nightly": (176, 8), "study-full": (298, 16)}
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +372,7 @@ def test_valid_base_profile_loads(tmp_path):
     (CELL.replace('method = "ngram"', 'method = "ngram"\nmodel = "./no-such-head"'), "methods.ngram-k3.model",
      "no such local checkpoint './no-such-head'"),
     (CELL.replace('method = "ngram"', 'method = "eagel"'), "methods.ngram-k3.method",
-     "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix)"),
+     "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix, adaptive)"),
 ])
 def test_malformed_profile(tmp_path, text, field, words):
     message = profile_error(tmp_path, text)

@@ -291,7 +291,7 @@ def test_sd_trace_traces_every_scenario_of_a_profile():
     profile = traced(plain)
     assert all(s.trace and s.id.endswith("-traced") for s in profile.scenarios)
     # cpu-smoke traces some cells already: each of those and its untraced twin become one scenario
-    assert len({s.id for s in profile.scenarios}) == len(profile.scenarios) == len(plain.scenarios) - 5
+    assert len({s.id for s in profile.scenarios}) == len(profile.scenarios) == len(plain.scenarios) - 6
 
 
 # ---------------------------------------------------------------- the report

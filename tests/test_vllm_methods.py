@@ -6,7 +6,8 @@ import pytest
 
 from specperf.run import engine, vllm_methods
 from specperf.run.engine import EngineConfig, EngineError
-from specperf.run.vllm_methods import UnsupportedMethod, supported_methods, unsupported_reason
+from specperf.run.vllm_methods import (PROPOSER_CLASS, UnsupportedMethod, proposer_options, supported_methods,
+                                       unsupported_reason, vllm_speculative_config)
 
 TARGET = "/models/GLM-4.5-Air"
 K3 = {"num_speculative_tokens": 3}
@@ -101,10 +102,11 @@ def test_supported_methods_gives_reasons_for_the_rest():
         "medusa": None, "mlp_speculator": None,
         "ngram_gpu": "method ngram_gpu needs vLLM >= 0.18.0 (installed 0.10.1.1)",
         "custom_class": "method custom_class needs vLLM >= 0.22.0 (installed 0.10.1.1)",
+        "adaptive": "method adaptive needs vLLM >= 0.22.0 (installed 0.10.1.1)",
     }
     on_0_33 = supported_methods("0.33.0", have_none)
     assert [m for m, reason in on_0_33.items() if reason is None] == [
-        "ngram", "eagle", "eagle3", "draft_model", "mtp", "ngram_gpu", "custom_class"]
+        "ngram", "eagle", "eagle3", "draft_model", "mtp", "ngram_gpu", "custom_class", "adaptive"]
     assert on_0_33["suffix"].startswith("method suffix needs the arctic-inference package")
 
 
@@ -154,3 +156,13 @@ def test_engine_without_an_importable_declaration_trusts_the_table(monkeypatch):
     assert engine.mapped_speculative_config(config({"method": "mtp", **K3}), "0.11.0") == {"method": "mtp", **K3}
     with pytest.raises(UnsupportedMethod, match="needs vLLM >= 0.15.0"):
         engine.mapped_speculative_config(config({"method": "draft_model", "model": "d", **K3}), "0.14.0")
+
+
+def test_the_adaptive_proposer_is_a_custom_class_with_its_options_in_additional_config():
+    spec = {"method": "adaptive", "model": "/ckpt/draft", "num_speculative_tokens": 3,
+            "prompt_lookup_min": 3, "prompt_lookup_max": 7}
+    assert vllm_speculative_config(spec, "0.32.0", "/ckpt/target") == {
+        "method": "custom_class", "model": PROPOSER_CLASS, "num_speculative_tokens": 3}
+    assert proposer_options(spec) == {"model": "/ckpt/draft", "prompt_lookup_min": 3, "prompt_lookup_max": 7}
+    assert proposer_options({"method": "ngram", "num_speculative_tokens": 3}) is None
+    assert unsupported_reason("adaptive", spec, "0.21.0") == "method adaptive needs vLLM >= 0.22.0 (installed 0.21.0)"

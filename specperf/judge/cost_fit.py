@@ -1,7 +1,7 @@
 """A step-cost model fitted from traced steps, in the study's simulator's form (simulate.StepCost):
 the target forward as a function of the batch's KV-cache tokens and the tokens it verifies, a
 learned drafter as a function of KV-cache tokens and tokens per request (n-gram: a share of the
-forward), and the rest of a step as a constant.  Each part is a least-squares fit with
+forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.  Each part is a least-squares fit with
 non-negative coefficients (more work never costs less) over the decode steps of every traced
 scenario of one target model, and comes with its error: the root-mean-square relative error of
 its prediction over those steps.
@@ -33,8 +33,9 @@ def fit_linear(features: np.ndarray, seconds: np.ndarray, constant: bool = True)
     return LinearFit(tuple(float(c) for c in coefficients), error, len(seconds))
 
 
-def decode_steps(result: ScenarioResult) -> dict[str, np.ndarray] | None:
-    """The traced round's decode steps (no prompt in the forward): seconds of each part and the batch."""
+def decode_steps(result: ScenarioResult, prefill: bool = False) -> dict[str, np.ndarray] | None:
+    """The traced round's decode steps (no prompt in the forward; with `prefill`, the prompts' steps
+    too): seconds of each part and the batch."""
     trace = result.trace
     if trace is None or not trace.step_batch.get("tokens"):
         return None
@@ -42,10 +43,10 @@ def decode_steps(result: ScenarioResult) -> dict[str, np.ndarray] | None:
                **{b: np.array(v, float) for b, v in trace.step_batch.items()}}
     per_request = columns["tokens"] / np.maximum(columns["requests"], 1)
     k = int(result.scenario.method.params.get("num_speculative_tokens", 0))
-    keep = (columns["requests"] > 0) & (per_request <= k + 1) & (columns["forward"] > 0)
+    keep = (columns["requests"] > 0) & ((per_request <= k + 1) | prefill) & (columns["forward"] > 0)
     columns = {name: values[keep] for name, values in columns.items()}
     columns["per_request"] = per_request[keep]
-    columns["rest"] = columns["total"] - columns["draft"] - columns["forward"] - columns["sample"]
+    columns["rest"] = columns["total"] - columns["draft"] - columns["forward"]     # sampling included
     return columns if keep.any() else None
 
 
@@ -57,11 +58,13 @@ class FittedCost:
     drafts: dict[str, LinearFit]        # method: learned (kv_tokens, tokens per request); ngram: share
 
     def step_cost(self, method: str) -> StepCost:
-        """The study's StepCost for one of the fitted methods."""
+        """The study's StepCost for one of the fitted methods.  The adaptive proposer drafts with
+        n-gram or the draft model: it takes both of their fits."""
         kv, token, fixed = self.forward.coefficients
-        draft = self.drafts.get(method)
-        learned = draft.coefficients if draft is not None and method != "ngram" else (0.0, 0.0, 0.0)
-        share = draft.coefficients[0] if draft is not None and method == "ngram" else 0.0
+        learned_fit = self.drafts.get("draft_model" if method == "adaptive" else method)
+        share_fit = self.drafts.get("ngram") if method in ("ngram", "adaptive") else None
+        learned = learned_fit.coefficients if learned_fit is not None and method != "ngram" else (0.0, 0.0, 0.0)
+        share = share_fit.coefficients[0] if share_fit is not None else 0.0
         return StepCost(target_kv=kv, target_token=token, target_fixed=fixed, draft_kv=learned[0],
                         draft_token=learned[1], draft_fixed=learned[2], ngram_share=share,
                         overhead=self.rest.coefficients[0])
@@ -70,14 +73,17 @@ class FittedCost:
 def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
     """One fitted cost per target model among the traced results."""
     by_model: dict[str, list[tuple[str, dict[str, np.ndarray]]]] = {}
+    with_prefill: dict[str, list[dict[str, np.ndarray]]] = {}
     for result in results:
         if (steps := decode_steps(result)) is not None:
             by_model.setdefault(result.scenario.model.name, []).append((result.scenario.method.name, steps))
+            with_prefill.setdefault(result.scenario.model.name, []).append(decode_steps(result, prefill=True))
     fitted = []
     for model, scenarios in sorted(by_model.items()):
         pooled = {name: np.concatenate([s[name] for _, s in scenarios]) for name in scenarios[0][1]}
+        everything = {name: np.concatenate([s[name] for s in with_prefill[model]]) for name in ("kv_tokens", "tokens", "forward")}
         drafts = {}
-        for method in sorted({m for m, _ in scenarios if m != "none"}):
+        for method in sorted({m for m, _ in scenarios if m not in ("none", "adaptive")}):   # adaptive: mixed steps
             steps = {name: np.concatenate([s[name] for m, s in scenarios if m == method]) for name in pooled}
             if method == "ngram":           # a share of the forward
                 drafts[method] = fit_linear(steps["forward"][:, None], steps["draft"], constant=False)
@@ -85,7 +91,8 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
                 drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], steps["per_request"]]), steps["draft"])
         fitted.append(FittedCost(
             model=model,
-            forward=fit_linear(np.column_stack([pooled["kv_tokens"], pooled["tokens"]]), pooled["forward"]),
+            # the prompts' steps too: the simulator prices a request's prefill with the same line
+            forward=fit_linear(np.column_stack([everything["kv_tokens"], everything["tokens"]]), everything["forward"]),
             rest=fit_linear(np.empty((len(pooled["rest"]), 0)), np.maximum(pooled["rest"], 1e-9)),     # a constant
             drafts=drafts))
     return fitted

@@ -88,21 +88,26 @@ def study_sample(requests: list[RequestAcceptance], k: int = STUDY_SAMPLE) -> li
 
 @dataclass(frozen=True)
 class Trajectory:
-    """The steps one copy of a request takes: tokens verified, tokens produced, and whether n-gram
-    might have found no match (its draft would be rejected; the study then draws a match)."""
+    """The steps one copy of a request takes: tokens verified, tokens produced, whether n-gram
+    might have found no match (its draft would be rejected; the study then draws a match), and the
+    output position each step starts at."""
 
     verified: np.ndarray
     produced: np.ndarray
     maybe_unmatched: np.ndarray
     length: int
+    positions: np.ndarray
 
 
 def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
-    verified, produced, unmatched = [], [], []
+    """`ngram`: 1 means n-gram may have found no match (the study's traces); the suite's own traces
+    say so with a 0, and pass False."""
+    verified, produced, unmatched, positions = [], [], [], []
     position, length = 1, len(acc_len)          # the first token comes from the prefill
     k = None if mode == "oracle" else int(mode[1:])
     while position < length:
         best = acc_len[position - 1]
+        positions.append(position)
         if best == 0:               # n-gram proposed nothing here (the suite's traces know it): one token
             verified.append(1), produced.append(1), unmatched.append(False)
         else:
@@ -111,13 +116,25 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
             produced.append(min(best, tokens))
             unmatched.append(ngram and k is not None and best == 1)
         position += produced[-1]
-    return Trajectory(np.array(verified, float), np.array(produced, float), np.array(unmatched, bool), length)
+    return Trajectory(np.array(verified, float), np.array(produced, float), np.array(unmatched, bool), length,
+                      np.array(positions, int))
 
 
-def combined(request: RequestAcceptance, first: str = "ngram", second: str = "eagle") -> list[int]:
+def learned_key(request: RequestAcceptance) -> str:
+    """The learned proposer of a request's traces: the study's EAGLE, or the suite's draft model."""
+    return "eagle" if "eagle" in request.acc_len else "draft"
+
+
+def combined(request: RequestAcceptance, first: str = "ngram", second: str | None = None) -> list[int]:
     """The per-step best of two proposers (the study's combined oracle)."""
-    a, b = request.acc_len[first], request.acc_len[second]
+    a, b = request.acc_len[first], request.acc_len[second or learned_key(request)]
     return [max(x, y) for x, y in zip(a, b)]
+
+
+def adaptive(request: RequestAcceptance) -> list[int]:
+    """The adaptive proposer's rule (run/adaptive_proposer.py): n-gram where it proposes, else the draft."""
+    a, b = request.acc_len["ngram"], request.acc_len[learned_key(request)]
+    return [x if x > 0 else y for x, y in zip(a, b)]
 
 
 def baseline_latency(prompt_len: int, length: int, batch: int, cost: StepCost) -> float:
@@ -127,9 +144,19 @@ def baseline_latency(prompt_len: int, length: int, batch: int, cost: StepCost) -
     return float(cost.forward(0, batch * prompt_len) + cost.overhead + decode.sum())
 
 
+def _learned_drafts(prompt_len: int, path: Trajectory, batch: int, kv: np.ndarray, cost: StepCost) -> np.ndarray:
+    """A learned drafter's time per step.  Copies draft one after another, each seeing the KV tokens
+    its predecessors added this step (and released, in the last step): the mean over copies."""
+    added = path.produced.copy()
+    final = 1 + path.produced.sum()
+    added[-1] -= final + prompt_len
+    return (kv + added * (batch - 1) / 2) * cost.draft_kv + path.verified * cost.draft_token + cost.draft_fixed
+
+
 def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, drafter: str,
-               match: float, rng: np.random.Generator) -> float:
-    """The mean latency of the batch's copies with speculative decoding along `path`."""
+               match: float, rng: np.random.Generator, learned_steps: np.ndarray | None = None) -> float:
+    """The mean latency of the batch's copies with speculative decoding along `path`.  A learned
+    drafter with `learned_steps` (the adaptive proposer) costs n-gram's share on the other steps."""
     kv = batch * prompt_len + batch + batch * np.concatenate([[0.0], np.cumsum(path.produced)[:-1]])
     verified = batch * path.verified
     matched = np.full(len(path.verified), float(batch))
@@ -142,32 +169,37 @@ def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, dr
     elif drafter == "ngram-always":
         drafts = forward * cost.ngram_share
     else:
-        # copies draft one after another, each seeing the KV tokens its predecessors added this step
-        # (and released, in the last step): the mean over copies
-        added = path.produced.copy()
-        final = 1 + path.produced.sum()
-        added[-1] -= final + prompt_len
-        drafts = (kv + added * (batch - 1) / 2) * cost.draft_kv + path.verified * cost.draft_token + cost.draft_fixed
+        drafts = _learned_drafts(prompt_len, path, batch, kv, cost)
+        if learned_steps is not None:       # the adaptive proposer: n-gram's cost where n-gram drafted
+            drafts = np.where(learned_steps, drafts, forward * cost.ngram_share)
     return float(cost.forward(0, batch * prompt_len) + cost.overhead + (forward + drafts + cost.overhead).sum())
 
 
 def speedups(requests: list[RequestAcceptance], proposer: str, mode: str, batch_sizes=BATCH_SIZES,
-             cost: StepCost = LLAMA_8B_H100, dataset: str = "") -> dict[int, float]:
+             cost: StepCost = LLAMA_8B_H100, dataset: str = "", known_misses: bool = False) -> dict[int, float]:
     """Speedup at each batch size: mean throughput with SD over mean throughput without.
 
-    `proposer` is a key of acc_len ("ngram", "eagle") or "combined" (the per-step best of n-gram
-    and eagle, drafting at n-gram's cost, as the study's simulator prices it)."""
+    `proposer` is a key of acc_len ("ngram", "eagle", "draft"), "combined" (the per-step best of
+    n-gram and the learned one, drafting at n-gram's cost, as the study's simulator prices it) or
+    "adaptive" (n-gram where it proposes, else the learned one, each at its own cost).
+    `known_misses`: the traces mark with 0 where n-gram proposed nothing (the suite's); the study's
+    do not, and a match is drawn where n-gram's draft would be rejected."""
     rng = np.random.default_rng(SEED)
     drafter = {"ngram": "ngram", "combined": "ngram-always"}.get(proposer, "learned")
+    rule = {"combined": combined, "adaptive": adaptive}.get(proposer, lambda request: request.acc_len[proposer])
     paths = []
     for request in requests:
-        acc = combined(request) if proposer == "combined" else request.acc_len[proposer]
+        acc = rule(request)
         if acc:
-            paths.append((request.prompt_len, trajectory(acc, mode, proposer == "ngram")))
+            path = trajectory(acc, mode, proposer == "ngram" and not known_misses)
+            learned = None
+            if proposer == "adaptive":          # the steps the draft model proposed
+                learned = np.array(request.acc_len["ngram"])[path.positions - 1] == 0
+            paths.append((request.prompt_len, path, learned))
     result = {}
     for batch in batch_sizes:
-        with_sd = [batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng)
-                   for n, p in paths]
-        without = [batch * p.length / baseline_latency(n, p.length, batch, cost) for n, p in paths]
+        with_sd = [batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng,
+                                                 learned) for n, p, learned in paths]
+        without = [batch * p.length / baseline_latency(n, p.length, batch, cost) for n, p, _ in paths]
         result[batch] = float(np.mean(with_sd) / np.mean(without))
     return result

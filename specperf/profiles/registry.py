@@ -48,6 +48,7 @@ METHODS: dict[str, SDMethod] = {m.name: m for m in (
     SDMethod("draft_model", "draft-model scenarios"),
     SDMethod("mtp", "multi-token-prediction scenarios"),
     SDMethod("suffix", "suffix-decoding scenarios"),
+    SDMethod("adaptive", "scenarios of specperf's adaptive proposer (n-gram, else a draft model)"),
 )}
 
 NO_SD_LABEL = "nosd"      # their label in scenario ids, and their pytest marker

@@ -17,6 +17,18 @@ def method_colors(views: list[ScenarioView]) -> dict[str, str]:
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
 
 
+def _bound_series(method: str, members: list[ScenarioView], color: str, bounds: dict) -> list[Series]:
+    """The simulated oracle and combined-oracle curves of a traced scenario of this method (judge.headroom)."""
+    curve = next((bounds[v.result.id] for v in members if v.result.id in bounds), {})
+    series = []
+    for name, label in (("oracle", "oracle"), ("combined", "combined oracle")):
+        points = [(bs, values[name], f"{method} {label} bs{bs}: {values[name]:.3f}x (simulated)")
+                  for bs, values in sorted(curve.items()) if values.get(name) is not None]
+        if points:
+            series.append(Series(f"{method} {label}", color, "bound", points))
+    return series
+
+
 def _method_series(method: str, members: list[ScenarioView], color: str, panel, batch_sizes) -> list[Series]:
     """This run's speedups of one method, its baseline medians, and the study's curve where it has one."""
     members = sorted(members, key=lambda v: v.batch_size)
@@ -35,8 +47,10 @@ def _method_series(method: str, members: list[ScenarioView], color: str, panel, 
     return series
 
 
-def speedup_charts(views: list[ScenarioView], colors: dict[str, str], reference: dict) -> list[dict]:
-    """One chart per (model, dataset): speedup against batch size of every method, with the study's curves."""
+def speedup_charts(views: list[ScenarioView], colors: dict[str, str], reference: dict,
+                   bounds: dict | None = None) -> list[dict]:
+    """One chart per (model, dataset): speedup against batch size of every method, with the study's
+    curves and, where a scenario was traced, its simulated oracle bounds (`bounds`: id -> curve)."""
     groups: dict[tuple[str, str], dict[str, list[ScenarioView]]] = {}
     for v in views:
         if v.is_sd and v.value("speedup") is not None:
@@ -47,7 +61,8 @@ def speedup_charts(views: list[ScenarioView], colors: dict[str, str], reference:
         first = next(iter(by_method.values()))[0].result.scenario
         panel = study_panel(model, first.model.path, dataset, reference)
         series = [s for method in sorted(by_method)
-                  for s in _method_series(method, by_method[method], colors[method], panel, batch_sizes)]
+                  for s in _method_series(method, by_method[method], colors[method], panel, batch_sizes)
+                  + _bound_series(method, by_method[method], colors[method], bounds or {})]
         charts.append({
             "model": model, "dataset": dataset, "chart": line_chart(series),
             "legend": [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series],

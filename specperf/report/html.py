@@ -141,7 +141,7 @@ def render_html(view: ReportView) -> str:
             "dataset": sorted({v.dataset for v in scenarios}),
             "status": sorted({v.status for v in scenarios}, key=severity_rank),
         },
-        charts=speedup_charts(scenarios, colors, reference),
+        charts=speedup_charts(scenarios, colors, reference, view.traces.bound_curves()),
         study={"source": reference.get("source", ""), "hardware": reference.get("hardware", ""),
                "engine": reference.get("engine", "")},
         acceptance=view.acceptance, acceptance_rows=_acceptance(view.acceptance, colors),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .format import fmt_num
 
-DASH = {"current": "", "baseline": "6 4", "study": "2 3"}
+DASH = {"current": "", "baseline": "6 4", "study": "2 3", "bound": "8 3 2 3"}
 
 
 def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
@@ -26,7 +26,7 @@ def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
 class Series:
     label: str
     color: str
-    style: str                                  # current, baseline or study (see DASH)
+    style: str                                  # current, baseline, study or bound (see DASH)
     points: list[tuple[float, float, str]]     # (x, y, tooltip)
 
 

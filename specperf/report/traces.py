@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..judge import traces
+from ..judge.headroom import headroom
 from ..records import ScenarioResult
 from .svg import bar_chart, nice_ticks
 
@@ -23,10 +24,15 @@ class TraceViews:
     tenths: list[dict] = field(default_factory=list)         # acceptance by tenth of the output, SD only
     spreads: list[dict] = field(default_factory=list)        # per-request acceptance length percentiles
     overlap: list[dict] = field(default_factory=list)        # per (model, dataset, batch size): scatter
+    headroom: list[dict] = field(default_factory=list)       # per traced SD scenario: judge.headroom
     notes: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.shares or self.tenths or self.spreads or self.overlap)
+        return bool(self.shares or self.tenths or self.spreads or self.overlap or self.headroom)
+
+    def bound_curves(self) -> dict[str, dict[int, dict[str, float]]]:
+        """scenario id -> batch size -> simulated speedups (for the speedup chart)."""
+        return {h["id"]: h["curve"] for h in self.headroom if h["curve"]}
 
     def to_json(self) -> dict:
         return {
@@ -35,6 +41,7 @@ class TraceViews:
             "request_acceptance": [{"id": s["id"], "percentiles": s["percentiles"]} for s in self.spreads],
             "overlap_vs_ngram_advantage": [{k: o[k] for k in ("model", "dataset", "batch_size", "points")}
                                            for o in self.overlap],
+            "headroom": [{k: v for k, v in h.items() if k != "label"} for h in self.headroom],
             "notes": self.notes,
         }
 
@@ -120,6 +127,12 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
                 top = 1 + max(1, int(r.scenario.method.params.get("num_speculative_tokens", 1)))
                 views.spreads.append({"id": r.id, "label": _label(r), "percentiles": p, "top": top,
                                       "box": _spread_bar(p, top)})
+    labels = {r.id: _label(r) for r in traced}
+    for row in headroom(traced):
+        views.headroom.append({"id": row.scenario_id, "label": labels[row.scenario_id], "measured": row.measured,
+                               "simulated": row.simulated, "step_error": row.step_error,
+                               "within_error": row.within_error, "oracle": row.oracle, "combined": row.combined,
+                               "adaptive": row.adaptive, "curve": row.curve, "note": row.note})
     groups: dict[tuple, list[ScenarioResult]] = {}
     for r in traced:
         groups.setdefault((r.scenario.model.name, r.scenario.dataset, r.scenario.batch_size), []).append(r)

@@ -181,6 +181,7 @@ def _serve(conn, config: EngineConfig) -> None:
     os.environ.update(config.env)
     started = time.perf_counter()
     timer, public_acceptance = None, False
+    draft, draft_memo = None, {}        # a traced draft-model scenario: its draft over every output
     try:
         if config.trace:
             timer = tracing.load_step_timer()
@@ -189,6 +190,9 @@ def _serve(conn, config: EngineConfig) -> None:
         spec = mapped_speculative_config(config, provenance["vllm"])
         if spec is not None:
             kwargs["speculative_config"] = spec
+        options = vllm_methods.proposer_options(config.speculative_config)
+        if options is not None:
+            kwargs["additional_config"] = {vllm_methods.PROPOSER_OPTIONS_KEY: options}
         from vllm import LLM, SamplingParams
         from vllm.engine.arg_utils import EngineArgs
 
@@ -227,6 +231,12 @@ def _serve(conn, config: EngineConfig) -> None:
             after = read_spec_counters(llm)
             token_ids = [list(o.outputs[0].token_ids) for o in outputs]
             trace = None if timer is None else tracing.call_trace(timer, outputs, public_acceptance)
+            if trace is not None and tracing.draft_path(config.speculative_config):
+                if draft is None:
+                    from .draft_lm import DraftLM
+                    dtype = llm.llm_engine.vllm_config.model_config.dtype
+                    draft = DraftLM(tracing.draft_path(config.speculative_config), dtype)
+                tracing.add_draft_acceptance(trace, draft, prompts, token_ids, draft_memo)
             conn.send(("result", {
                 "wall_s": wall_s,
                 "output_tokens": sum(len(ids) for ids in token_ids),

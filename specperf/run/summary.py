@@ -95,7 +95,8 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
         metrics=values, lossless=lossless,
         trace=build_trace([r.trace for r in rounds], requests, sum(r.output_tokens for r in rounds),
-                          _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None),
+                          _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None,
+                          [len(p) for p in prompts] if prompts is not None else None),
     )
 
 
@@ -104,7 +105,7 @@ def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: lis
     if prompts is None or scenario.method.is_reference:
         return None
     window = ngram.STUDY_WINDOW
-    if scenario.method.name == "ngram":       # vLLM: either bound defaults to the other, both to 5
+    if scenario.method.name in ("ngram", "adaptive"):     # vLLM: either bound defaults to the other, both to 5
         low, high = scenario.method.params.get("prompt_lookup_min"), scenario.method.params.get("prompt_lookup_max")
         window = (low or high or 5, high or low or 5)
     return ngram_acceptance(prompts, outputs, window)

@@ -28,6 +28,7 @@ PARTS = ("total", "draft", "forward", "sample")     # the step timer's first fie
 BATCH = ("tokens", "kv_tokens", "requests")         # then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000          # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000      # output positions given n-gram's acceptance per result
+DRAFTED_BY_MODEL = ("draft_model", "adaptive")     # methods whose draft model is run over the output
 
 
 # ---------------------------------------------------------------- in the engine process
@@ -61,6 +62,24 @@ def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
         notes.append(f"the scheduler hook's per-step counts differ from vLLM's per-request metrics "
                      f"for {disagree} of {len(outputs)} requests")
     return {"steps": timer.drain(), "requests": requests, "notes": notes}
+
+
+def draft_path(speculative_config: dict | None) -> str | None:
+    """The draft model whose acceptance a traced scenario records at every output position."""
+    spec = speculative_config or {}
+    return spec.get("model") if spec.get("method") in DRAFTED_BY_MODEL else None
+
+
+def add_draft_acceptance(trace: dict, draft, prompts: list[list[int]], outputs: list[list[int]],
+                         memo: dict) -> None:
+    """Per request of a call's trace, what `draft` (a draft_lm.DraftLM) would accept at every output
+    position; computed once per distinct prompt and output (`memo`), after the call's timing."""
+    for request, prompt, output in zip(trace["requests"], prompts, outputs):
+        key = (tuple(prompt), tuple(output))
+        if key not in memo:
+            memo[key] = draft.acceptance_lengths(prompt, output[:MAX_POSITIONS], ngram.STUDY_MAX_DRAFT)
+        if request is not None:
+            request["draft_acc"] = memo[key]
 
 
 def _hooked_counts(hooked: dict, request_id: str) -> dict | None:
@@ -99,7 +118,7 @@ def ngram_acceptance(prompts: list[list[int]], outputs: list[list[int]], window:
 
 
 def build_trace(round_traces: list[dict | None], requests: list[Request], output_tokens: int,
-                ngram_acc: list[list[int]] | None = None) -> Trace | None:
+                ngram_acc: list[list[int]] | None = None, prompt_lens: list[int] | None = None) -> Trace | None:
     """The result's trace: per-step lists of the last round, totals over all of them."""
     traced = [t for t in round_traces if t is not None]
     if not traced:
@@ -118,8 +137,10 @@ def build_trace(round_traces: list[dict | None], requests: list[Request], output
     if any(not a for a, r in zip(ngram_acc, last["requests"]) if r is not None) and any(ngram_acc):
         notes.append(f"n-gram acceptance: the first {MAX_POSITIONS} output positions only")
     return Trace(
-        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"], ngram_acc=a)
-                  for request, r, a in zip(requests, last["requests"], ngram_acc) if r is not None],
+        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"], ngram_acc=a,
+                               draft_acc=r.get("draft_acc", []), prompt_len=n)
+                  for request, r, a, n in zip(requests, last["requests"], ngram_acc, prompt_lens or [0] * len(requests))
+                  if r is not None],
         step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(PARTS)},
         step_batch={name: [int(s[len(PARTS) + i]) for s in last["steps"][:MAX_STEPS]] for i, name in enumerate(BATCH)},
         seconds=seconds, steps=len(steps), output_tokens=output_tokens,

@@ -17,6 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 # The oldest release the table was read for; older ones are refused.
 OLDEST = "0.10.0"
+PROPOSER_CLASS = "specperf.run.adaptive_proposer.AdaptiveProposer"
+PROPOSER_OPTIONS_KEY = "specperf_proposer"   # its options in vLLM's additional_config
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Span:
     model_is_target: bool = False  # an absent `model` must be set to the target model
     needs_module: str | None = None  # a module the engine process must be able to import
     needs_package: str | None = None  # the distribution that provides it
+    proposer_class: str | None = None  # a custom proposer: vLLM's `model` names this class, and the
+    #                                  method's other params travel in additional_config (proposer_options)
 
 
 # Names: `SpeculativeMethod` in vllm/config.py (v0.10.0), vllm/config/__init__.py (v0.10.1.1,
@@ -67,6 +71,11 @@ SPANS: tuple[Span, ...] = (
     Span("ngram_gpu", "0.18.0", None, "ngram_gpu", "vllm/config/speculative.py v0.17.0 (absent), v0.18.0"),
     Span("custom_class", "0.22.0", None, "custom_class",
          "vllm/config/speculative.py v0.21.0 (absent), v0.22.0"),
+    # specperf's own proposer (run/adaptive_proposer.py) through that extension point; vLLM 0.22 to
+    # 0.33 call `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, ...)` on it
+    # (vllm/v1/worker/gpu_model_runner.py, propose_draft_token_ids).
+    Span("adaptive", "0.22.0", None, "custom_class", "vllm/v1/spec_decode/custom_class_proposer.py v0.22.0",
+         proposer_class=PROPOSER_CLASS),
 )
 
 # speculative_config keys that only some releases accept.  SpeculativeConfig forbids unknown keys
@@ -166,8 +175,19 @@ def vllm_speculative_config(spec: dict, vllm_version: str, target_model: str,
         raise UnsupportedMethod(f"unsupported: {reason}")
     mapped = dict(spec)
     span = _span_for(method, parse_version(vllm_version))
+    if span is not None and span.proposer_class:
+        return {"method": span.vllm_name, "model": span.proposer_class,
+                "num_speculative_tokens": spec["num_speculative_tokens"]}
     if span is not None:
         mapped["method"] = span.vllm_name
         if span.model_is_target and not mapped.get("model"):
             mapped["model"] = target_model
     return mapped
+
+
+def proposer_options(spec: dict | None) -> dict | None:
+    """The options of a custom-proposer method (all its params but k), for vLLM's additional_config;
+    None for every other method."""
+    if not spec or not any(s.proposer_class for s in _spans(spec.get("method", ""))):
+        return None
+    return {key: value for key, value in spec.items() if key not in ("method", "num_speculative_tokens")}

@@ -71,7 +71,7 @@ def test_ngram_accepts_more_on_code_editing_than_on_math(first_run):
 def test_every_method_accepts_drafts_and_is_lossless(first_run):
     _, _, results = first_run
     sd = [r for r in results.values() if r["scenario"]["method"]["name"] != "none"]
-    assert {r["scenario"]["method"]["name"] for r in sd} >= {"ngram", "draft_model", "eagle", "eagle3", "mtp"}
+    assert {r["scenario"]["method"]["name"] for r in sd} >= {"ngram", "draft_model", "eagle", "eagle3", "mtp", "adaptive"}
     for result in sd:
         assert result["counters"]["accepted"] > 0, result["scenario"]["id"]
         assert result["metrics"]["lossless_fraction"]["value"] == 1.0, result["scenario"]["id"]
@@ -100,7 +100,7 @@ def test_report_is_written_and_small(first_run):
 def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run):
     _, run_dir, results = first_run
     traced = {sid: r for sid, r in results.items() if sid.endswith("-traced")}
-    assert len(traced) == 5 and all(r["trace"] for r in traced.values())
+    assert len(traced) == 9 and all(r["trace"] for r in traced.values())
     assert all(r.get("trace") is None for sid, r in results.items() if sid not in traced)
     for sid, result in traced.items():
         trace, seconds = result["trace"], result["trace"]["seconds"]
@@ -137,6 +137,43 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
     summary = json.loads((run_dir / "summary.json").read_text())["traces"]
     assert {s["id"] for s in summary["time_shares"]} == set(traced)
     assert summary["overlap_vs_ngram_advantage"], "n-gram and the draft model share requests"
+
+
+def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(first_run):
+    """Per step of the adaptive proposer: n-gram's acceptance where n-gram proposes, the draft
+    model's elsewhere, as the traces computed them for every position; the draft model's own
+    traced steps agree with its per-position acceptance; the run's headroom has every bound."""
+    _, run_dir, results = first_run
+    steps = {"ngram": 0, "draft": 0, "draft_agrees": 0, "draft_steps": 0}
+    for sid, result in results.items():
+        method = result["scenario"]["method"]["name"]
+        if not sid.endswith("-traced") or method not in ("adaptive", "draft_model"):
+            continue
+        for request in result["trace"]["requests"]:
+            ngram_acc, draft_acc = request["ngram_acc"], request["draft_acc"]
+            assert len(draft_acc) == len(ngram_acc) > 0 and request["prompt_len"] > 0, sid
+            for p, d, a in zip(request_positions(request["drafted"], request["accepted"]),
+                               request["drafted"], request["accepted"]):
+                if p + a + 1 > len(draft_acc):        # past max_tokens: the output no longer shows it
+                    continue
+                if method == "adaptive" and ngram_acc[p - 1] > 0:
+                    steps["ngram"] += 1
+                    assert a == min(ngram_acc[p - 1] - 1, d), (sid, p, d, a)
+                    continue
+                steps["draft" if method == "adaptive" else "draft_steps"] += 1
+                steps["draft_agrees"] += a == min(draft_acc[p - 1] - 1, d)
+    assert steps["ngram"] > 0 and steps["draft"] > 0, steps
+    # the draft's acceptance from one pass over the output against vLLM's own verification steps
+    assert steps["draft_agrees"] >= 0.95 * (steps["draft"] + steps["draft_steps"]), steps
+    headroom = {h["id"]: h for h in json.loads((run_dir / "summary.json").read_text())["traces"]["headroom"]}
+    for sid in ("smollm2-135m-ngram-k3-bs1-instructcoder-traced", "smollm2-135m-draft-k3-bs1-gsm8k-traced",
+                "smollm2-135m-adaptive-k3-bs1-instructcoder-traced"):
+        row = headroom[sid]
+        assert row["simulated"] > 0 and row["oracle"] >= row["simulated"] and row["measured"] > 0, row
+        if "ngram" not in sid:
+            assert row["combined"] >= row["oracle"] and row["adaptive"] > 0, row
+    assert "hidden states" in headroom["tiny-llama-eagle-k3-bs1-instructcoder-traced"]["note"]
+    assert "Headroom: measured, simulated and the oracle bounds" in (run_dir / "index.html").read_text()
 
 
 def test_baselines_were_stored_for_every_scenario(first_run, store):

@@ -1,0 +1,118 @@
+"""Headroom of a run's traced scenarios: the study's oracle analysis on the suite's own traces.
+
+Per traced SD scenario whose acceptance is known at every output position (n-gram's from the prompt
+and the output, judge/ngram.py; a draft model's from one pass over the output, run/draft_lm.py): the
+speedup it measured; the speedup the simulator (judge/simulate.py) gives for the same method and k
+under the step cost fitted on this run's traced steps (judge/cost_fit.py), which checks the cost
+model; the method's oracle bound; the combined oracle (per step, the better of n-gram and the draft
+model); and the adaptive proposer's rule simulated.  The suite's traces mark where n-gram proposed
+nothing, so nothing is drawn at random.  EAGLE and MTP heads draft from the target's hidden states,
+which a finished request does not give back: their acceptance is known only where they drafted,
+so they get no headroom (said in a note).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..records import ScenarioResult
+from . import simulate
+from .cost_fit import FittedCost, decode_steps, fit_costs
+
+PROPOSER = {"ngram": "ngram", "draft_model": "draft", "adaptive": "adaptive"}    # method -> simulate's name
+
+
+@dataclass
+class Headroom:
+    scenario_id: str
+    batch_size: int
+    measured: float | None                      # the run's speedup
+    simulated: float | None = None              # the same method and k, simulated
+    oracle: float | None = None                 # the method's oracle bound
+    combined: float | None = None               # per step the better of n-gram and the draft model
+    adaptive: float | None = None               # the adaptive proposer's rule, simulated
+    step_error: float | None = None             # the cost model's RMS relative error on this scenario's steps
+    curve: dict[int, dict[str, float]] = field(default_factory=dict)   # batch size -> the simulated values
+    note: str = ""
+
+    @property
+    def within_error(self) -> bool | None:
+        """Whether simulated and measured speedup agree within the cost model's error."""
+        if self.measured is None or self.simulated is None or self.step_error is None:
+            return None
+        return abs(self.simulated / self.measured - 1) <= self.step_error
+
+
+def request_acceptance(result: ScenarioResult) -> list[simulate.RequestAcceptance]:
+    """The traced requests in the simulator's form: n-gram's and the draft model's per-position acceptance."""
+    requests = []
+    for r in result.trace.requests if result.trace else []:
+        acc = {name: values for name, values in (("ngram", r.ngram_acc), ("draft", r.draft_acc)) if values}
+        if acc and r.prompt_len:
+            requests.append(simulate.RequestAcceptance(r.request_id, r.prompt_len, acc))
+    return requests
+
+
+def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
+    """RMS relative error of the cost model's step time over this scenario's decode steps."""
+    steps = decode_steps(result)
+    if steps is None:
+        return None
+    forward = cost.forward(steps["kv_tokens"], steps["tokens"])
+    if result.scenario.method.name == "ngram":
+        draft = np.where(steps["per_request"] > 1, forward * cost.ngram_share, 0.0)   # drafted: verified more than one
+    elif result.scenario.method.name == "adaptive":
+        return None         # which steps drafted with the model is not in the step record
+    else:
+        draft = steps["kv_tokens"] * cost.draft_kv + steps["per_request"] * cost.draft_token + cost.draft_fixed
+    predicted = forward + draft + cost.overhead
+    return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
+
+
+def _speedup(result: ScenarioResult) -> float | None:
+    metric = result.metrics.get("speedup")
+    return metric.value if metric is not None else None
+
+
+def headroom(results: list[ScenarioResult]) -> list[Headroom]:
+    """Headroom of every traced SD scenario among `results` (one run, or several of one machine)."""
+    costs: dict[str, FittedCost] = {c.model: c for c in fit_costs(results)}
+    batch_sizes: dict[tuple, set[int]] = {}
+    for r in results:
+        s = r.scenario
+        batch_sizes.setdefault((s.model.name, s.method.label, s.dataset), set()).add(s.batch_size)
+    rows = []
+    for result in results:
+        s = result.scenario
+        if result.trace is None or s.is_reference:
+            continue
+        row = Headroom(s.id, s.batch_size, _speedup(result))
+        rows.append(row)
+        requests = request_acceptance(result)
+        proposer = PROPOSER.get(s.method.name)
+        if proposer is None:
+            row.note = (f"{s.method.name} drafts from the target's hidden states: its acceptance is known only "
+                        "where it drafted, so no bound is simulated")
+            continue
+        if s.model.name not in costs or not requests:
+            row.note = "no fitted step cost or no per-position acceptance in the trace"
+            continue
+        has_draft = all("draft" in r.acc_len for r in requests)
+        if proposer != "ngram" and not has_draft:
+            row.note = "the draft model's per-position acceptance is missing from the trace"
+            continue
+        cost = costs[s.model.name].step_cost(s.method.name)
+        k = int(s.method.params.get("num_speculative_tokens", 1))
+        sizes = sorted(batch_sizes[(s.model.name, s.method.label, s.dataset)] | {s.batch_size})
+        modes = {"simulated": (proposer, f"k{k}"), "oracle": (proposer, "oracle")}
+        if has_draft:
+            modes |= {"combined": ("combined", "oracle"), "adaptive": ("adaptive", f"k{k}")}
+        for name, (which, mode) in modes.items():
+            values = simulate.speedups(requests, which, mode, sizes, cost, s.dataset, known_misses=True)
+            for size, value in values.items():
+                row.curve.setdefault(size, {})[name] = value
+            setattr(row, name, values[s.batch_size])
+        row.step_error = step_error(result, cost)
+    return rows

@@ -81,3 +81,16 @@ def test_known_misses_draw_nothing():
     assert not path.maybe_unmatched.any() and list(path.positions[:3]) == [1, 2, 3]
     drawn = simulate.trajectory([1, 1, 0, 1] * 5, "k3", ngram=True)
     assert drawn.maybe_unmatched.sum() == np.sum(np.array(drawn.verified) == 4)
+
+
+def test_the_speedup_chart_draws_each_bound_once():
+    from specperf.report.charts import method_colors, speedup_charts
+    from specperf.report.view import scenario_view
+
+    results = run()
+    views = [scenario_view(r, None) for r in results]
+    (chart,) = speedup_charts(views, method_colors(views), {}, trace_views(results).bound_curves())
+    labels = [entry["label"] for entry in chart["legend"]]
+    assert {"ngram-k3 oracle", "draft-k3 oracle", "adaptive-k3 oracle"} <= set(labels)
+    # the draft model's and the adaptive proposer's requests share one combined oracle: drawn once
+    assert sum(label.endswith("combined oracle") for label in labels) == 1

@@ -58,13 +58,13 @@ class FittedCost:
     drafts: dict[str, LinearFit]        # method: learned (kv_tokens, tokens per request); ngram: share
 
     def step_cost(self, method: str) -> StepCost:
-        """The study's StepCost for one of the fitted methods.  The adaptive proposer drafts with
-        n-gram or the draft model: it takes both of their fits."""
+        """The study's StepCost for one of the fitted methods.  n-gram's share comes with every one
+        (the combined oracle drafts at n-gram's cost); the adaptive proposer drafts with n-gram or
+        the draft model, and takes the draft model's fit."""
         kv, token, fixed = self.forward.coefficients
         learned_fit = self.drafts.get("draft_model" if method == "adaptive" else method)
-        share_fit = self.drafts.get("ngram") if method in ("ngram", "adaptive") else None
         learned = learned_fit.coefficients if learned_fit is not None and method != "ngram" else (0.0, 0.0, 0.0)
-        share = share_fit.coefficients[0] if share_fit is not None else 0.0
+        share = self.drafts["ngram"].coefficients[0] if "ngram" in self.drafts else 0.0
         return StepCost(target_kv=kv, target_token=token, target_fixed=fixed, draft_kv=learned[0],
                         draft_token=learned[1], draft_fixed=learned[2], ngram_share=share,
                         overhead=self.rest.coefficients[0])

@@ -60,9 +60,14 @@ def speedup_charts(views: list[ScenarioView], colors: dict[str, str], reference:
     for (model, dataset), by_method in sorted(groups.items()):
         first = next(iter(by_method.values()))[0].result.scenario
         panel = study_panel(model, first.model.path, dataset, reference)
-        series = [s for method in sorted(by_method)
-                  for s in _method_series(method, by_method[method], colors[method], panel, batch_sizes)
-                  + _bound_series(method, by_method[method], colors[method], bounds or {})]
+        series, drawn = [], set()
+        for method in sorted(by_method):
+            for s in (_method_series(method, by_method[method], colors[method], panel, batch_sizes)
+                      + _bound_series(method, by_method[method], colors[method], bounds or {})):
+                same = (s.style, tuple((x, round(y, 6)) for x, y, _ in s.points))
+                if s.style != "bound" or same not in drawn:    # one combined oracle where methods share it
+                    series.append(s)
+                    drawn.add(same)
         charts.append({
             "model": model, "dataset": dataset, "chart": line_chart(series),
             "legend": [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series],

@@ -177,7 +177,7 @@ def vllm_speculative_config(spec: dict, vllm_version: str, target_model: str,
     span = _span_for(method, parse_version(vllm_version))
     if span is not None and span.proposer_class:
         return {"method": span.vllm_name, "model": span.proposer_class,
-                "num_speculative_tokens": spec["num_speculative_tokens"]}
+                **{key: spec[key] for key in ("num_speculative_tokens",) if key in spec}}
     if span is not None:
         mapped["method"] = span.vllm_name
         if span.model_is_target and not mapped.get("model"):

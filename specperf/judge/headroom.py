@@ -66,7 +66,7 @@ def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
     elif result.scenario.method.name == "adaptive":
         return None         # which steps drafted with the model is not in the step record
     else:
-        draft = steps["kv_tokens"] * cost.draft_kv + steps["per_request"] * cost.draft_token + cost.draft_fixed
+        draft = cost.learned_draft(steps["kv_tokens"], steps["per_request"])
     predicted = forward + draft + cost.overhead
     return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
 

@@ -46,6 +46,10 @@ class StepCost:
     def forward(self, kv_tokens, tokens):
         return kv_tokens * self.target_kv + tokens * self.target_token + self.target_fixed
 
+    def learned_draft(self, kv_tokens, tokens):
+        """A learned drafter's time: per KV-cache token it sees and per token it drafts."""
+        return kv_tokens * self.draft_kv + tokens * self.draft_token + self.draft_fixed
+
 
 # Llama-3.1-8B-Instruct on one H100, fitted by the study on InstructCoder at batch 1 to 64 (predictor.py).
 LLAMA_8B_H100 = StepCost(target_kv=3.92645679e-08, target_token=2.10103129e-05, target_fixed=5.88590713e-03,
@@ -150,7 +154,7 @@ def _learned_drafts(prompt_len: int, path: Trajectory, batch: int, kv: np.ndarra
     added = path.produced.copy()
     final = 1 + path.produced.sum()
     added[-1] -= final + prompt_len
-    return (kv + added * (batch - 1) / 2) * cost.draft_kv + path.verified * cost.draft_token + cost.draft_fixed
+    return cost.learned_draft(kv + added * (batch - 1) / 2, path.verified)
 
 
 def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, drafter: str,

@@ -182,6 +182,7 @@ def _serve(conn, config: EngineConfig) -> None:
     started = time.perf_counter()
     timer, public_acceptance = None, False
     draft, draft_memo = None, {}        # a traced draft-model scenario: its draft over every output
+    draft_path = tracing.draft_path(config.speculative_config) if config.trace else None
     try:
         if config.trace:
             timer = tracing.load_step_timer()
@@ -231,11 +232,10 @@ def _serve(conn, config: EngineConfig) -> None:
             after = read_spec_counters(llm)
             token_ids = [list(o.outputs[0].token_ids) for o in outputs]
             trace = None if timer is None else tracing.call_trace(timer, outputs, public_acceptance)
-            if trace is not None and tracing.draft_path(config.speculative_config):
+            if trace is not None and draft_path:
                 if draft is None:
                     from .draft_lm import DraftLM
-                    dtype = llm.llm_engine.vllm_config.model_config.dtype
-                    draft = DraftLM(tracing.draft_path(config.speculative_config), dtype)
+                    draft = DraftLM(draft_path, llm.llm_engine.vllm_config.model_config.dtype)
                 tracing.add_draft_acceptance(trace, draft, prompts, token_ids, draft_memo)
             conn.send(("result", {
                 "wall_s": wall_s,

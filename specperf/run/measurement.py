@@ -43,17 +43,23 @@ def _facts(engine) -> EngineFacts:
     return EngineFacts(engine.provenance, engine.effective_config, engine.config.env)
 
 
-def _phases(labels: list[str], rounds: int, blocks: int | None):
-    """(engines alive, schedule) in turn: all engines alternating round by round, or blocks of
-    `blocks` rounds with one engine alive, the order flipping each time (A B B A ...)."""
+def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int):
+    """(engines alive: label -> (scenario, python[, instance]), schedule) in turn: all engines alternating
+    round by round (`instances` of each side, "label#i"), or blocks of `blocks` rounds with one engine
+    alive, the order flipping each time (A B B A ...)."""
+    labels = list(wanted)
     if blocks is None or len(labels) == 1:
-        yield labels, balanced_schedule(labels, rounds)
+        if instances > 1 and len(labels) > 1:
+            yield ({f"{label}#{i}": (*wanted[label], i) for i in range(instances) for label in labels},
+                   _instance_schedule(labels, rounds, instances))
+        else:
+            yield wanted, balanced_schedule(labels, rounds)
         return
     done, forward = 0, True
     while done < rounds:
         size = min(blocks, rounds - done)
         for label in (labels if forward else list(reversed(labels))):
-            yield [label], [label] * size
+            yield {label: wanted[label]}, [label] * size
         done, forward = done + size, not forward
 
 
@@ -67,29 +73,9 @@ def _instance_schedule(labels: list[str], rounds: int, instances: int) -> list[s
     return order
 
 
-def _measure_instances(pool: EnginePool, wanted: dict, calls: list, max_tokens: int, warmup: int, rounds: int,
-                       instances: int, deadline: float, gpus: list[int] | None, rounds_runner) -> Measured:
-    labels = list(wanted)
-    expanded = {f"{label}#{i}": (*wanted[label], i) for i in range(instances) for label in labels}
-    measured = Measured({label: [] for label in labels}, {}, f"interleaved, {instances} engines per side")
-    engines, measured.start_s = pool.engines_for(expanded)
-    measured.engines = {label: _facts(engines[f"{label}#0"]) for label in labels}
-    try:
-        measured.warmup_s = warm_up(engines, calls, max_tokens, warmup, deadline)
-        t0 = time.monotonic()
-        with TelemetrySampler(gpus) as sampler:
-            done = measure(engines, calls, max_tokens, schedule=_instance_schedule(labels, rounds, instances),
-                           deadline=deadline, rounds_runner=rounds_runner)
-    except Exception as err:            # a failure names the side, not the instance
-        if hasattr(err, "engine_label"):
-            err.engine_label = err.engine_label.split("#")[0]
-        raise
-    measured.measure_s, measured.telemetry = time.monotonic() - t0, [sampler.summary()]
-    for label in labels:        # back in pair order: pair j ran on instance j % instances
-        measured.rounds[label] = [done[f"{label}#{j % instances}"][j // instances] for j in range(rounds)]
-        for r in measured.rounds[label]:
-            r.engine = label
-    return measured
+def _side(label: str) -> str:
+    """The side an engine label belongs to: "current#1" is an instance of "current"."""
+    return label.split("#")[0]
 
 
 def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
@@ -99,23 +85,37 @@ def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | Non
     """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order.
     `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
     labels = list(wanted)
-    if instances > 1 and len(labels) > 1 and blocks is None:
-        return _measure_instances(pool, wanted, calls, max_tokens, warmup, rounds, instances, deadline, gpus,
-                                  rounds_runner)
     blocked = blocks is not None and len(labels) > 1
+    paired_instances = instances > 1 and len(labels) > 1 and not blocked
     measured = Measured({label: [] for label in labels}, {},
-                        f"blocks of {blocks} rounds" if blocked else "interleaved" if len(labels) > 1 else "single")
-    for alive, schedule in _phases(labels, rounds, blocks):
-        engines, start_s = pool.engines_for({label: wanted[label] for label in alive})
-        measured.engines |= {label: _facts(engine) for label, engine in engines.items()}
-        measured.start_s += start_s
-        measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
-        t0 = time.monotonic()
-        with TelemetrySampler(gpus) as sampler:
-            phase = measure(engines, calls, max_tokens, schedule=schedule, deadline=deadline,
-                            rounds_runner=run_rounds if blocked else rounds_runner)
-        measured.measure_s += time.monotonic() - t0
-        measured.telemetry.append(sampler.summary())
-        for label, done in phase.items():
-            measured.rounds[label] += done
+                        f"blocks of {blocks} rounds" if blocked else
+                        f"interleaved, {instances} engines per side" if paired_instances else
+                        "interleaved" if len(labels) > 1 else "single")
+    done: dict[str, list[RoundResult]] = {}
+    try:
+        for alive, schedule in _phases(wanted, rounds, blocks, instances if paired_instances else 1):
+            engines, start_s = pool.engines_for(alive)
+            measured.engines |= {_side(label): _facts(engine) for label, engine in engines.items()
+                                 if _side(label) not in measured.engines}
+            measured.start_s += start_s
+            measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
+            t0 = time.monotonic()
+            with TelemetrySampler(gpus) as sampler:
+                phase = measure(engines, calls, max_tokens, schedule=schedule, deadline=deadline,
+                                rounds_runner=run_rounds if blocked else rounds_runner)
+            measured.measure_s += time.monotonic() - t0
+            measured.telemetry.append(sampler.summary())
+            for label, results in phase.items():
+                done.setdefault(label, []).extend(results)
+    except Exception as err:            # a failure names the side, not the instance
+        if hasattr(err, "engine_label"):
+            err.engine_label = _side(err.engine_label)
+        raise
+    for label in labels:
+        if paired_instances:            # back in pair order: pair j ran on instance j % instances
+            measured.rounds[label] = [done[f"{label}#{j % instances}"][j // instances] for j in range(rounds)]
+            for r in measured.rounds[label]:
+                r.engine = label
+        else:
+            measured.rounds[label] = done.get(label, [])
     return measured

@@ -1,4 +1,4 @@
-"""Command-line tools over stored results: `specperf report`, `compare`, `noise`, `simulate`.
+"""Command-line tools over stored results: `specperf report`, `compare`, `noise`, `simulate`, `history`.
 
 Measuring is pytest's job (`pytest tests_perf --profile NAME`); these commands only read run
 directories (or acceptance traces), so a crashed, sharded or old run can still be reported and compared.
@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .history import commands as history_commands
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .judge.baselines import baseline_from_result
 from .storage import ResultFileError, load_results
@@ -20,7 +21,11 @@ from .status import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY
 def cmd_report(args) -> int:
     from .report import write_report
 
-    path = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+    from .history import history_url
+
+    run_dirs = [Path(d) for d in args.run_dirs]
+    url = history_url(args.history, run_dirs[0].parent)
+    path = write_report(run_dirs, Path(args.out) if args.out else None, url)
     print(f"report: {path}")
     return 0
 
@@ -162,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="(re)write the HTML, Markdown and JSON report of run directories")
     report.add_argument("run_dirs", nargs="+", help="run directories (reports/<run-id>); several merge")
     report.add_argument("--out", help="output folder (default: the first run directory)")
+    report.add_argument("--history", metavar="URL",
+                        help="draw trend lines from this history database (default: $SPECPERF_HISTORY, else "
+                             "history.sqlite beside the first run directory, where it exists; 'off': none)")
     report.set_defaults(func=cmd_report)
     compare = sub.add_parser("compare", help="judge run NEW against run OLD; exit 1 on a regression")
     compare.add_argument("old")
@@ -196,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
     simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     simulate.set_defaults(func=cmd_simulate)
+    history_commands.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -19,6 +19,7 @@ from .profiles.workloads import default_dataset_dir
 from .records import RunFile
 from .run.versions import installed_version, xdist_grouping_problem
 from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
+                        run_history_url,
                         chosen_profile, gate_environments, is_suite_run, marks, model_marker, nothing_measured,
                         order_scenarios, own_gpus, scenario_of, terminate_as_interrupt, worker_input,
                         write_report)
@@ -58,6 +59,13 @@ def pytest_addoption(parser):
                          "(with specperf installed), rounds alternating, and judge it against this one")
     group.addoption("--gate-blocks", type=int, default=None, metavar="N",
                     help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive")
+    group.addoption("--history", default=None, metavar="URL",
+                    help="run history database: sqlite:///FILE or postgresql://... (default: $SPECPERF_HISTORY, "
+                         "else <reports-dir>/history.sqlite); 'off' records nothing")
+    group.addoption("--rolling-baseline", type=int, default=None, metavar="N",
+                    help="judge against the median of the last N valid runs in the history instead of baselines/")
+    group.addoption("--two-strike", action="store_true",
+                    help="with --rolling-baseline: a speed regression fails only when the next run confirms it")
     group.addoption("--sd-trace", action="store_true",
                     help="trace every scenario (per-step acceptance, step time breakdown); ids end in -traced")
 
@@ -165,6 +173,9 @@ def specperf_session(request):
         candidate_python=config.getoption("candidate"),
         gate_blocks=config.getoption("gate_blocks"),
         environments=gate_environments(config),
+        history_url=run_history_url(config),
+        rolling_runs=config.getoption("rolling_baseline"),
+        two_strike=config.getoption("two_strike"),
     )
     config.stash[SESSION_KEY] = session
     if changes := config.stash.get(PROFILE_CHANGES_KEY, None):
@@ -222,7 +233,8 @@ def pytest_sessionfinish(session, exitstatus):
             config.workeroutput["specperf"] = {"run_dir": str(run.run_dir), "lines": lines,
                                                "run": run.run_file(True, interrupted).to_json()}
             return
-        config.stash[FINISHED_KEY] = write_report(run.run_dir, run.run_file(True, interrupted), lines)
+        config.stash[FINISHED_KEY] = write_report(run.run_dir, run.run_file(True, interrupted), lines,
+                                                  run_history_url(config))
     elif config.stash.get(WORKERS_KEY, None):
         from .run.session import merge_run_files
         from .storage import write_record
@@ -231,7 +243,8 @@ def pytest_sessionfinish(session, exitstatus):
         run_dir = Path(outputs[0]["run_dir"])
         merged = merge_run_files([RunFile.model_validate(o["run"]) for o in outputs])
         write_record(run_dir / "run.json", merged)
-        config.stash[FINISHED_KEY] = write_report(run_dir, merged, [line for o in outputs for line in o["lines"]])
+        config.stash[FINISHED_KEY] = write_report(run_dir, merged, [line for o in outputs for line in o["lines"]],
+                                                  run_history_url(config))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -15,6 +15,7 @@ ERROR_INTERNAL = "internal"     # a fault of the suite itself, caught so the run
 # A verdict's status, per metric and per scenario.
 PASS = "pass"
 REGRESSION = "regression"
+SUSPECT = "suspect"     # a speed regression seen once, under the two-strike rule: fails when the next run confirms it
 IMPROVEMENT = "improvement"
 NO_BASELINE = "no-baseline"
 INCOMPATIBLE = "incompatible"
@@ -22,7 +23,7 @@ INVALID = "invalid"
 ERROR = "error"
 
 # Worst first: a scenario's verdict is the worst of its metrics'.
-SEVERITY = (ERROR, REGRESSION, INVALID, INCOMPATIBLE, UNSUPPORTED, NO_BASELINE, IMPROVEMENT, PASS)
+SEVERITY = (ERROR, REGRESSION, SUSPECT, INVALID, INCOMPATIBLE, UNSUPPORTED, NO_BASELINE, IMPROVEMENT, PASS)
 FAILING = (ERROR, REGRESSION)
 
 

@@ -80,6 +80,21 @@ def check_options(config) -> None:
             parse_shard(config.getoption("shard"))
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
+    rolling = config.getoption("rolling_baseline")
+    if rolling is not None:
+        if rolling < 1:
+            raise pytest.UsageError(f"--rolling-baseline must be at least 1, got {rolling}")
+        url = run_history_url(config)
+        if url is None:
+            raise pytest.UsageError("--rolling-baseline reads the run history, which --history off turns off")
+        from .history import History, HistoryError
+
+        try:
+            History(url).close()              # reachable, and of a schema this suite reads
+        except HistoryError as err:
+            raise pytest.UsageError(f"--rolling-baseline: {err}") from None
+    elif config.getoption("two_strike"):
+        raise pytest.UsageError("--two-strike goes with --rolling-baseline N (it looks at the run before in the history)")
     blocks = config.getoption("gate_blocks")
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
@@ -287,13 +302,37 @@ def nothing_measured(session, outcomes: ScenarioOutcomes) -> bool:
     return worker_input(session.config) is None and outcomes.nothing_measured()
 
 
-def write_report(run_dir: Path, run: RunFile, lines: list[str]) -> dict:
-    """The report of a finished run, and the lines that close its terminal summary."""
-    from .report import load_run, write_run_report
-    from .run.session import summary_lines
+def run_history_url(config) -> str | None:
+    """The history database of this run (--history, $SPECPERF_HISTORY, else beside the reports); None: off."""
+    from .history.database import history_url
+
+    return history_url(config.getoption("history"), Path(config.getoption("reports_dir")))
+
+
+def record_history(url: str | None, run_dir: Path) -> list[str]:
+    """Record the finished run into the history; a database that fails is one line, the run folder stays."""
+    if url is None:
+        return []
+    from .history import History, HistoryError
 
     try:
-        data = load_run([run_dir])
+        with History(url) as history:
+            recorded = history.record_run_dir(run_dir)
+    except HistoryError as err:
+        return [f"{err}; not recorded, the run folder is kept: specperf history import {run_dir}"]
+    return [recorded.line()] + [f"history: skipped {problem}" for problem in recorded.problems]
+
+
+def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str | None = None) -> dict:
+    """Record the finished run into the history, then write its report (with trend lines from the
+    history), and the lines that close its terminal summary."""
+    from .report import add_trends, load_run, write_run_report
+    from .run.session import summary_lines
+
+    lines = lines + record_history(history_url, run_dir)
+    try:
+        data = add_trends(load_run([run_dir]), history_url)
+        lines += data.trends.problems
         report = write_run_report(data, run_dir)
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
         return {"lines": summary_lines(run) + lines + [

@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
 LAYERS = [
     {"specperf.status", "specperf.records", "specperf.messages"},
     {"specperf.storage"},
+    {"specperf.history"},
     {"specperf.judge"},
     {"specperf.profiles"},
     {"specperf.run"},

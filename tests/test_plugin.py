@@ -133,6 +133,11 @@ def usage_error(pytester, *args) -> str:
     (["--rounds", "2", "--update-baselines"], "--update-baselines needs at least 4 rounds"),
     (["--scenario-timeout", "0"], "--scenario-timeout must be positive"),
     (["--resume", "no-such-run"], "--resume: no-such-run/run.json: cannot read run file"),
+    (["--rolling-baseline", "0"], "--rolling-baseline must be at least 1, got 0"),
+    (["--rolling-baseline", "5", "--history", "off"], "--rolling-baseline reads the run history, which --history off"),
+    (["--rolling-baseline", "5", "--history", "postgresql://u@127.0.0.1:1/h"],
+     "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError"),
+    (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
 ])
 def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, profile, args, words):
     assert words in usage_error(pytester, "--profile", str(profile), *args)

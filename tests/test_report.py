@@ -610,7 +610,7 @@ def test_markdown_numeric_cells_are_numbers(mixed_run):
 
 def test_json_summary(mixed_run):
     summary = report.summary_json(view_of(mixed_run))
-    assert summary["counts"] == {"error": 1, "regression": 1, "invalid": 1, "incompatible": 1, "unsupported": 0,
+    assert summary["counts"] == {"error": 1, "regression": 1, "suspect": 0, "invalid": 1, "incompatible": 1, "unsupported": 0,
                                  "no-baseline": 1, "improvement": 1, "pass": 2}
     assert summary["total"] == 8 and summary["failed"] == 2 and summary["passed"] is False
     first = summary["scenarios"][0]

@@ -228,7 +228,7 @@ def test_view_orders_worst_first_and_counts_every_verdict(tmp_path):
     assert view.severity_rank("flaky") == view.severity_rank("incompatible") + 0.5
     assert view.severity_rank("skipped") > view.severity_rank("pass")
     assert view.status_class("flaky") == "unknown" and view.status_class("skipped") == "skipped"
-    assert view.verdict_counts(["pass", "flaky"]) == {"error": 0, "regression": 0, "invalid": 0, "incompatible": 0, "unsupported": 0,
+    assert view.verdict_counts(["pass", "flaky"]) == {"error": 0, "regression": 0, "suspect": 0, "invalid": 0, "incompatible": 0, "unsupported": 0,
                                                       "no-baseline": 0, "improvement": 0, "pass": 1, "flaky": 1}
 
 

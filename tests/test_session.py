@@ -19,7 +19,7 @@ from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, Engi
 from specperf.run.loop import balanced_schedule, measure, warm_up
 from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
 from specperf.run.session import RunSession, merge_run_files, summary_lines
-from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, SKIPPED
+from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "memory_gib": 8, "driver": None,
@@ -347,3 +347,18 @@ def test_a_result_that_cannot_be_judged_gets_an_error_verdict(tmp_path, monkeypa
     assert result.verdict.status == ERROR and result.verdict.failed
     assert "cannot be judged against " in result.verdict.note
     assert result.verdict.note.endswith(": ZeroDivisionError: division by zero")
+
+
+def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path):
+    from specperf.suite_run import record_history
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    for n in range(4):
+        run = session(tmp_path, history_url=url, rolling_runs=3, run_id=f"night-{n}")
+        sd = (run.run(REF), run.run(SD))[1]
+        run.finish()
+        assert record_history(url, run.run_dir) == [f"history: night-{n}: 2 results recorded"]
+    assert sd.verdict.status == PASS, sd.verdict
+    judged = {m.metric: m.judged_by for m in sd.verdict.metrics}
+    assert judged["throughput_tok_s"] == judged["mean_acceptance_length"] == "history"
+    assert sd.baseline is None                       # no committed baseline took part

@@ -93,17 +93,24 @@ def judge(result: ScenarioResult, baseline: Baseline | None, noise: dict[str, fl
     verdicts = [compare_metric(name, base.get(name, []), samples, tolerance_for(name, scenario.tolerances),
                                noise.get(name))
                 for name, samples in metric_samples(result.metrics).items()]
-    informational = set(scenario.informational)
-    gating = []
     for verdict in verdicts:
-        if verdict.metric in informational or spec_for(verdict.metric).name in informational:
+        if is_informational(verdict.metric, result):
             verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
-        else:
-            gating.append(verdict)
-    status = worst(v.status for v in gating) if baseline is not None else NO_BASELINE
+    return scenario_verdict(result, verdicts, baseline is not None)
+
+
+def is_informational(metric: str, result: ScenarioResult) -> bool:
+    informational = set(result.scenario.informational)
+    return metric in informational or spec_for(metric).name in informational
+
+
+def scenario_verdict(result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool) -> Verdict:
+    """The worst status of the gating metrics' verdicts; an invalid result is never trusted or failed on."""
+    status = worst(v.status for v in verdicts if not is_informational(v.metric, result)) \
+        if has_baseline else NO_BASELINE
     note = ""
     if not result.valid:
         note = "; ".join(result.validity.reasons)
         if status not in FAILING:      # an invalid run is shown, never trusted, never failed on
             status = INVALID
-    return Verdict(scenario_id=scenario.id, status=status, metrics=verdicts, note=note)
+    return Verdict(scenario_id=result.scenario.id, status=status, metrics=verdicts, note=note)

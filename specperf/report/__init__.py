@@ -20,11 +20,12 @@ from .html import render_html
 from .loading import RunData, load_run
 from .markdown import md_escape, render_markdown
 from .summary import summary_json
+from .trends import load_trends
 from .view import IMPROVEMENT_HINT, ReportView, build_view
 
 __all__ = ["CPU_CLOCKS", "IMPROVEMENT_HINT", "REFERENCE_DATA", "TEXT_LIMIT", "ReportView", "ResultFileError",
            "RunData", "build_view", "load_reference", "load_run", "md_escape", "render_html", "render_markdown",
-           "study_panel", "study_series_name", "summary_json", "write_report", "write_run_report"]
+           "study_panel", "study_series_name", "summary_json", "write_report", "write_run_report", "add_trends"]
 
 
 def write_run_report(data: RunData, out_dir: Path) -> Path:
@@ -43,7 +44,16 @@ def write_run_report(data: RunData, out_dir: Path) -> Path:
     return out_dir / "index.html"
 
 
-def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Path:
-    """Load the run directories and write their report into out_dir (default: the first run directory)."""
+def write_report(run_dirs: list[Path], out_dir: Path | None = None, history_url: str | None = None) -> Path:
+    """Load the run directories and write their report into out_dir (default: the first run directory),
+    with trend lines from the history database at `history_url` where one is given."""
     dirs = [Path(d) for d in run_dirs]
-    return write_run_report(load_run(dirs), Path(out_dir) if out_dir is not None else dirs[0])
+    data = add_trends(load_run(dirs), history_url)
+    return write_run_report(data, Path(out_dir) if out_dir is not None else dirs[0])
+
+
+def add_trends(data: RunData, history_url: str | None) -> RunData:
+    """Trend lines of the results from the history database; what it skipped joins the report's problems."""
+    data.trends = load_trends(history_url, data.results)
+    data.problems += data.trends.problems
+    return data

@@ -23,6 +23,7 @@ from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_mib, fmt_nu
                      fmt_spread, pretty_json)
 from ..judge.traces import PART_NAMES
 from .traces import BAR_W, PART_COLORS
+from .trends import TREND_METRICS
 from .view import ReportView, ScenarioView, severity_rank, status_class
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -149,6 +150,7 @@ def render_html(view: ReportView) -> str:
         memory=view.memory,
         gate=view.gate,
         traces=view.traces, part_colors=PART_COLORS, part_names=PART_NAMES, bar_w=BAR_W,
+        trends=view.data.trends, trend_metrics=TREND_METRICS,
         details=details, devices=devices.blocks(), provenances=provenances.blocks(),
         script=script, script_hash=script_hash, text_limit=TEXT_LIMIT,
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..records import RunFile, ScenarioResult
 from ..storage import read_run_dir
+from .trends import Trends
 
 
 @dataclass
@@ -18,6 +19,7 @@ class RunData:
     results: list[ScenarioResult] = field(default_factory=list)  # one per scenario id, sorted by id
     sources: dict[str, Path] = field(default_factory=dict)       # scenario id -> directory it came from
     problems: list[str] = field(default_factory=list)            # files that could not be used, one line each
+    trends: Trends = field(default_factory=Trends)                # from the history store, where one is given
 
 
 def load_run(run_dirs: list[Path]) -> RunData:

@@ -83,3 +83,26 @@ def bar_chart(rates: list[float], color: str, bar: int = 16, gap: int = 5, heigh
                      "pos": i + 1, "tip": f"{what} {i + 1}: {rate:.1%} of drafts accepted"})
     return {"width": gap + len(rates) * (bar + gap), "height": height, "base": 12 + plot_h,
             "color": color, "bars": bars}
+
+
+def sparkline(values: list[float], tips: list[str], marks: list[int], *, width: int = 150, height: int = 34) -> dict:
+    """Geometry of a small trend line: values evenly spaced, oldest left, y from their min to max;
+    `marks` are indexes drawn as a dashed vertical line (a vLLM version change before that point)."""
+    pad = 4
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or abs(hi) or 1.0
+
+    def px(i: int) -> float:
+        return pad + (i / (len(values) - 1) if len(values) > 1 else 0.5) * (width - 2 * pad)
+
+    def py(v: float) -> float:
+        return pad + (hi - v) / span * (height - 2 * pad) if hi > lo else height / 2
+
+    return {
+        "width": width, "height": height,
+        "path": " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(values)),
+        "points": [{"cx": f"{px(i):.1f}", "cy": f"{py(v):.1f}", "tip": tip, "last": i == len(values) - 1}
+                   for i, (v, tip) in enumerate(zip(values, tips))],
+        "marks": [{"x": f"{(px(i - 1) + px(i)) / 2:.1f}", "tip": tips[i]} for i in marks if 0 < i < len(values)],
+        "low": fmt_num(lo), "high": fmt_num(hi),
+    }

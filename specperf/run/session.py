@@ -84,6 +84,9 @@ class RunSession:
     environments: dict | None = None        # a gate's builds by side (run.environments.describe)
     scenario_hashes: dict[str, str] = field(default_factory=dict)   # the profile's scenarios, for --resume
     owns_run_file: bool = True              # False on pytest-xdist workers: the controller merges theirs
+    history_url: str | None = None          # the run history database (history.database.history_url)
+    rolling_runs: int | None = None         # judge against the last N runs in the history, not baselines/
+    two_strike: bool = False                # with rolling_runs: a speed regression fails once confirmed
     planned: int = 0                        # scenarios expected in this run, for progress lines
     # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
     prepare: Callable[[Scenario], Calls] | None = None
@@ -103,7 +106,8 @@ class RunSession:
             self._finished = {}
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
         self.pool = self.pool or EnginePool(start_timeout_s=self.start_timeout_s, log=self.log)
-        self.judge = StoredJudge(self.baseline_dir, self.device["hardware_key"])
+        self.history = None
+        self.judge = self._judge_from()
         if self.candidate_python and self.environments is None:
             self.environments = {CURRENT: environments.describe(), CANDIDATE: environments.describe(self.candidate_python)}
         self.provenance = suite_provenance()
@@ -112,6 +116,17 @@ class RunSession:
         self._references: dict[tuple[str, str], Reference] = {}     # (side, scenario id)
         self.results: list[ScenarioResult] = []
         self.write_run_file(finished=False)
+
+    def _judge_from(self):
+        """Baselines from baselines/, or with rolling_runs from the history (opened for the whole run)."""
+        if not self.rolling_runs:
+            return StoredJudge(self.baseline_dir, self.device["hardware_key"])
+        from ..history import History
+        from ..judge.rolling import RollingJudge
+
+        self.history = History(self.history_url)
+        return RollingJudge(self.history.reader(), self.device["hardware_key"], self.rolling_runs, self.run_id,
+                            self.two_strike)
 
     # ------------------------------------------------------------ one scenario
 
@@ -282,6 +297,8 @@ class RunSession:
 
         Returns one line per baseline written or refused."""
         self.close_engine()
+        if self.history is not None:
+            self.history.close()
         lines = []
         if self.update_baselines:
             if interrupted:

@@ -19,6 +19,10 @@ pytestmark = pytest.mark.cpu_tier
 A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and not traced"
 
 
+def history_url(store: Path) -> str:
+    return f"sqlite:///{store / 'history.sqlite'}"
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("baselines")
@@ -27,7 +31,7 @@ def store(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, store):
     reports = tmp_path_factory.mktemp("reports-a")
-    done = run_suite("cpu-smoke", reports, store, "--update-baselines")
+    done = run_suite("cpu-smoke", reports, store, "--update-baselines", "--history", history_url(store))
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 
@@ -35,7 +39,7 @@ def first_run(tmp_path_factory, store):
 @pytest.fixture(scope="module")
 def second_run(tmp_path_factory, store, first_run):
     reports = tmp_path_factory.mktemp("reports-b")
-    done = run_suite("cpu-smoke", reports, store, "-k", A_A_SELECTION, "-n", "2")
+    done = run_suite("cpu-smoke", reports, store, "-k", A_A_SELECTION, "-n", "2", "--history", history_url(store))
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 
@@ -214,3 +218,20 @@ def test_two_xdist_workers_give_one_run_with_the_same_scenarios(second_run, tmp_
     html = (run_dir / "index.html").read_text()
     assert all(scenario_id in html for scenario_id in expected)
     assert f"{len(keys)} engine starts for {len(keys)} engine keys" in done.stdout
+
+
+def test_both_runs_are_in_the_history_and_the_report_draws_their_trend(first_run, second_run, store):
+    from specperf.history import History
+
+    _, first_dir, first_results = first_run
+    done, second_dir, second_results = second_run
+    assert f"history: {second_dir.name}: {len(second_results)} results recorded" in done.stdout
+    with History(history_url(store)) as history:
+        reader = history.reader()
+        for scenario_id, result in second_results.items():
+            series = reader.series(scenario_id, "throughput_tok_s", result["device"]["hardware_key"])
+            assert [p.run_id for p in series.points] == [first_dir.name, second_dir.name]
+            assert series.points[-1].value == result["metrics"]["throughput_tok_s"]["value"]
+        assert history.record_run_dir(second_dir).added == 0           # recording again adds nothing
+    html = (second_dir / "index.html").read_text()
+    assert html.count('<svg class="spark"') >= 2 * len(second_results)   # table row and details, per scenario

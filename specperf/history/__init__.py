@@ -1,0 +1,48 @@
+"""Run history in a database: every run's results, metric values, round samples and verdicts.
+
+SQLite by default (reports/history.sqlite), PostgreSQL for a team; chosen by --history URL or
+$SPECPERF_HISTORY.  `database` opens it and migrates the schema (Alembic, migrations/), `tables`
+declares the schema, `record` stores runs, `queries` reads series and drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..records import RunFile, ScenarioResult
+from .database import HistoryError, history_url, migrate, open_engine, shown
+from .queries import Reader
+from .record import Recorded, record_results, record_run_dir
+
+__all__ = ["History", "HistoryError", "history_url", "shown"]
+
+
+class History:
+    """One history database, opened and migrated to this suite's schema."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = open_engine(url)
+        try:
+            migrate(self.engine, url)
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def record(self, run_id: str, run: RunFile | None, results: list[ScenarioResult]) -> Recorded:
+        return record_results(self.engine, self.url, run_id, run, results)
+
+    def record_run_dir(self, run_dir: Path) -> Recorded:
+        return record_run_dir(self.engine, self.url, run_dir)
+
+    def reader(self) -> Reader:
+        return Reader(self.engine, self.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

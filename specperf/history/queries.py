@@ -1,0 +1,143 @@
+"""Reading the history store: a metric's series, what moved most, the values a rolling baseline uses.
+
+Only results of complete runs of this suite's record schema count; rows of another schema (a newer
+or older suite wrote them), of a half-written or interrupted run, or holding no finite value are
+skipped, each such run named once in `skipped`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..messages import one_line
+from ..records import SCHEMA_VERSION
+from ..status import OK
+from .database import HistoryError, shown
+from .record import as_utc
+from .tables import metric_values, results, runs, verdicts
+
+
+@dataclass
+class Point:
+    run_id: str
+    finished_at: datetime.datetime
+    vllm: str | None
+    value: float
+    verdict: str | None = None        # the metric's verdict in that run
+
+
+@dataclass
+class Series:
+    scenario_id: str
+    metric: str
+    hardware_key: str
+    points: list[Point] = field(default_factory=list)      # oldest first
+
+    def version_changes(self) -> list[int]:
+        """Indexes of points whose vLLM differs from the point before."""
+        return [i for i in range(1, len(self.points)) if self.points[i].vllm != self.points[i - 1].vllm]
+
+
+@dataclass
+class Drift:
+    scenario_id: str
+    metric: str
+    hardware_key: str
+    before: float          # median of the window's first runs
+    after: float           # median of its last runs
+    runs: int
+
+    @property
+    def change(self) -> float:
+        return (self.after - self.before) / self.before if self.before else math.inf
+
+
+def skip_reason(complete: bool, record_schema: int) -> str | None:
+    if record_schema != SCHEMA_VERSION:
+        return f"record schema {record_schema} (this suite reads {SCHEMA_VERSION})"
+    if not complete:
+        return "incomplete (interrupted or half-written)"
+    return None
+
+
+class Reader:
+    """Queries over one history database; `skipped` collects one line per run left out."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine, self.url = engine, url
+        self.skipped: dict[str, str] = {}
+
+    def _rows(self, query):
+        try:
+            with self.engine.connect() as connection:
+                return connection.execute(query).all()
+        except SQLAlchemyError as err:
+            raise HistoryError(f"history {shown(self.url)}: {one_line(err, 300)}") from None
+
+    def _usable(self, row) -> bool:
+        reason = skip_reason(row.complete, row.record_schema)
+        if reason is None and row.value is not None and math.isfinite(row.value):
+            return True
+        self.skipped.setdefault(row.run_id, f"history: run {row.run_id}: {reason or 'no finite value'}: skipped")
+        return False
+
+    def _base(self, metric: str):
+        return (select(runs.c.run_id, runs.c.complete, runs.c.record_schema, results.c.scenario_id,
+                       results.c.hardware_key, results.c.finished_at, results.c.vllm, metric_values.c.metric,
+                       metric_values.c.value)
+                .join(runs, runs.c.id == results.c.run_pk)
+                .join(metric_values, and_(metric_values.c.result_pk == results.c.id, metric_values.c.metric == metric))
+                .where(results.c.status == OK, results.c.valid.is_(True)))
+
+    def hardware_keys(self, scenario_id: str) -> list[str]:
+        query = select(results.c.hardware_key).where(results.c.scenario_id == scenario_id).distinct()
+        return sorted(row.hardware_key for row in self._rows(query))
+
+    def series(self, scenario_id: str, metric: str, hardware_key: str, last: int | None = None,
+               scenario_hash: str | None = None, before_run: str | None = None) -> Series:
+        """The metric's value in the last `last` runs of the scenario on that hardware, oldest first
+        (only runs of that scenario hash, and none of `before_run` itself or later, where given)."""
+        query = (self._base(metric).add_columns(verdicts.c.status.label("verdict"))
+                 .outerjoin(verdicts, and_(verdicts.c.result_pk == results.c.id, verdicts.c.metric == metric))
+                 .where(results.c.scenario_id == scenario_id, results.c.hardware_key == hardware_key)
+                 .order_by(results.c.finished_at.desc()))
+        if scenario_hash is not None:
+            query = query.where(results.c.scenario_hash == scenario_hash)
+        if before_run is not None:
+            query = query.where(runs.c.run_id != before_run)
+        points = []
+        for row in self._rows(query.limit(None if last is None else 4 * last)):
+            if self._usable(row):
+                points.append(Point(row.run_id, as_utc(row.finished_at), row.vllm, row.value, row.verdict))
+            if last is not None and len(points) == last:
+                break
+        return Series(scenario_id, metric, hardware_key, points[::-1])
+
+    def drift(self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None,
+              edge: int = 3) -> list[Drift]:
+        """Per scenario, metric and hardware key since `since`: the median of its last `edge` runs
+        against that of its first `edge` (needs 2 x edge runs), largest move first."""
+        found: dict[tuple[str, str, str], list[tuple[datetime.datetime, float]]] = {}
+        for metric in metrics:
+            query = self._base(metric).where(results.c.finished_at >= since)
+            if hardware_key is not None:
+                query = query.where(results.c.hardware_key == hardware_key)
+            for row in self._rows(query):
+                if self._usable(row):
+                    found.setdefault((row.scenario_id, metric, row.hardware_key), []).append(
+                        (row.finished_at, row.value))
+        moved = []
+        for (scenario_id, metric, key), points in found.items():
+            if len(points) < 2 * edge:
+                continue
+            values = [v for _, v in sorted(points, key=lambda p: p[0])]
+            moved.append(Drift(scenario_id, metric, key, statistics.median(values[:edge]),
+                               statistics.median(values[-edge:]), len(values)))
+        return sorted(moved, key=lambda d: -abs(d.change))

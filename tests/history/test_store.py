@@ -1,0 +1,134 @@
+"""The history store on SQLite and PostgreSQL: recording, re-recording, series, skipped rows, schema."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from sqlalchemy import func, select, text, update
+
+from records import HARDWARE_KEY, make_record, make_scenario
+from specperf.history import History, HistoryError
+from specperf.history.tables import metric_values, results, round_values, runs, verdicts
+from specperf.judge.verdicts import judge
+from specperf.records import RunFile
+
+DAY = datetime.timedelta(days=1)
+START = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
+
+
+def nightly(n: int, throughput: float, vllm: str = "0.32.0", *, interrupted: bool = False, scenarios=None):
+    """Run n of a nightly series: its run file and results, finished n days after START."""
+    when = (START + n * DAY).isoformat()
+    records = []
+    for scenario in scenarios or [make_scenario()]:
+        record = make_record(scenario, throughput=[throughput * f for f in (0.99, 1.0, 1.01, 1.0, 1.0)])
+        record = record.model_copy(update={"finished_at": when, "provenance": {**record.provenance, "vllm": vllm}})
+        record.verdict = judge(record, None)
+        records.append(record)
+    run = RunFile(run_id=f"night-{n:03d}", profile="unit", started_at=when, finished_at=None if interrupted else when,
+                  interrupted=interrupted, device=records[0].device, provenance=records[0].provenance)
+    return run, records
+
+
+def count(history: History, table) -> int:
+    with history.engine.connect() as connection:
+        return connection.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def test_a_recorded_run_reads_back_as_a_series_with_version_changes(database_url):
+    with History(database_url) as history:
+        for n, (value, vllm) in enumerate([(100, "0.31.0"), (110, "0.31.0"), (90, "0.32.0"), (95, "0.32.0")]):
+            recorded = history.record(f"night-{n:03d}", *nightly(n, value, vllm))
+            assert (recorded.added, recorded.present) == (1, 0)
+        series = history.reader().series(make_scenario().id, "throughput_tok_s", HARDWARE_KEY)
+    assert [p.value for p in series.points] == [100, 110, 90, 95]
+    assert [p.run_id for p in series.points] == ["night-000", "night-001", "night-002", "night-003"]
+    assert series.version_changes() == [2]
+    assert series.points[0].verdict == "no-baseline"
+    assert series.points[0].finished_at == START
+
+
+def test_recording_a_run_again_adds_nothing(database_url):
+    scenarios = [make_scenario(batch_size=b) for b in (1, 4)]
+    with History(database_url) as history:
+        first = history.record("night-000", *nightly(0, 100, scenarios=scenarios))
+        sizes = [count(history, t) for t in (runs, results, metric_values, round_values, verdicts)]
+        again = history.record("night-000", *nightly(0, 100, scenarios=scenarios))
+        assert [count(history, t) for t in (runs, results, metric_values, round_values, verdicts)] == sizes
+    assert (first.added, again.added, again.present) == (2, 0, 2)
+    assert sizes[0:2] == [1, 2] and sizes[3] > sizes[2] > 0
+    assert "0 results recorded, 2 already there" in again.line()
+
+
+def test_vector_metrics_are_stored_one_row_per_position(database_url):
+    with History(database_url) as history:
+        history.record("night-000", *nightly(0, 100))
+        reader = history.reader()
+        positions = [reader.series(make_scenario().id, f"per_position_acceptance[{i}]", HARDWARE_KEY).points[0].value
+                     for i in range(3)]
+    assert positions == pytest.approx([0.7, 0.5, 0.3])
+
+
+def test_an_interrupted_run_is_skipped_until_its_resume_completes_it(database_url):
+    scenarios = [make_scenario(batch_size=b) for b in (1, 4)]
+    run, records = nightly(0, 100, interrupted=True, scenarios=scenarios)
+    with History(database_url) as history:
+        history.record(run.run_id, run, records[:1])
+        reader = history.reader()
+        assert reader.series(scenarios[0].id, "throughput_tok_s", HARDWARE_KEY).points == []
+        assert reader.skipped == {"night-000": "history: run night-000: incomplete (interrupted or half-written): "
+                                               "skipped"}
+        resumed = run.model_copy(update={"interrupted": False, "finished_at": run.started_at})
+        recorded = history.record(run.run_id, resumed, records)
+        assert (recorded.added, recorded.present) == (1, 1)
+        assert len(history.reader().series(scenarios[0].id, "throughput_tok_s", HARDWARE_KEY).points) == 1
+
+
+def test_rows_of_another_record_schema_are_skipped_with_one_line(database_url):
+    with History(database_url) as history:
+        history.record("night-000", *nightly(0, 100))
+        history.record("night-001", *nightly(1, 101))
+        with history.engine.begin() as connection:
+            connection.execute(update(runs).where(runs.c.run_id == "night-000").values(record_schema=99))
+        reader = history.reader()
+        series = reader.series(make_scenario().id, "throughput_tok_s", HARDWARE_KEY)
+    assert [p.run_id for p in series.points] == ["night-001"]
+    assert reader.skipped == {"night-000": "history: run night-000: record schema 99 (this suite reads 1): skipped"}
+
+
+def test_a_database_of_a_newer_suite_is_refused_in_one_line(database_url):
+    History(database_url).close()
+    with History(database_url) as history, history.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = 'f00d'"))
+    with pytest.raises(HistoryError) as err:
+        History(database_url)
+    message = str(err.value)
+    assert "\n" not in message and "schema revision f00d is newer than this suite's (0001)" in message
+
+
+def test_an_unreachable_database_fails_in_one_line():
+    with pytest.raises(HistoryError) as err:
+        History("postgresql://specperf:secret@127.0.0.1:1/history")
+    message = str(err.value)
+    assert message.startswith("history postgresql://specperf:***@127.0.0.1:1/history: ")
+    assert "\n" not in message and "secret" not in message
+
+
+def test_a_url_of_another_database_kind_is_refused():
+    with pytest.raises(HistoryError, match="mysql is not supported"):
+        History("mysql://u@localhost/db")
+
+
+def test_drift_lists_the_scenario_that_moved_most(database_url):
+    steady, stepped = make_scenario(batch_size=1), make_scenario(batch_size=4)
+    with History(database_url) as history:
+        for n in range(8):
+            run, records = nightly(n, 100, scenarios=[steady, stepped])
+            records[1] = records[1].model_copy(update={"metrics": {
+                **records[1].metrics, "throughput_tok_s": records[1].metrics["throughput_tok_s"].model_copy(
+                    update={"value": 100.0 if n < 4 else 80.0})}})
+            history.record(run.run_id, run, records)
+        moved = history.reader().drift(START, ["throughput_tok_s"])
+    assert [(d.scenario_id, round(d.change, 3)) for d in moved] == [(stepped.id, -0.2), (steady.id, 0.0)]
+    assert moved[0].runs == 8

@@ -103,6 +103,9 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
     return 0
 
 
+AGREE = {True: "yes", False: "no", None: "-"}     # simulated within the cost model's error of measured
+
+
 def print_headroom(run_dirs: list[Path]) -> None:
     """Each traced scenario's measured, simulated and bound speedups (judge/headroom.py)."""
     from .judge.headroom import headroom
@@ -112,11 +115,11 @@ def print_headroom(run_dirs: list[Path]) -> None:
 
     rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
     print(f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
-          f"{'adaptive':>8}")
+          f"{'adaptive':>8}  agree")
     for h in rows:
-        error = f"{h.step_error:.0%}" if h.step_error is not None else "-"
+        error = f"{h.speedup_error:.0%}" if h.speedup_error is not None else "-"
         print(f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
-              f"{x(h.combined):>8} {x(h.adaptive):>8}" + (f"  ({h.note})" if h.note else ""))
+              f"{x(h.combined):>8} {x(h.adaptive):>8}  {AGREE[h.within_error]:<5}" + (f"  ({h.note})" if h.note else ""))
 
 
 def cmd_simulate(args) -> int:

@@ -46,8 +46,9 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
         simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", known_misses=True)[4])
     assert draft.measured == 0.9 and draft.oracle > draft.simulated
     assert draft.combined >= draft.oracle and draft.adaptive is not None
-    assert draft.step_error is not None and draft.step_error < 1e-3          # noiseless constructed steps
-    assert draft.within_error == (abs(draft.simulated / 0.9 - 1) <= draft.step_error)
+    assert draft.step_error < 1e-3 and draft.reference_error < 1e-3      # noiseless constructed steps
+    assert draft.speedup_error == draft.step_error + draft.reference_error
+    assert draft.within_error == (abs(draft.simulated / 0.9 - 1) <= draft.speedup_error)
     assert set(draft.curve) == {4} and set(draft.curve[4]) == {"simulated", "oracle", "combined", "adaptive"}
     ngram = rows[results[1].id]          # no draft model's acceptance: no combined bound
     assert ngram.simulated is not None and ngram.combined is None and ngram.oracle >= ngram.simulated

@@ -130,7 +130,7 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
     labels = {r.id: _label(r) for r in traced}
     for row in headroom(traced):
         views.headroom.append({"id": row.scenario_id, "label": labels[row.scenario_id], "measured": row.measured,
-                               "simulated": row.simulated, "step_error": row.step_error,
+                               "simulated": row.simulated, "speedup_error": row.speedup_error,
                                "within_error": row.within_error, "oracle": row.oracle, "combined": row.combined,
                                "adaptive": row.adaptive, "curve": row.curve, "note": row.note})
     groups: dict[tuple, list[ScenarioResult]] = {}

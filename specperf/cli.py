@@ -161,6 +161,12 @@ def cmd_simulate(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"written: {args.json}")
+    if args.html:
+        from .report.study_curves import render_study_curves
+        from .storage import atomic_write_text
+
+        atomic_write_text(Path(args.html), render_study_curves(rows, str(folder)))
+        print(f"written: {args.html}")
     return 0
 
 
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                           choices=["k1", "k3", "k5", "oracle"])
     simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
     simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    simulate.add_argument("--html", metavar="FILE", help="also draw the curves, a chart per dataset, as an HTML page")
     simulate.set_defaults(func=cmd_simulate)
     history_commands.add_parser(sub)
     args = parser.parse_args(argv)

@@ -124,3 +124,14 @@ def test_cli_prints_every_mode_and_batch_size(tmp_path, capsys):
 def test_cli_names_a_missing_trace_file(tmp_path, capsys):
     assert cli.main(["simulate", "--study-traces", str(tmp_path), "--datasets", "cnn"]) == 2
     assert "combined_cnn.jsonl: no such trace file" in capsys.readouterr().err
+
+
+def test_the_curves_page_draws_a_chart_per_dataset_with_a_line_per_mode():
+    from specperf.report.study_curves import render_study_curves
+
+    rows = [{"dataset": d, "proposer": p, "mode": m, "speedup": {1: 2.0, 8: 1.5, 64: 1.1}}
+            for d in ("gsm8k", "<i>cnn</i>") for p, m in (("eagle", "k3"), ("ngram", "oracle"), ("combined", "oracle"))]
+    page = render_study_curves(rows, "traces/<dir>")
+    assert page.count('<svg class="chart"') == 2 and page.count("<polyline") == 6
+    assert 'stroke-dasharray="8 3 2 3"' in page and "eagle k3, batch 8: 1.50x" in page
+    assert "&lt;i&gt;cnn&lt;/i&gt;" in page and "<i>cnn</i>" not in page and "traces/&lt;dir&gt;" in page

@@ -1,0 +1,33 @@
+"""`specperf simulate --html FILE`: the simulated speedup curves as one page, a chart per dataset
+(the study's Figs 10 and 12 from its released traces): fixed k and the oracle per proposer, and the
+combined oracle, against batch size."""
+
+from __future__ import annotations
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from .svg import DASH, Series, line_chart
+
+COLORS = {"eagle": "#0969da", "ngram": "#cf222e", "combined": "#8250df"}
+STYLE = {"k1": "study", "k3": "baseline", "k5": "current", "oracle": "bound"}   # dotted, dashed, solid, dash-dot
+
+
+def study_charts(rows: list[dict]) -> list[dict]:
+    """rows: {"dataset", "proposer", "mode", "speedup": {batch size: value}} as `specperf simulate` makes them."""
+    charts: dict[str, list[Series]] = {}
+    for row in rows:
+        label = f"{row['proposer']} {row['mode']}"
+        points = [(float(b), v, f"{label}, batch {b}: {v:.2f}x") for b, v in sorted(row["speedup"].items())]
+        charts.setdefault(row["dataset"], []).append(
+            Series(label, COLORS.get(row["proposer"], "#57606a"), STYLE.get(row["mode"], "current"), points))
+    return [{"dataset": dataset, "chart": line_chart(series, width=520, height=300),
+             "legend": [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series]}
+            for dataset, series in charts.items()]
+
+
+def render_study_curves(rows: list[dict], source: str) -> str:
+    from .html import TEMPLATE_DIR
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("study_curves.html.j2").render(charts=study_charts(rows), source=source)

@@ -190,3 +190,14 @@ def suite_provenance() -> dict:
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_time(text: str | None) -> datetime.datetime | None:
+    """An ISO timestamp (naive ones taken as UTC), or None when absent or unreadable."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)

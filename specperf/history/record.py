@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ..messages import one_line
 from ..records import SCHEMA_VERSION, RunFile, ScenarioResult
-from ..storage import ResultFileError, now_iso, read_run_dir
+from ..storage import ResultFileError, parse_time, read_run_dir
 from .database import HistoryError, shown
 from .tables import metric_values, results, round_values, runs, verdicts
 
@@ -38,10 +38,10 @@ class Recorded:
         return f"history: {self.run_id}: {self.added} results recorded{held}"
 
 
-def parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return as_utc(datetime.datetime.fromisoformat(text))
+def utc_time(text: str | None) -> datetime.datetime | None:
+    """A stored ISO timestamp in UTC, or None when absent or unreadable."""
+    moment = parse_time(text)
+    return as_utc(moment) if moment is not None else None
 
 
 def as_utc(value: datetime.datetime) -> datetime.datetime:
@@ -64,11 +64,11 @@ def _run_row(run_id: str, run: RunFile | None, first: ScenarioResult | None) -> 
     finished = run.finished_at if run is not None else None
     return {
         "run_id": run_id, "profile": run.profile if run is not None else (first.scenario.profile if first else ""),
-        "hardware_key": device.hardware_key if device else "", "started_at": parse_time(run and run.started_at),
-        "finished_at": parse_time(finished), "complete": run is not None and bool(finished) and not run.interrupted,
+        "hardware_key": device.hardware_key if device else "", "started_at": utc_time(run and run.started_at),
+        "finished_at": utc_time(finished), "complete": run is not None and bool(finished) and not run.interrupted,
         "record_schema": SCHEMA_VERSION, "vllm": provenance.get("vllm"), "git_commit": provenance.get("git_commit"),
         "suite_version": provenance.get("suite_version"), "hostname": provenance.get("hostname"),
-        "provenance": provenance, "recorded_at": parse_time(now_iso()),
+        "provenance": provenance, "recorded_at": datetime.datetime.now(datetime.timezone.utc),
     }
 
 
@@ -76,7 +76,7 @@ def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime
     scenario = result.scenario
     return {
         "run_pk": run_pk, "scenario_id": scenario.id, "scenario_hash": scenario.hash,
-        "hardware_key": result.device.hardware_key, "finished_at": parse_time(result.finished_at) or fallback,
+        "hardware_key": result.device.hardware_key, "finished_at": utc_time(result.finished_at) or fallback,
         "vllm": result.provenance.get("vllm"), "model": scenario.model.name, "method": scenario.method.label,
         "batch_size": scenario.batch_size, "dataset": scenario.dataset, "status": result.status,
         "valid": result.valid, "verdict": result.verdict.status if result.verdict else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .analyses import study_panel, study_series_name
 from .format import distinct
-from .svg import DASH, Series, line_chart
+from .svg import Series, legend_entries, line_chart
 from .view import ScenarioView
 
 # Colours of the methods' lines and bars, assigned in sorted order of method label.
@@ -70,7 +70,7 @@ def speedup_charts(views: list[ScenarioView], colors: dict[str, str], reference:
                     drawn.add(same)
         charts.append({
             "model": model, "dataset": dataset, "chart": line_chart(series),
-            "legend": [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series],
+            "legend": legend_entries(series),
             "study_panel": panel[0] if panel and any(s.style == "study" for s in series) else None,
             "stand_ins": distinct(v.result.workload.stand_in for members in by_method.values() for v in members
                                   if v.result.workload),

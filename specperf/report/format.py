@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from dataclasses import dataclass
 
@@ -57,17 +56,6 @@ def fmt_duration(seconds: float | None) -> str:
 
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    """An ISO timestamp (naive ones taken as UTC), or None when absent or unreadable."""
-    if text is None:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 @dataclass(frozen=True)

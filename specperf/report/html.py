@@ -35,7 +35,8 @@ TELEMETRY_ROWS = (("sm_clock_mhz", "SM clock (MHz)"), ("mem_clock_mhz", "memory 
                   ("temperature_c", "temperature (°C)"), ("power_w", "power (W)"))
 
 
-def _environment() -> Environment:
+def template_environment() -> Environment:
+    """Jinja over templates/, autoescaping, with the report's formatters as filters."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt_num, mib=fmt_mib, ratio=fmt_ratio, pct=fmt_pct, change=fmt_change, p=fmt_p,
@@ -131,7 +132,7 @@ def render_html(view: ReportView) -> str:
     script, script_hash = filter_script()
     devices, provenances = _Shared("device"), _Shared("provenance")
     details = [_detail(v, devices, provenances) for v in scenarios]
-    return _environment().get_template("report.html.j2").render(
+    return template_environment().get_template("report.html.j2").render(
         title="specperf report: " + (", ".join(view.header.run_ids) or "run"),
         header=view.header,
         attention=view.attention,

@@ -4,9 +4,7 @@ combined oracle, against batch size."""
 
 from __future__ import annotations
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-from .svg import DASH, Series, line_chart
+from .svg import Series, legend_entries, line_chart
 
 COLORS = {"eagle": "#0969da", "ngram": "#cf222e", "combined": "#8250df"}
 STYLE = {"k1": "study", "k3": "baseline", "k5": "current", "oracle": "bound"}   # dotted, dashed, solid, dash-dot
@@ -21,13 +19,12 @@ def study_charts(rows: list[dict]) -> list[dict]:
         charts.setdefault(row["dataset"], []).append(
             Series(label, COLORS.get(row["proposer"], "#57606a"), STYLE.get(row["mode"], "current"), points))
     return [{"dataset": dataset, "chart": line_chart(series, width=520, height=300),
-             "legend": [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series]}
+             "legend": legend_entries(series)}
             for dataset, series in charts.items()]
 
 
 def render_study_curves(rows: list[dict], source: str) -> str:
-    from .html import TEMPLATE_DIR
+    from .html import template_environment
 
-    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("study_curves.html.j2").render(charts=study_charts(rows), source=source)
+    return template_environment().get_template("study_curves.html.j2").render(charts=study_charts(rows),
+                                                                             source=source)

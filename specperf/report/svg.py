@@ -30,6 +30,11 @@ class Series:
     points: list[tuple[float, float, str]]     # (x, y, tooltip)
 
 
+def legend_entries(series: list[Series]) -> list[dict]:
+    """A line chart's legend: label, colour and dash of each series (the `legend` macro draws it)."""
+    return [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series]
+
+
 def line_chart(series: list[Series], *, width: int = 460, height: int = 250, reference: float | None = 1.0,
                x_title: str = "batch size", y_title: str = "speedup (x)") -> dict:
     """Geometry of a line chart with a log2 x axis (batch sizes) and a linear y axis."""

@@ -13,7 +13,8 @@ from . import analyses
 from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
 from .gate import GateView, gate_view
 from .traces import TraceViews, trace_views
-from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread, parse_time
+from ..storage import parse_time
+from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread
 from .loading import RunData
 
 IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"

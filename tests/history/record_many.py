@@ -6,17 +6,16 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from nightly import run_file  # noqa: E402
 from records import make_record, make_scenario  # noqa: E402
 
 from specperf.history import History  # noqa: E402
-from specperf.records import RunFile  # noqa: E402
 
 
 def main(url: str, run_id: str, count: int) -> None:
     records = [make_record(make_scenario(batch_size=i + 1)) for i in range(count)]
-    run = RunFile(run_id=run_id, profile="unit", started_at=records[0].finished_at, finished_at=records[0].finished_at,
-                  device=records[0].device, provenance=records[0].provenance)
+    run = run_file(run_id, records[0])
     with History(url) as history:
         recorded = history.record(run_id, run, records)
     print(recorded.line())

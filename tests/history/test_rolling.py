@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from nightly import run_file
 from records import HARDWARE_KEY, make_record, make_scenario
 from specperf.history import History
 from specperf.judge.rolling import MIN_RUNS, RollingJudge
-from specperf.records import RunFile
 from specperf.status import NO_BASELINE, PASS, REGRESSION, SUSPECT
 
 SPREAD = (0.99, 1.0, 1.01, 1.0, 0.995)
@@ -23,8 +23,7 @@ def night(history: History, n: int, throughput: float, judge: RollingJudge | Non
     """Judge run n (when a judge is given), then record it with its verdict, as a suite run does."""
     record = result(n, throughput)
     verdict = judge(record) if judge else None
-    run = RunFile(run_id=f"night-{n:03d}", profile="unit", started_at=record.finished_at,
-                  finished_at=record.finished_at, device=record.device, provenance=record.provenance)
+    run = run_file(f"night-{n:03d}", record)
     history.record(run.run_id, run, [record])
     return verdict
 

@@ -7,11 +7,11 @@ import datetime
 import pytest
 from sqlalchemy import func, select, text, update
 
+from nightly import run_file
 from records import HARDWARE_KEY, make_record, make_scenario
 from specperf.history import History, HistoryError
 from specperf.history.tables import metric_values, results, round_values, runs, verdicts
 from specperf.judge.verdicts import judge
-from specperf.records import RunFile
 
 DAY = datetime.timedelta(days=1)
 START = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
@@ -26,8 +26,7 @@ def nightly(n: int, throughput: float, vllm: str = "0.32.0", *, interrupted: boo
         record = record.model_copy(update={"finished_at": when, "provenance": {**record.provenance, "vllm": vllm}})
         record.verdict = judge(record, None)
         records.append(record)
-    run = RunFile(run_id=f"night-{n:03d}", profile="unit", started_at=when, finished_at=None if interrupted else when,
-                  interrupted=interrupted, device=records[0].device, provenance=records[0].provenance)
+    run = run_file(f"night-{n:03d}", records[0], interrupted=interrupted)
     return run, records
 
 
@@ -132,3 +131,12 @@ def test_drift_lists_the_scenario_that_moved_most(database_url):
         moved = history.reader().drift(START, ["throughput_tok_s"])
     assert [(d.scenario_id, round(d.change, 3)) for d in moved] == [(stepped.id, -0.2), (steady.id, 0.0)]
     assert moved[0].runs == 8
+
+
+def test_a_result_with_an_unreadable_finish_time_takes_its_run_s(database_url):
+    run, records = nightly(0, 100)
+    records[0] = records[0].model_copy(update={"finished_at": "not a time"})
+    with History(database_url) as history:
+        assert history.record(run.run_id, run, records).added == 1
+        (point,) = history.reader().series(make_scenario().id, "throughput_tok_s", HARDWARE_KEY).points
+    assert point.finished_at == START

@@ -7,7 +7,8 @@ that loads the CPU-tier fault plugin; the candidate's sleeps a fraction of every
 (`step_slowdown`), the current's a fraction of 0, so the two differ by nothing else; a candidate
 fraction of 0 is an A/A gate.  Every repeat is judged on its first N pairs for each N of
 `--judge-pairs` (the first 5 pairs of a 10-pair run are a 5-pair run), so one study shows what
-each number of rounds buys.  Prints figures, asserts nothing.  Needs the CPU tier's environment:
+each number of rounds buys.  Repeats are the outer loop and slowdowns the inner one, so the A/A row
+and the slowdown rows are measured in the same hours of the machine's life.  Prints figures, asserts nothing.  Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.02 0.05 0.10 --repeats 10 --instances 2
 """
@@ -72,25 +73,28 @@ def main() -> int:
     for scenario in scenarios:
         calls = prepare(scenario)
         instances = args.instances or scenario.gate_instances
-        for fraction in args.slowdowns:
-            candidate = slowed_python(wrappers, fraction)
-            found = {n: ([], 0, 0) for n in pair_counts}     # changes, regressions, improvements
-            round_times, t0 = [], time.monotonic()
-            for _ in range(args.repeats):
+        candidates = {fraction: slowed_python(wrappers, fraction) for fraction in args.slowdowns}
+        found = {(fraction, n): ([], 0, 0) for fraction in args.slowdowns for n in pair_counts}
+        round_times = {fraction: [] for fraction in args.slowdowns}
+        t0 = time.monotonic()
+        for repeat in range(args.repeats):      # slowdowns interleaved: every row sees the same hours
+            for fraction, candidate in candidates.items():
                 throughput, round_s = one_gate(scenario, calls, current, candidate, pair_counts[-1], instances)
-                round_times.append(round_s)
+                round_times[fraction].append(round_s)
                 for n in pair_counts:
                     verdict = compare_paired("throughput_tok_s", throughput["current"][:n],
                                              throughput["candidate"][:n], scenario.gate_tolerance)
-                    changes, flagged, improved = found[n]
-                    found[n] = (changes + [verdict.change], flagged + (verdict.status == "regression"),
-                                improved + (verdict.status == "improvement"))
-            for n, (changes, flagged, improved) in found.items():
-                rows.append((scenario.id, fraction, n, flagged, changes, statistics.median(round_times)))
-                print(f"{scenario.id} slowdown {fraction:.0%}, {n} pairs: flagged {flagged}/{args.repeats}, "
-                      f"called an improvement {improved}/{args.repeats}, median change "
-                      f"{statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})", flush=True)
-            print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats} gate runs)", flush=True)
+                    changes, flagged, improved = found[fraction, n]
+                    found[fraction, n] = (changes + [verdict.change], flagged + (verdict.status == "regression"),
+                                          improved + (verdict.status == "improvement"))
+                print(f"  repeat {repeat + 1}, slowdown {fraction:.0%}: change over {pair_counts[-1]} pairs "
+                      f"{found[fraction, pair_counts[-1]][0][-1]:+.1%}", flush=True)
+        for (fraction, n), (changes, flagged, improved) in found.items():
+            rows.append((scenario.id, fraction, n, flagged, changes, statistics.median(round_times[fraction])))
+            print(f"{scenario.id} slowdown {fraction:.0%}, {n} pairs: flagged {flagged}/{args.repeats}, "
+                  f"called an improvement {improved}/{args.repeats}, median change "
+                  f"{statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})", flush=True)
+        print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats * len(candidates)} gate runs)", flush=True)
 
     print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines, "
           f"{args.instances or scenarios[0].gate_instances} per side) per row, throughput judged")

@@ -17,7 +17,7 @@ from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .profiles.registry import markers
 from .profiles.workloads import default_dataset_dir
 from .records import RunFile
-from .run.versions import installed_version, xdist_grouping_problem
+from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
                         run_history_url,
                         chosen_profile, gate_environments, is_suite_run, marks, model_marker, nothing_measured,
@@ -94,6 +94,15 @@ def pytest_configure(config):
         config.option.loadgroup = True          # workers parse the command line, not the line above
     if worker is not None or config.getoption("dist", "no") == "no":
         own_gpus(config)                       # not in an xdist controller: it runs no engine
+
+
+def pytest_report_header(config):
+    """The vLLM a profile's reference figures came from, where this run's differs."""
+    if SUITE_RUN_KEY not in config.stash:
+        return None
+    installed = installed_vllm()
+    note = reference_vllm_note([s.vllm for s in chosen_profile(config).scenarios], installed and installed[1])
+    return [f"specperf: {note}"] if note else None
 
 
 def pytest_generate_tests(metafunc):

@@ -181,9 +181,12 @@ def chosen_profile(config) -> Profile:
 
 def check_vllm_names(profile: Profile) -> None:
     """Every engine argument and method parameter of the profile is one the installed vLLM accepts
-    (and not one the suite sets): else a usage error naming the file, the field and the nearest name."""
+    (and not one the suite sets): else a usage error naming the file, the field and the nearest name.
+    A method the installed vLLM cannot run is not checked: its scenarios are reported unsupported."""
     import tomllib
 
+    from .run import vllm_methods
+    from .run.versions import installed_vllm
     from .run.vllm_fields import (SET_BY_THE_SUITE, SPECULATIVE_BY_THE_SUITE, engine_arg_names, problem_with,
                                   speculative_field_names)
 
@@ -194,7 +197,11 @@ def check_vllm_names(profile: Profile) -> None:
     tables += [(f"methods.{label}", spec, "method") for label, spec in data.get("methods", {}).items()]
     tables += [(f"models.{name}.methods.{label}", spec, "method")
                for name, model in data.get("models", {}).items() for label, spec in model.get("methods", {}).items()]
+    installed = installed_vllm()
     for where, table, kind in tables:
+        if kind == "method" and installed and vllm_methods.unsupported_reason(
+                table.get("method", ""), None, installed[1], importable=None):
+            continue        # its scenarios are "unsupported" on this vLLM, whatever their fields
         for key in table:
             problem = (problem_with(key, engine_arg_names(), SET_BY_THE_SUITE) if kind == "engine" else
                        None if key == "method" else
@@ -328,11 +335,15 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
     history), and the lines that close its terminal summary."""
     from .report import add_trends, load_run, write_run_report
     from .run.session import summary_lines
+    from .run.versions import reference_vllm_note
 
     lines = lines + record_history(history_url, run_dir)
     try:
         data = add_trends(load_run([run_dir]), history_url)
         lines += data.trends.problems
+        note = reference_vllm_note([r.scenario.vllm for r in data.results],
+                                   next((r.provenance.get("vllm") for r in data.results if r.provenance.get("vllm")), None))
+        lines += [note] if note else []
         report = write_run_report(data, run_dir)
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
         return {"lines": summary_lines(run) + lines + [

@@ -342,3 +342,16 @@ def test_gate_option_errors_are_usage_lines(pytester, profile, tmp_path):
     line = usage_error(pytester, "--profile", str(profile), "--candidate", sys.executable, "--update-baselines")
     assert "--update-baselines cannot go with --candidate" in line
     assert "--gate-blocks must be at least 1" in usage_error(pytester, "--profile", str(profile), "--gate-blocks", "0")
+
+
+def test_a_profile_measured_with_another_vllm_warns_in_the_header(pytester, tmp_path, monkeypatch):
+    import specperf.plugin
+
+    monkeypatch.setattr(specperf.plugin, "installed_vllm", lambda: ("vllm", "0.32.0"))
+    path = tmp_path / "study-like.toml"
+    path.write_text(PROFILE.replace("[models.tiny]", 'vllm = "0.10.1.1"\n\n[models.tiny]', 1))
+    result = pytester.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider", str(PERF_TESTS),
+                                          "--profile", str(path))       # not -q: it hides the header
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["specperf: warning: the profile's reference figures were measured with vLLM "
+                                 "0.10.1.1 (16 scenarios); this run uses 0.32.0"])

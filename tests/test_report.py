@@ -390,6 +390,18 @@ def test_stand_in_workload_is_labelled(tmp_path):
     assert html.count("EditEval stands in for InstructCoder") >= 3     # header, chart, detail
 
 
+def test_the_studys_throughput_and_selection_are_shown(tmp_path):
+    from specperf.records import StudyThroughput
+
+    record = make_record()
+    record.study_throughput = StudyThroughput(value=123.4, samples=[120.0, 126.8], eos_calls=7, calls=8)
+    record.workload.selection = "study: <datasets> streaming shuffle, seed 42"
+    html = html_of(make_run(tmp_path / "run", [record]))
+    assert "the study's throughput (mean over EOS-finished calls of tokens / call time): 123.4 tok/s" in html
+    assert "7 of 8 calls of the last round ended on EOS" in html
+    assert "<dd>study: &lt;datasets&gt; streaming shuffle, seed 42</dd>" in html
+
+
 def test_long_text_is_truncated(tmp_path):
     html = html_of(make_run(tmp_path / "run", [make_record(prompt="x" * 10_000)]))
     assert "x" * report.TEXT_LIMIT in html and "x" * (report.TEXT_LIMIT + 1) not in html
@@ -772,7 +784,8 @@ def test_peak_memory_against_no_sd(tmp_path):
     rows = report.summary_json(view)["memory"]
     assert rows[0]["methods"][0]["method"] == "draft_model" and rows[0]["methods"][0]["ratio"] == pytest.approx(1.77)
     assert rows[0]["reference"] == {"peak_mib": 1000.0, "ratio": None, "baseline_peak_mib": 1000.0,
-                                    "baseline_ratio": None}
+                                    "baseline_ratio": None, "weights_mib": None, "kv_kib_per_token": None,
+                                    "kv_ratio": None, "estimate_note": None}
     assert [c["method"] for c in rows[1]["methods"]] == ["draft_model"]
 
 

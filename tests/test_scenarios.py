@@ -25,8 +25,8 @@ from specperf.profiles.schema import CellTable, MethodTable, ModelTable, Profile
 REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
-# (scenarios, distinct engine keys): one engine per (model, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (28, 14), "h100-nightly": (176, 8), "study-full": (298, 16)}
+# (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
+SIZES = {"cpu-smoke": (28, 14), "h100-nightly": (176, 8), "study-full": (288, 18)}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,8 @@ def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
     scenarios = profiles[name].scenarios
     keys = {s.engine_key for s in scenarios}
     assert len(keys) == SIZES[name][1]
-    assert len(keys) == len({(s.model.name, s.method.label, s.trace) for s in scenarios})
+    # models of one checkpoint (Qwen3-8B with thinking on and off) share its engines
+    assert len(keys) == len({(s.model.path, s.method.label, s.trace) for s in scenarios})
 
 
 def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):
@@ -115,15 +116,6 @@ def test_speculative_config():
     assert by_id["llama3.1-8b-eagle3-k3-bs1-gsm8k"].method.speculative_config() == {
         "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
     assert by_id["qwen3-8b-eagle3-k3-bs1-gsm8k"].method.params["model"] == "AngelSlim/Qwen3-8B_eagle3"
-
-
-def test_study_full_tp_and_settings(profiles):
-    by_id = {s.id: s for s in profiles["study-full"].scenarios}
-    assert by_id["llama3-70b-draft-k3-bs1-gsm8k"].model.tp == 4
-    assert by_id["llama3.1-8b-eagle3-k3-bs1-gsm8k"].model.tp == 1
-    assert by_id["llama3.1-8b-eagle3-k3-bs1-aime"].output_len == 1024
-    glm_batches = {s.batch_size for s in by_id.values() if s.model.name == "glm4.5-air"}
-    assert glm_batches == {1, 2, 4}
 
 
 def test_cpu_smoke_tolerances_and_engine_args(profiles):
@@ -477,3 +469,65 @@ def test_profile_format_doc_example_loads(tmp_path):
 def test_every_registered_workload_is_a_valid_dataset(tmp_path, dataset):
     text = CELL.replace('datasets = ["gsm8k"]', f'datasets = ["{dataset}"]')
     assert {s.dataset for s in load_profile(str(write_profile(tmp_path, text))).scenarios} == {dataset}
+
+
+# --------------------------------------------------------------------------
+# prompt and engine settings: selection, chat, thinking, env, vllm
+# --------------------------------------------------------------------------
+
+
+def with_settings(tmp_path: Path, profile: str = "", model: str = "", cell: str = "", name: str = "own.toml"):
+    text = CELL.replace('rounds = 5\n', f'rounds = 5\n{profile}\n').replace('path = "org/model"\n',
+                                                                         f'path = "org/model"\n{model}\n')
+    return load_profile(str(write_profile(tmp_path, text + cell, name))).scenarios
+
+
+def test_prompt_settings_at_their_defaults_keep_the_hash(tmp_path):
+    plain = with_settings(tmp_path)
+    explicit = with_settings(tmp_path, profile='selection = "hash"\nvllm = "0.10.1.1"', name="b.toml")
+    assert [s.content_hash for s in plain] == [s.content_hash for s in explicit]
+    assert [s.selection for s in plain] == ["hash"] * 4 and plain[0].chat is None and plain[0].model.thinking is None
+
+
+@pytest.mark.parametrize("profile, model, cell", [
+    ('selection = "study"', "", ""),
+    ("", "thinking = false", ""),
+    ("", "", "chat = false\n"),
+    ('[profile.env]\nVLLM_DISABLE_COMPILE_CACHE = "1"', "", ""),
+])
+def test_prompt_and_engine_settings_change_the_hash(tmp_path, profile, model, cell):
+    plain = with_settings(tmp_path)
+    if profile.startswith("[profile.env]"):         # a table goes after the [profile] keys
+        text = CELL.replace("[models.m]", f"{profile}\n\n[models.m]")
+        changed = load_profile(str(write_profile(tmp_path, text, "c.toml"))).scenarios
+    else:
+        changed = with_settings(tmp_path, profile, model, cell, name="c.toml")
+    assert [s.id for s in changed] == [s.id for s in plain]
+    assert not {s.content_hash for s in changed} & {s.content_hash for s in plain}
+
+
+def test_env_goes_to_the_engine_and_into_its_key(tmp_path):
+    from specperf.run.pool import engine_config
+
+    text = CELL.replace("[models.m]", '[profile.env]\nVLLM_DISABLE_COMPILE_CACHE = "1"\n\n[models.m]')
+    scenario = load_profile(str(write_profile(tmp_path, text))).scenarios[0]
+    assert scenario.env == {"VLLM_DISABLE_COMPILE_CACHE": "1"}
+    assert '"env":{"VLLM_DISABLE_COMPILE_CACHE":"1"}' in scenario.engine_key
+    config = engine_config(scenario)
+    assert config.env["VLLM_DISABLE_COMPILE_CACHE"] == "1"
+    assert config.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"           # the suite's own stay
+    assert scenario.to_dict()["env"] == {"VLLM_DISABLE_COMPILE_CACHE": "1"}
+
+
+def test_a_reference_keeps_the_vllm_of_the_first_cell_that_declares_it(tmp_path):
+    cell = '\n[[cells]]\nmodel = "m"\nmethods = ["ngram-k3"]\nbatch_sizes = [1]\ndatasets = ["gsm8k"]\nvllm = "fork"\n'
+    by_id = {s.id: s for s in with_settings(tmp_path, profile='vllm = "0.10.1.1"', cell=cell)}
+    assert by_id["m-nosd-bs1-gsm8k"].vllm == "0.10.1.1"
+
+
+@pytest.mark.parametrize("text, message", [
+    ('selection = "random"', "profile.selection: unknown selection mode 'random' (known: hash, study)"),
+    ("vllm = 10", "profile.vllm: must be a non-empty string, got 10"),
+])
+def test_bad_prompt_settings_are_one_line(tmp_path, text, message):
+    assert profile_error(tmp_path, CELL.replace("rounds = 5\n", f"rounds = 5\n{text}\n")).endswith(message)

@@ -117,3 +117,31 @@ def test_without_vllm_only_the_suites_own_names_are_refused(tmp_path, monkeypatc
     with pytest.raises(pytest.UsageError, match="set by the suite itself"):
         check_vllm_names(profile_with(tmp_path, PROFILE.replace("enforce_eager = true", "disable_log_stats = true")))
     vllm_fields.engine_arg_names.cache_clear()
+
+
+def test_a_method_the_installed_vllm_cannot_run_is_not_checked(fake_vllm, tmp_path, monkeypatch):
+    """Its scenarios are reported unsupported; a field only its later versions know is no usage error."""
+    from specperf.run import versions
+
+    draft = PROFILE + textwrap.dedent("""
+        [methods.draft-k3]
+        method = "draft_model"
+        model = "org/draft"
+        num_speculative_tokens = 3
+        disable_padded_drafter_batch = true
+        """)
+    monkeypatch.setattr(versions, "installed_vllm", lambda: ("vllm", "0.10.1.1"))
+    check_vllm_names(profile_with(tmp_path, draft))
+    monkeypatch.setattr(versions, "installed_vllm", lambda: ("vllm", "0.15.0"))
+    with pytest.raises(pytest.UsageError, match="methods.draft-k3.disable_padded_drafter_batch: not an argument"):
+        check_vllm_names(profile_with(tmp_path, draft))
+
+
+def test_a_run_on_another_vllm_than_the_reference_figures_says_so():
+    from specperf.run.versions import reference_vllm_note
+
+    assert reference_vllm_note([None, "0.32.0"], "0.32.0+cpu") is None
+    assert reference_vllm_note(["0.10.1.1", "0.10.1.1", "0.11.1rc1", None], "0.32.0") == (
+        "warning: the profile's reference figures were measured with vLLM 0.10.1.1 (2 scenarios), "
+        "0.11.1rc1 (1 scenario); this run uses 0.32.0")
+    assert "a fork (1 scenario)" in reference_vllm_note(["a fork"], None)

@@ -584,12 +584,12 @@ OFFLINE = {
     # workload: (expected file, stand-in label, text prefix or None)
     "cnn_dailymail": (
         "cnn_dailymail.jsonl",
-        None,
+        "Spec-Bench's CNN/DailyMail items stand in for the 3.0.0 train split",
         "Could you summarize the following article, please reuse text from the article if possible: ",
     ),
     "sharegpt": ("sharegpt.jsonl", None, None),
     "instructcoder": ("instructcoder_editeval.jsonl", "EditEval stands in for InstructCoder", None),
-    "gsm8k": ("gsm8k.jsonl", None, None),
+    "gsm8k": ("gsm8k.jsonl", "the GSM8K test split stands in for the main train split", None),
     "aime": ("aime24.jsonl", "AIME 2024 stands in for AIME 2022-24", None),
 }
 

@@ -85,6 +85,18 @@ def acceptance(counters: dict) -> dict:
     }
 
 
+STUDY_MAX_CALLS = 500     # vis_speedup.load_method_data(max_reqs=500) in the study's scripts
+
+
+def study_throughput(calls: list[dict]) -> float | None:
+    """The study's throughput of one round (scripts/vis_speedup.py compute_throughput): the mean, over
+    the first STUDY_MAX_CALLS calls whose first request ended on EOS, of output tokens / call time, a
+    mean of per-call rates, not total tokens over total time.  None when no call ended on EOS."""
+    rates = [c["output_tokens"] / c["wall_s"] for c in calls if c.get("eos") and c["wall_s"] > 0]
+    rates = rates[:STUDY_MAX_CALLS]
+    return statistics.fmean(rates) if rates else None
+
+
 def round_throughputs(rounds: list[dict]) -> list[float]:
     return [r["output_tokens"] / r["wall_s"] for r in rounds]
 

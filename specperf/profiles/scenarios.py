@@ -66,6 +66,7 @@ class Model:
     path: str
     tokenizer: str | None = None
     tp: int = 1
+    thinking: bool | None = None      # enable_thinking for the chat template; None: the template's default
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,10 @@ class Scenario:
     gate_tolerance: float = 0.03      # paired speed changes within this never regress (judge/paired.py)
     gate_instances: int = 1           # paired engines per side, side by side (run/measurement.py)
     trace: bool = False               # per-step acceptance and step times (run/tracing.py)
+    selection: str = "hash"           # which records the sample takes (workloads/sampling.py)
+    chat: bool | None = None          # chat template on the prompts; None: the workload's default
+    env: dict = field(default_factory=dict)     # engine process environment, over run.engine.default_env()
+    vllm: str | None = field(default=None, compare=False)   # the vLLM its reference figures came from
 
     @property
     def id(self) -> str:
@@ -117,6 +122,8 @@ class Scenario:
             "speculative_config": self.method.speculative_config(),
             "engine_args": self.engine_args, "seed": self.seed,
         }
+        if self.env:
+            key["env"] = self.env
         return _canonical({**key, "trace": True} if self.trace else key)
 
     @property
@@ -124,18 +131,21 @@ class Scenario:
         """Hash of everything that changes what is measured; a baseline only compares under the same hash.
 
         Rounds, warm-up and tolerances change how much and how strictly, not what, so they are left out.
+        Prompt settings at their defaults are left out too, so adding one kept the hashes of the rest.
         """
+        prompts = {"selection": self.selection} if self.selection != "hash" else {}
+        prompts.update({k: v for k, v in (("chat", self.chat), ("thinking", self.model.thinking)) if v is not None})
         return hashlib.sha256(_canonical({
             "engine": json.loads(self.engine_key), "batch_size": self.batch_size,
             "dataset": self.dataset, "num_requests": self.num_requests,
-            "output_len": self.output_len, "batching": self.batching,
+            "output_len": self.output_len, "batching": self.batching, **prompts,
         }).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         return {
             "id": self.id, "hash": self.content_hash, "profile": self.profile,
             "model": {"name": self.model.name, "path": self.model.path,
-                      "tokenizer": self.model.tokenizer, "tp": self.model.tp},
+                      "tokenizer": self.model.tokenizer, "tp": self.model.tp, "thinking": self.model.thinking},
             "method": {"label": self.method.label, "name": self.method.name,
                        "params": self.method.params},
             "batch_size": self.batch_size, "dataset": self.dataset,
@@ -145,6 +155,7 @@ class Scenario:
             "tolerances": self.tolerances, "informational": list(self.informational),
             "reference_id": self.reference_id, "paired_reference": self.paired_reference,
             "gate_tolerance": self.gate_tolerance, "gate_instances": self.gate_instances, "trace": self.trace,
+            "selection": self.selection, "chat": self.chat, "env": self.env, "vllm": self.vllm,
         }
 
 
@@ -212,7 +223,7 @@ def _scenarios(profile: str, spec: ProfileFile, path: Path) -> tuple[Scenario, .
             if known is not None and known != scenario:
                 raise ProfileError(f"{path}: cells[{index}]: scenario {scenario.id} "
                                    "is declared twice with different settings")
-            scenarios[scenario.id] = scenario
+            scenarios.setdefault(scenario.id, scenario)     # a reference keeps its first cell's `vllm`
     return tuple(scenarios.values())
 
 
@@ -229,10 +240,12 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
 
     common = dict(
         profile=profile,
-        model=Model(name=cell.model, path=model.path, tokenizer=model.tokenizer, tp=model.tp),
+        model=Model(name=cell.model, path=model.path, tokenizer=model.tokenizer, tp=model.tp,
+                    thinking=model.thinking),
         num_requests=setting("num_requests"), output_len=setting("output_len"),
         rounds=setting("rounds"), warmup=settings.warmup, seed=settings.seed,
-        batching=setting("batching"), trace=setting("trace"),
+        batching=setting("batching"), trace=setting("trace"), selection=setting("selection"),
+        chat=cell.chat, env=dict(settings.env), vllm=setting("vllm"),
         engine_args={**settings.engine_args, **cell.engine_args},
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationErr
 from ..judge.metrics import METRICS
 from ..messages import field_path
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
-from .registry import BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, TIERS, method_names, workload_names
+from .registry import (BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, SELECTION_MODES, TIERS, method_names,
+                       workload_names)
 
 SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 
@@ -109,11 +110,16 @@ MetricName = _name_in("metric", tuple(METRICS))
 GpuClass = _name_in("GPU class", GPU_CLASSES)
 Tier = _name_in("tier", TIERS)
 Batching = _name_in("batching mode", BATCHING_MODES)
+Selection = _name_in("selection mode", SELECTION_MODES)
 Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
 Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
 Tolerances = Annotated[dict[MetricName, Tolerance], Field(
     description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)")]
 EngineArgs = Annotated[dict[str, Any], Field(description="keyword arguments of vllm.LLM(...)")]
+EngineEnv = Annotated[dict[str, Text], Field(description="environment variables of the engine processes, e.g. "
+                                             "VLLM_DISABLE_COMPILE_CACHE = \"1\"")]
+VllmVersion = Annotated[Text, Field(description="the vLLM the profile's reference figures were measured with "
+                                    "(a version such as 0.10.1.1, or a fork's name); a run on another vLLM warns")]
 
 
 def _optional(description: str) -> Any:
@@ -159,7 +165,12 @@ class ProfileTable(_Table):
     output_len: PositiveInt = Field(128, description="max_tokens of each request")
     batching: Batching = Field("replicate", description="replicate: one prompt B times per call (the "
                                "study's); distinct: B different prompts (named in the scenario id)")
+    selection: Selection = Field("hash", description="hash: the first num_requests records ranked by "
+                                 "sha256(seed:id); study: the study's order (a streaming shuffle with the seed, "
+                                 "ShareGPT a seeded random.shuffle) and its length filters")
     engine_args: EngineArgs = {}
+    env: EngineEnv = {}
+    vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}
     informational: list[MetricName] = Field([], description="metrics judged and shown whose "
                                             "regression does not fail a case")
@@ -206,6 +217,8 @@ class ModelTable(_Table):
     path: Checkpoint = Field(description="hub id, local path or builtin:NAME")
     tokenizer: Checkpoint = _optional("hub id, local path or builtin:NAME; default: the model's own")
     tp: PositiveInt = Field(1, description="tensor-parallel size (GPUs per engine)")
+    thinking: bool = _optional("enable_thinking passed to the chat template (Qwen3's reasoning switch); "
+                               "default: the template's own default")
     methods: dict[MethodLabel, MethodTable] = Field({}, description="methods of this model only; "
                                                     "they override shared methods of the same label")
 
@@ -223,6 +236,10 @@ class CellTable(_Table):
     output_len: PositiveInt = _optional("default: [profile] output_len")
     rounds: PositiveInt = _optional("default: [profile] rounds")
     batching: Batching = _optional("default: [profile] batching")
+    selection: Selection = _optional("default: [profile] selection")
+    chat: bool = _optional("apply the target's chat template to the prompts; default: the workload's "
+                           "(every workload but AIME)")
+    vllm: VllmVersion = _optional("default: [profile] vllm")
     trace: bool = _optional("default: [profile] trace")
     engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
     tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")

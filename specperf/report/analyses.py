@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judge.metrics import acceptance, metric_samples, sum_counters, summarise
-from ..records import Device, Metric, MetricVerdict, ScenarioResult
+from ..records import Device, Memory, Metric, MetricVerdict, ScenarioResult
 from ..profiles.registry import study_dataset_label
 from ..run.telemetry import BAD_THROTTLE_REASONS
 from ..status import OK
@@ -205,6 +205,11 @@ class MemoryCell:
     ratio: float | None             # against the no-SD reference of the same model, dataset and batch size
     baseline_peak_mib: float | None
     baseline_ratio: float | None
+    # From the checkpoints' configs: the target's (no-SD) or the draft's or head's weights and KV cache per token.
+    weights_mib: float | None = None
+    kv_kib_per_token: float | None = None
+    kv_ratio: float | None = None       # a method's KV per token with the target's, over the target's alone
+    estimate_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -223,10 +228,20 @@ class MemoryTable:
     sources: list[str]
 
 
+def _scaled(value: int | None, unit: int) -> float | None:
+    return value / unit if value is not None else None
+
+
 def _memory_cell(method: str | None, result: ScenarioResult, reference: ScenarioResult | None) -> MemoryCell:
     current, baseline = memory_peaks(result)
     ref_current, ref_baseline = memory_peaks(reference) if reference else (None, None)
-    return MemoryCell(method, current, _ratio(current, ref_current), baseline, _ratio(baseline, ref_baseline))
+    memory = result.memory or Memory()
+    weights, kv = ((memory.weights_bytes, memory.kv_bytes_per_token) if method is None
+                   else (memory.draft_weights_bytes, memory.draft_kv_bytes_per_token))
+    target_kv, draft_kv = memory.kv_bytes_per_token, memory.draft_kv_bytes_per_token
+    kv_ratio = (target_kv + draft_kv) / target_kv if method is not None and target_kv and draft_kv is not None else None
+    return MemoryCell(method, current, _ratio(current, ref_current), baseline, _ratio(baseline, ref_baseline),
+                      _scaled(weights, 2**20), _scaled(kv, 2**10), kv_ratio, memory.estimate_note)
 
 
 def memory_table(results: list[ScenarioResult]) -> MemoryTable:

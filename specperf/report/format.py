@@ -32,6 +32,22 @@ fmt_mib = _or_dash("{:.0f} MiB")
 fmt_ratio = _or_dash("x{:.2f}")
 
 
+def fmt_estimate(cell) -> str:
+    """What the checkpoints' configs call for beside a measured peak (a report.analyses.MemoryCell):
+    "weights 513.1 MiB, KV 45 KiB/token" for no-SD, "draft 270 MiB, KV +6 KiB/token x1.13" for a
+    method (the ratio: its KV per token with the target's over the target's), then the note; "" where
+    the result has neither."""
+    parts = []
+    if cell.weights_mib is not None or cell.kv_kib_per_token is not None:
+        own, plus = ("weights", "") if cell.method is None else ("draft", "+")
+        weights = NONE if cell.weights_mib is None else f"{fmt_num(cell.weights_mib)} MiB"
+        kv = NONE if cell.kv_kib_per_token is None else f"{plus}{fmt_num(cell.kv_kib_per_token)} KiB/token"
+        parts.append(f"{own} {weights}, KV {kv}" + (f" {fmt_ratio(cell.kv_ratio)}" if cell.kv_ratio else ""))
+    if cell.estimate_note:
+        parts.append(f"({cell.estimate_note})" if parts else cell.estimate_note)
+    return " ".join(parts)
+
+
 def fmt_spread(median, stats: dict | None) -> str:
     """A median with the spread of its rounds, e.g. "31.2 ±4.1% (n=4)" (spread: coefficient of variation)."""
     text = fmt_num(median)

@@ -19,8 +19,8 @@ from ..run.telemetry import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
 from .charts import method_colors, speedup_charts
 from .svg import bar_chart
-from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_mib, fmt_num, fmt_p, fmt_pct, fmt_ratio,
-                     fmt_spread, pretty_json)
+from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_estimate, fmt_mib, fmt_num, fmt_p, fmt_pct,
+                     fmt_ratio, fmt_spread, pretty_json)
 from ..judge.traces import PART_NAMES
 from .traces import BAR_W, PART_COLORS
 from .trends import TREND_METRICS
@@ -40,7 +40,7 @@ def template_environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt_num, mib=fmt_mib, ratio=fmt_ratio, pct=fmt_pct, change=fmt_change, p=fmt_p,
-                       duration=fmt_duration, css=status_class, json=pretty_json)
+                       duration=fmt_duration, css=status_class, json=pretty_json, estimate=fmt_estimate)
     env.globals["spread"] = fmt_spread
     return env
 

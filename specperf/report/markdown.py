@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..status import FAILING, PASS
 from .analyses import MemoryCell, MemoryTable
-from .format import NONE, fmt_mib, fmt_num, fmt_ratio
+from .format import NONE, fmt_estimate, fmt_mib, fmt_num, fmt_ratio
 from .view import ReportView, ScenarioView
 
 MARKDOWN_ROWS = 200      # scenarios listed
@@ -26,12 +26,14 @@ def md_escape(text, limit: int = 300) -> str:
 
 
 def memory_text(cell: MemoryCell) -> str:
-    """One cell of the memory table as plain text: "1770 MiB x1.77 (baseline 1700 MiB x1.70)"."""
+    """One cell of the memory table as plain text: "1770 MiB x1.77 (baseline 1700 MiB x1.70)", then what
+    the configs call for: "; draft 270 MiB, KV +6 KiB/token x1.13"."""
     text = fmt_mib(cell.peak_mib) + (f" {fmt_ratio(cell.ratio)}" if cell.ratio else "")
     if cell.baseline_peak_mib is not None:
         text += f" (baseline {fmt_mib(cell.baseline_peak_mib)}"
         text += f" {fmt_ratio(cell.baseline_ratio)})" if cell.baseline_ratio else ")"
-    return text
+    estimate = fmt_estimate(cell)
+    return text + (f"; {md_escape(estimate)}" if estimate else "")
 
 
 def _row(cells: list[str]) -> str:

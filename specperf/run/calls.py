@@ -34,6 +34,13 @@ def batch(scenario: Scenario, requests: list[Request], prompts: list[list[int]])
     return calls, [requests[i] for i in cycled]
 
 
+def prompting(scenario: Scenario) -> workloads.Prompting:
+    """The scenario's chat-template settings: its cell's `chat` and its model's `thinking` switch."""
+    thinking = scenario.model.thinking
+    return workloads.Prompting(chat=scenario.chat,
+                               template_kwargs=() if thinking is None else (("enable_thinking", thinking),))
+
+
 def tokenise(requests: list[Request], tokenizer) -> list[list[int]]:
     return [tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids
             for r in requests]
@@ -57,11 +64,11 @@ class CallPreparer:
     def __call__(self, scenario: Scenario) -> Calls:
         tokenizer = self.tokenizer(scenario)
         sample = workloads.load(scenario.dataset, scenario.num_requests, scenario.seed, self.dataset_dir,
-                                tokenizer=tokenizer)
+                                tokenizer=tokenizer, selection=scenario.selection, prompting=prompting(scenario))
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)
         calls, call_requests = batch(scenario, requests, prompts)
         facts = WorkloadFacts(source=sample.source, checksum=sample.checksum, stand_in=sample.stand_in,
                               request_ids=[r.id for r in requests], prompt_tokens=[len(p) for p in prompts],
-                              output_len=scenario.output_len)
+                              output_len=scenario.output_len, selection=sample.selection)
         return Calls(calls, call_requests, facts)

@@ -242,6 +242,7 @@ def _serve(conn, config: EngineConfig) -> None:
                 "output_tokens": sum(len(ids) for ids in token_ids),
                 "token_ids": token_ids,
                 "texts": [o.outputs[0].text for o in outputs],
+                "finish_reasons": [o.outputs[0].finish_reason for o in outputs],
                 "counters_before": before, "counters_after": after,
                 "memory": peak_memory(),
                 "trace": trace,

@@ -32,11 +32,20 @@ class RoundResult:
     texts: list[str]
     memory: dict = field(default_factory=dict)
     trace: dict | None = None           # run.tracing's raw trace, from a traced engine
+    calls: list[dict] = field(default_factory=list)     # per call: wall_s, output_tokens, eos
 
     @property
     def throughput(self) -> float:
         """Output tokens per second of the round (0 for a round that took no time)."""
         return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def call_timing(reply: dict) -> dict:
+    """One call's time and tokens, and whether its first request ended on EOS ("stop"): what the
+    study's throughput averages (judge/metrics.study_throughput).  None where the engine did not say."""
+    reasons = reply.get("finish_reasons")
+    return {"wall_s": reply["wall_s"], "output_tokens": reply["output_tokens"],
+            "eos": reasons[0] == "stop" if reasons else None}
 
 
 def balanced_schedule(labels: Sequence[str], rounds: int) -> list[str]:
@@ -100,6 +109,7 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
             texts=[t for r in replies for t in r["texts"]],
             memory=replies[-1].get("memory") or {},
             trace=tracing.merge_calls([r.get("trace") for r in replies]),
+            calls=[call_timing(r) for r in replies],
         ))
 
     rounds_runner(step, len(schedule))

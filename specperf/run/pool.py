@@ -45,7 +45,8 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         model=checkpoints.resolve(scenario.model.path),
         tokenizer=checkpoints.resolve(tokenizer) if tokenizer else None,
         tensor_parallel_size=scenario.model.tp, seed=scenario.seed,
-        speculative_config=spec, engine_args=scenario.engine_args, env=default_env(), trace=scenario.trace,
+        speculative_config=spec, engine_args=scenario.engine_args, env={**default_env(), **scenario.env},
+        trace=scenario.trace,
     )
 
 

@@ -18,7 +18,7 @@ from ..judge.baselines import write_baseline, write_portable_baseline
 from ..judge.gate import judge_gate
 from ..judge.stored import StoredJudge
 from ..messages import one_line
-from ..profiles import checkpoints, workloads
+from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
 from ..records import Device, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
 from ..status import (ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED,
@@ -242,10 +242,14 @@ class RunSession:
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
         result.rounds, result.counters, result.memory = main.summary.rounds, main.summary.counters, main.summary.memory
+        # Beside the measured peak, what the checkpoints' configs call for (headers only, cheap).
+        result.memory = result.memory.model_copy(
+            update=model_memory.estimate(scenario, (facts.effective_config or {}).get("dtype")).fields())
         result.output_hashes, result.outputs = main.summary.output_hashes, main.summary.outputs
         result.metrics, result.lossless = main.summary.metrics, main.summary.lossless
         result.workload.overlap_bleu4 = main.summary.overlap_bleu4
         result.trace = main.summary.trace
+        result.study_throughput = main.summary.study_throughput
         result.validity = main.validity
         if CANDIDATE in sides:
             result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python)

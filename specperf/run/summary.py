@@ -10,7 +10,8 @@ from ..judge.verdicts import MIN_ROUNDS
 from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
-from ..records import Counters, Lossless, Memory, Metric, Round, ShownOutput, Trace, Validity
+from ..records import (CallTiming, Counters, Lossless, Memory, Metric, Round, ShownOutput, StudyThroughput, Trace,
+                       Validity)
 from .loop import RoundResult
 from .tracing import build_trace, ngram_acceptance
 
@@ -39,6 +40,7 @@ class Summary:
     metrics: dict[str, Metric]
     lossless: Lossless | None
     trace: Trace | None = None
+    study_throughput: StudyThroughput | None = None
 
 
 def _median(values: list[float]) -> float | None:
@@ -88,8 +90,10 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
             lossless = Lossless(identical=round(fraction * len(first.token_ids)), total=len(first.token_ids),
                                 reference_id=scenario.reference_id)
     return Summary(
-        rounds=[Round(wall_s=r.wall_s, output_tokens=r.output_tokens, throughput=t, counters=Counters(**r.counters))
+        rounds=[Round(wall_s=r.wall_s, output_tokens=r.output_tokens, throughput=t, counters=Counters(**r.counters),
+                      calls=[CallTiming(**c) for c in r.calls])
                 for r, t in zip(rounds, throughputs)],
+        study_throughput=study_throughput(rounds),
         counters=Counters(**counters), memory=Memory(**rounds[-1].memory), output_hashes=output_hashes,
         outputs=shown_outputs(requests, first.texts),
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
@@ -98,6 +102,16 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
                           _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None,
                           [len(p) for p in prompts] if prompts is not None else None),
     )
+
+
+def study_throughput(rounds: list[RoundResult]) -> StudyThroughput | None:
+    """The study's throughput definition beside the suite's; None where no call says how it ended."""
+    if not any(c.get("eos") is not None for r in rounds for c in r.calls):
+        return None
+    samples = [metrics.study_throughput(r.calls) for r in rounds]
+    last = rounds[-1].calls
+    return StudyThroughput(value=_median([s for s in samples if s is not None]), samples=samples,
+                           eos_calls=sum(1 for c in last if c.get("eos")), calls=len(last))
 
 
 def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: list[list[int]]):

@@ -29,6 +29,26 @@ def installed_vllm() -> tuple[str, str] | None:
     return None
 
 
+def reference_vllm_note(wanted: list[str | None], installed: str | None) -> str | None:
+    """One line when scenarios name the vLLM their reference figures came from (a profile's `vllm`)
+    and this run's differs: figures from another vLLM compare with care."""
+    def same(a: str, b: str | None) -> bool:          # 0.32.0+cpu is 0.32.0
+        try:
+            return b is not None and Version(a).public == Version(b).public
+        except InvalidVersion:
+            return a == b
+
+    counts: dict[str, int] = {}
+    for version in wanted:
+        if version and not same(version, installed):
+            counts[version] = counts.get(version, 0) + 1
+    if not counts:
+        return None
+    named = ", ".join(f"{version} ({n} scenario{'s' if n > 1 else ''})" for version, n in sorted(counts.items()))
+    return (f"warning: the profile's reference figures were measured with vLLM {named}; "
+            f"this run uses {installed or 'no installed vLLM'}")
+
+
 def xdist_grouping_problem(pytest_version: Version | None, xdist_version: Version | None) -> str | None:
     """pytest-xdist up to 3.8 marks groups by rewriting node ids, which pytest 9.2 ignores: tests
     would then spread over workers silently, each starting its own engines (pytest-xdist#1386).

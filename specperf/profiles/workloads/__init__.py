@@ -15,11 +15,14 @@ in this order:
    labelled as a synthetic stand-in (GPQA's authors ask that real items not be
    published, so none ship with the project).
 
-Sampling ranks every record by ``sha256(f"{seed}:{id}")`` and takes the lowest
-``n`` (after the ShareGPT filter): the same seed gives the same ids whatever the
-order of the file, removing records that were not picked leaves the pick
-unchanged, and a smaller sample is a prefix of a larger one. Asking for more
-requests than there are gives all of them; the caller records ``len(requests)``.
+Sampling (``selection = "hash"``, the default) ranks every record by
+``sha256(f"{seed}:{id}")`` and takes the lowest ``n`` (after the ShareGPT filter):
+the same seed gives the same ids whatever the order of the file, removing records
+that were not picked leaves the pick unchanged, and a smaller sample is a prefix
+of a larger one. Asking for more requests than there are gives all of them; the
+caller records ``len(requests)``. ``selection = "study"`` follows the study's
+scripts instead (a seeded streaming shuffle, its length filters, padding by
+seeded copies): see ``sampling``.
 
 Modules: ``catalog`` declares the workloads, ``prompts`` holds the templates and record parsers,
 ``sources`` reads files, the hub and stand-ins, ``synthetic`` makes the GPQA stand-in,
@@ -31,7 +34,7 @@ the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
 from .prompts import Request, overlap_bleu4, render_prompt
-from .sampling import WorkloadSample, WorkloadUnavailable, count_tokens, load
+from .sampling import Prompting, WorkloadSample, WorkloadUnavailable, count_tokens, load
 from .sources import DATASET_DIR_VARIABLE, WorkloadError, default_dataset_dir
 from .synthetic import synthetic_gpqa_records
 
@@ -40,6 +43,7 @@ __all__ = [
     "WORKLOADS",
     "HubSource",
     "LocalFile",
+    "Prompting",
     "Request",
     "Workload",
     "WorkloadError",

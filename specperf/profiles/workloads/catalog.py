@@ -17,14 +17,41 @@ from .synthetic import synthetic_gpqa_records
 STAND_IN_EDITEVAL = "EditEval stands in for InstructCoder"
 STAND_IN_AIME24 = "AIME 2024 stands in for AIME 2022-24"
 STAND_IN_GPQA_SYNTHETIC = "synthetic four-choice questions stand in for GPQA-Main"
+STAND_IN_CNN_SPEC_BENCH = "Spec-Bench's CNN/DailyMail items stand in for the 3.0.0 train split"
+STAND_IN_GSM8K_TEST = "the GSM8K test split stands in for the main train split"
+
+
+@dataclass(frozen=True)
+class LengthFilter:
+    """The study's `is_valid_sequence` (vLLM benchmarks' dataset code), in tokens of the target
+    tokenizer: the prompt as given to the engine (chat template applied) and the record's reference
+    completion."""
+
+    max_prompt: int
+    max_total: int
+    min_prompt: int = 4
+    min_completion: int = 4
+
+    def describe(self) -> str:
+        return (f"prompt {self.min_prompt}..{self.max_prompt} tokens, reference completion >= {self.min_completion}, "
+                f"prompt + completion <= {self.max_total}")
 
 
 @dataclass(frozen=True)
 class LocalFile:
-    """A file name looked for in the dataset directory; ``stand_in`` labels a substitute."""
+    """A file name looked for in the dataset directory; ``stand_in`` labels a substitute.
+
+    With ``stand_in_ids``, the file is a stand-in only when its records' ids start so: a file of the
+    study's own split may carry the same name."""
 
     filename: str
     stand_in: str | None = None
+    stand_in_ids: str | None = None
+
+    def stand_in_for(self, ids: list[str]) -> str | None:
+        if self.stand_in_ids is not None and not any(i.startswith(self.stand_in_ids) for i in ids):
+            return None
+        return self.stand_in
 
 
 @dataclass(frozen=True)
@@ -60,7 +87,9 @@ class Workload:
     local_files: tuple[LocalFile, ...]
     hub: HubSource
     parse: Callable[[Mapping[str, Any]], Item | None] = field(repr=False, compare=False)
-    token_filter: bool = False    # the study's ShareGPT filter on prompt and reference length
+    token_filter: bool = False    # hash selection: the ShareGPT filter on prompt and reference length
+    study_filter: LengthFilter | None = None      # study selection: the study's length filter
+    study_shuffle: str = "stream"     # study selection: "stream" (datasets' streaming shuffle) or "list"
     synthetic: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False, compare=False)
     synthetic_stand_in: str | None = None
 
@@ -73,7 +102,7 @@ WORKLOADS: dict[str, Workload] = {
             title="CNN/DailyMail summarisation",
             figure_label="CNN/DM",
             chat=True,
-            local_files=(LocalFile("cnn_dailymail.jsonl"),),
+            local_files=(LocalFile("cnn_dailymail.jsonl", STAND_IN_CNN_SPEC_BENCH, "specbench-"),),
             hub=HubSource("abisee/cnn_dailymail", "3.0.0", "train", id_column="id"),
             parse=parse_cnn,
         ),
@@ -92,6 +121,8 @@ WORKLOADS: dict[str, Workload] = {
             ),
             parse=parse_sharegpt,
             token_filter=True,
+            study_filter=LengthFilter(max_prompt=1024, max_total=2048),     # ShareGPTDataset.sample
+            study_shuffle="list",           # ShareGPTDataset.load_data: random.seed(seed); random.shuffle
         ),
         Workload(
             name="instructcoder",
@@ -110,7 +141,7 @@ WORKLOADS: dict[str, Workload] = {
             title="GSM8K math word problems",
             figure_label="GSM8K",
             chat=True,
-            local_files=(LocalFile("gsm8k.jsonl"),),
+            local_files=(LocalFile("gsm8k.jsonl", STAND_IN_GSM8K_TEST, "gsm8k-test-"),),
             hub=HubSource("openai/gsm8k", "main", "train", id_prefix="gsm8k-train-"),
             parse=parse_gsm8k,
         ),
@@ -125,6 +156,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             hub=HubSource("AI-MO/aimo-validation-aime", None, "train", id_column="id", id_prefix="aime-"),
             parse=parse_aime,
+            study_filter=LengthFilter(max_prompt=2048, max_total=32000),    # AIMODataset.sample
         ),
         Workload(
             name="gpqa",

@@ -168,13 +168,15 @@ class Request:
     text: str
     chat: bool
     reference_completion: str | None = None
+    template_kwargs: tuple[tuple[str, Any], ...] = ()   # extra chat-template arguments (enable_thinking)
 
 
 def render_prompt(request: Request, tokenizer: Any) -> str:
     """The exact prompt string given to the engine.
 
     Chat requests go through the tokenizer's chat template as one user message
-    with ``add_generation_prompt=True``; raw requests (AIME) are returned as they are.
+    with ``add_generation_prompt=True`` (and the request's template arguments); raw requests
+    (AIME) are returned as they are.
     """
     if not request.chat:
         return request.text
@@ -184,6 +186,7 @@ def render_prompt(request: Request, tokenizer: Any) -> str:
         [{"role": "user", "content": request.text}],
         tokenize=False,
         add_generation_prompt=True,
+        **dict(request.template_kwargs),
     )
     if not isinstance(prompt, str):
         raise TypeError(f"apply_chat_template(tokenize=False) returned {type(prompt).__name__}, expected str")

@@ -1,17 +1,28 @@
-"""Drawing a workload sample: find a source, rank its records by seed, take the first ``n``."""
+"""Drawing a workload sample: find a source, order its records, take the first ``n`` that pass.
+
+Two orders (a profile's ``selection``): "hash" ranks records by sha256(seed:id), independent of the
+file's order and nested in n; "study" reproduces the study's scripts (SpecDecode-Bench/vllm,
+scripts/common.py get_dataset with vLLM's benchmark dataset classes): a ``datasets`` streaming
+shuffle with the seed (buffer 1000) over the records, ShareGPT a seeded ``random.shuffle`` of its
+list, then the study's length filters, and too few records padded with seeded ``random.choices``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .catalog import WORKLOADS, Workload
-from .prompts import Item, Request
-from .sources import HubFailure, open_hub, read_jsonl, synthetic_table
+from .catalog import WORKLOADS, LengthFilter, Workload
+from .prompts import Item, Request, render_prompt
+from .sources import HubFailure, open_hub, open_hub_stream, read_jsonl, synthetic_table
+
+STUDY_SHUFFLE_BUFFER = 1000       # datasets' IterableDataset.shuffle default, as the study used it
+STUDY_DATASETS_VERSION = "4.0.0"  # requirements/common.txt of the study's vLLM fork: the stream order's version
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +45,7 @@ class WorkloadSample:
     source: str
     checksum: str
     stand_in: str | None
+    selection: str = "hash"       # how the requests were chosen, in words (results keep it)
 
 
 # --------------------------------------------------------------------------
@@ -77,7 +89,20 @@ def _passes_sharegpt_filter(item: Item, tokenizer: Any) -> bool:
     return prompt_len + reference_len <= SHAREGPT_MAX_TOTAL_TOKENS
 
 
-def _sample(workload: Workload, table: Any, n: int, seed: int, tokenizer: Any) -> tuple[Request, ...]:
+@dataclass(frozen=True)
+class Prompting:
+    """How a request becomes a prompt: the chat template or not (None: the workload's default), and
+    keyword arguments for the template (Qwen3's enable_thinking)."""
+
+    chat: bool | None = None
+    template_kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def request(self, workload: Workload, rid: str, item: Item) -> Request:
+        chat = workload.chat if self.chat is None else self.chat
+        return Request(rid, item.text, chat, item.reference, self.template_kwargs)
+
+
+def _sample(workload: Workload, table: Any, n: int, seed: int, tokenizer: Any, prompting: Prompting) -> tuple[Request, ...]:
     picked: list[Request] = []
     if n == 0:
         return ()
@@ -87,10 +112,82 @@ def _sample(workload: Workload, table: Any, n: int, seed: int, tokenizer: Any) -
             continue
         if workload.token_filter and not _passes_sharegpt_filter(item, tokenizer):
             continue
-        picked.append(Request(table.ids[row], item.text, workload.chat, item.reference))
+        picked.append(prompting.request(workload, table.ids[row], item))
         if len(picked) == n:
             break
     return tuple(picked)
+
+
+# --------------------------------------------------------------------------
+# The study's selection.
+# --------------------------------------------------------------------------
+
+
+def _stream_order(count: int, seed: int) -> list[int]:
+    """Row numbers in the order of ``datasets``' streaming shuffle of a one-shard dataset."""
+    import datasets
+
+    def rows(count: int) -> Iterator[dict]:
+        for row in range(count):
+            yield {"row": row}
+
+    stream = datasets.IterableDataset.from_generator(rows, gen_kwargs={"count": count})
+    return [example["row"] for example in stream.shuffle(seed=seed, buffer_size=STUDY_SHUFFLE_BUFFER)]
+
+
+def study_rows(workload: Workload, table: Any, seed: int) -> Iterator[tuple[str, Item | None]]:
+    """A local table's records in the study's order."""
+    if workload.study_shuffle == "list":
+        # The study shuffles the conversations that have a reply; here: those the parser accepts.
+        order = [row for row in range(len(table.ids)) if table.item(row) is not None]
+        random.Random(seed).shuffle(order)
+    else:
+        order = _stream_order(len(table.ids), seed)
+    for row in order:
+        yield table.ids[row], table.item(row)
+
+
+def _passes(length_filter: LengthFilter, request: Request, tokenizer: Any) -> bool:
+    prompt = count_tokens(tokenizer, render_prompt(request, tokenizer))
+    if not length_filter.min_prompt <= prompt <= length_filter.max_prompt:
+        return False
+    if request.reference_completion is None:          # nothing to check the completion by
+        return True
+    completion = count_tokens(tokenizer, request.reference_completion)
+    return completion >= length_filter.min_completion and prompt + completion <= length_filter.max_total
+
+
+def study_sample(workload: Workload, rows: Iterator[tuple[str, Item | None]], n: int, seed: int, tokenizer: Any,
+                 prompting: Prompting) -> tuple[Request, ...]:
+    """The first ``n`` records of ``rows`` that pass the workload's study filter, padded as the study
+    pads (``random.seed(seed)``, then ``random.choices``) when fewer pass; a copy's id says so."""
+    picked: list[Request] = []
+    for rid, item in rows:
+        if len(picked) == n:
+            break
+        if item is None:
+            continue
+        request = prompting.request(workload, rid, item)
+        if workload.study_filter is None or _passes(workload.study_filter, request, tokenizer):
+            picked.append(request)
+    if picked and len(picked) < n:
+        copies = random.Random(seed).choices(picked, k=n - len(picked))
+        picked += [replace(r, id=f"{r.id}#copy{i + 1}") for i, r in enumerate(copies)]
+    return tuple(picked)
+
+
+def study_selection(workload: Workload, seed: int) -> str:
+    """The study's selection of this workload, in words, with the ``datasets`` version the order
+    depends on."""
+    if workload.study_shuffle == "list":
+        order = f"random.shuffle with seed {seed}"
+    else:
+        import datasets
+        order = f"datasets {datasets.__version__} streaming shuffle, seed {seed}, buffer {STUDY_SHUFFLE_BUFFER}"
+        if datasets.__version__ != STUDY_DATASETS_VERSION:
+            order += f" (the study's order came from datasets {STUDY_DATASETS_VERSION})"
+    length_filter = workload.study_filter
+    return f"study: {order}" + (f"; filter {length_filter.describe()}" if length_filter else "")
 
 
 # --------------------------------------------------------------------------
@@ -98,15 +195,20 @@ def _sample(workload: Workload, table: Any, n: int, seed: int, tokenizer: Any) -
 # --------------------------------------------------------------------------
 
 
-def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any) -> WorkloadSample:
+def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any,
+          selection: str, prompting: Prompting) -> WorkloadSample:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    if workload.token_filter and tokenizer is None:
-        raise ValueError(
-            f"{workload.name}: the study's filter (prompt {SHAREGPT_MIN_PROMPT_TOKENS}..{SHAREGPT_MAX_PROMPT_TOKENS} "
-            f"tokens, prompt + reference <= {SHAREGPT_MAX_TOTAL_TOKENS} tokens) "
-            "needs the target tokenizer: pass tokenizer="
-        )
+    study = selection == "study"
+    if (workload.token_filter or (study and workload.study_filter)) and tokenizer is None:
+        raise ValueError(f"{workload.name}: the length filter counts tokens and needs the target tokenizer: "
+                         "pass tokenizer=")
+    words = study_selection(workload, seed) if study else "hash"
+
+    def draw(table: Any) -> tuple[Request, ...]:
+        if study:
+            return study_sample(workload, study_rows(workload, table, seed), n, seed, tokenizer, prompting)
+        return _sample(workload, table, n, seed, tokenizer, prompting)
 
     if dataset_dir is not None:
         directory = Path(dataset_dir)
@@ -114,19 +216,23 @@ def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None,
             path = directory / local.filename
             if path.is_file():
                 table, checksum = read_jsonl(workload, path)
-                requests = _sample(workload, table, n, seed, tokenizer)
-                return WorkloadSample(workload.name, requests, f"dir:{path}", checksum, local.stand_in)
+                return WorkloadSample(workload.name, draw(table), f"dir:{path}", checksum,
+                                      local.stand_in_for(table.ids), words)
         looked = f"looked in {directory}" + ("" if directory.is_dir() else ", no such directory")
     else:
         looked = "no --dataset-dir given"
 
     try:
-        table, revision, checksum = open_hub(workload)
+        if study and workload.study_shuffle == "stream":     # the study streams the hub dataset, shuffled
+            rows, revision, checksum = open_hub_stream(workload, seed, STUDY_SHUFFLE_BUFFER)
+            requests = study_sample(workload, rows, n, seed, tokenizer, prompting)
+        else:                       # the hash order, or the study's shuffle of the whole list (ShareGPT)
+            table, revision, checksum = open_hub(workload)
+            requests = draw(table)
     except HubFailure as exc:
         hub_reason = str(exc)
     else:
-        requests = _sample(workload, table, n, seed, tokenizer)
-        return WorkloadSample(workload.name, requests, f"hub:{workload.hub.path}@{revision}", checksum, None)
+        return WorkloadSample(workload.name, requests, f"hub:{workload.hub.path}@{revision}", checksum, None, words)
 
     files = " or ".join(local.filename for local in workload.local_files)
     if workload.synthetic is not None:
@@ -140,8 +246,7 @@ def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None,
             workload.synthetic_stand_in,
         )
         table, checksum = synthetic_table(workload)
-        requests = _sample(workload, table, n, seed, tokenizer)
-        return WorkloadSample(workload.name, requests, "synthetic", checksum, workload.synthetic_stand_in)
+        return WorkloadSample(workload.name, draw(table), "synthetic", checksum, workload.synthetic_stand_in, words)
 
     raise WorkloadUnavailable(
         f"{workload.name} ({workload.title}): no source available: put {files} in --dataset-dir "
@@ -150,14 +255,15 @@ def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None,
     )
 
 
-def load(workload: str, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any = None) -> WorkloadSample:
+def load(workload: str, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any = None, *,
+         selection: str = "hash", prompting: Prompting = Prompting()) -> WorkloadSample:
     """Draw ``n`` requests of ``workload`` deterministically from ``seed``.
 
-    ``tokenizer`` (the target model's) is needed for ShareGPT only, whose filter
-    counts tokens; other workloads ignore it.
+    ``tokenizer`` (the target model's) is needed where a length filter counts tokens (ShareGPT;
+    AIME too under the study's selection); other workloads ignore it.
     """
     try:
         spec = WORKLOADS[workload]
     except KeyError:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}") from None
-    return _load(spec, n, seed, dataset_dir, tokenizer)
+    return _load(spec, n, seed, dataset_dir, tokenizer, selection, prompting)

@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,13 +131,15 @@ def synthetic_table(workload: Workload) -> tuple[ListTable, str]:
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
-def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
-    """Load the hub dataset; returns (table, revision, checksum). Raises HubFailure with the reason."""
-    spec = workload.hub
+def _datasets() -> Any:
     try:
         import datasets  # optional: only the hub fallback needs it
     except ImportError as exc:
         raise HubFailure(f"the 'datasets' package is not importable ({one_line(exc, limit=300)})") from None
+    return datasets
+
+
+def _hub_kwargs(spec: Any) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"split": spec.split}
     if spec.config is not None:
         kwargs["name"] = spec.config
@@ -145,6 +147,14 @@ def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
         kwargs["data_files"] = spec.data_files
     if spec.revision is not None:
         kwargs["revision"] = spec.revision
+    return kwargs
+
+
+def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
+    """Load the hub dataset; returns (table, revision, checksum). Raises HubFailure with the reason."""
+    spec = workload.hub
+    datasets = _datasets()
+    kwargs = _hub_kwargs(spec)
     try:
         ds = datasets.load_dataset(spec.path, **kwargs)
         table = HubTable(workload, ds)
@@ -154,6 +164,32 @@ def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
     fingerprint = getattr(ds, "_fingerprint", None)
     checksum = f"fingerprint:{fingerprint}" if fingerprint else f"revision:{revision}"
     return table, revision, checksum
+
+
+def open_hub_stream(workload: Workload, seed: int, buffer_size: int) -> tuple[Iterator[tuple[str, Item | None]], str, str]:
+    """The hub dataset as the study read it: streamed, the stream shuffled with ``seed``; returns
+    ((id, item) in that order, revision, checksum).  Raises HubFailure with the reason."""
+    spec = workload.hub
+    datasets = _datasets()
+    try:
+        stream = datasets.load_dataset(spec.path, streaming=True, **_hub_kwargs(spec))
+        shuffled = stream.shuffle(seed=seed, buffer_size=buffer_size)
+        first = next(iter(shuffled))            # fails here, not mid-sample, when the hub is out of reach
+    except Exception as exc:  # any hub failure means "unavailable", with its reason
+        raise HubFailure(one_line(exc, limit=300)) from None
+
+    def rows() -> Iterator[tuple[str, Item | None]]:
+        for position, record in enumerate(shuffled):
+            try:
+                item = workload.parse(record)
+            except FieldError as exc:
+                raise WorkloadError(f"hub:{spec.path} streamed record {position}: {exc}") from None
+            key = record.get(spec.id_column) if spec.id_column else None
+            yield (str(key) if key is not None else f"{spec.id_prefix}stream-{position}"), item
+
+    del first
+    revision = spec.revision or "unpinned"
+    return rows(), revision, f"stream:{spec.path}@{revision}:seed{seed}"
 
 
 def _cached_revision(ds: Any) -> str | None:

@@ -1,199 +1,15 @@
-"""Typed records of what the suite stores: results, verdicts, baselines and run files.
-
-Every module that reads or writes these files uses these models, so a field has one name and one
-type everywhere.  pydantic validates a file's shape when it is read (a string where a number
-belongs, a missing scenario, a non-finite number), and `storage` turns a failure into one line
-naming the file and the field.  Unknown fields are kept, so a newer file survives a round trip.
-The JSON layout is schema version 1, unchanged from the untyped records.
-"""
+"""Records of how a scenario compared (verdicts, baselines, gates) and the files the suite writes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import Field, computed_field, field_validator, model_validator
 
-from .status import FAILING, OK
-
-SCHEMA_VERSION = 1
-NO_SD = "none"          # the method name of the no-SD reference scenarios
-
-Number = float | int
-# suite_version, git_commit, python, platform, hostname, vllm, vllm_distribution, torch; engine_env
-Provenance = dict[str, str | None | dict[str, str]]
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
-
-    def to_json(self) -> dict:
-        return self.model_dump(mode="json")
-
-
-# ------------------------------------------------------------------ the scenario
-
-class ModelInfo(Record):
-    name: str
-    path: str
-    tokenizer: str | None = None
-    tp: int = 1
-
-
-class MethodInfo(Record):
-    label: str
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-
-
-class ScenarioInfo(Record):
-    """A scenario as results store it (profiles.scenarios.Scenario.to_dict())."""
-
-    id: str = Field(min_length=1)
-    hash: str
-    profile: str
-    model: ModelInfo
-    method: MethodInfo
-    batch_size: int
-    dataset: str
-    num_requests: int
-    output_len: int
-    rounds: int
-    warmup: int = 1
-    seed: int = 42
-    batching: str = "replicate"
-    engine_args: dict[str, Any] = Field(default_factory=dict)
-    tolerances: dict[str, float] = Field(default_factory=dict)
-    informational: list[str] = Field(default_factory=list)
-    reference_id: str
-    paired_reference: bool = False
-    gate_tolerance: float = 0.03
-    gate_instances: int = 1
-    trace: bool = False
-
-    @property
-    def is_reference(self) -> bool:
-        return self.method.name == NO_SD
-
-
-# ------------------------------------------------------------------ what was measured
-
-class Counters(Record):
-    """vLLM's spec-decode counters over some calls (see run.engine.read_spec_counters)."""
-
-    drafts: Number = 0
-    draft_tokens: Number = 0
-    accepted: Number = 0
-    accepted_per_pos: list[Number] = Field(default_factory=list)
-
-
-class Round(Record):
-    wall_s: float
-    output_tokens: int
-    throughput: float
-    counters: Counters = Field(default_factory=Counters)
-
-
-class Metric(Record):
-    """A metric's value (the median over rounds) and its samples; per-position rates are lists."""
-
-    value: float | list[float] | None
-    samples: list[float | list[float] | None] = Field(default_factory=list)
-
-
-VECTOR_METRICS = ("per_position_acceptance",)     # one value per draft position
-
-
-def checked_metrics(metrics: dict[str, Metric]) -> dict[str, Metric]:
-    """Vector metrics hold lists (per round), every other metric numbers."""
-    for name, metric in metrics.items():
-        vector = name in VECTOR_METRICS
-        for value in [metric.value, *metric.samples]:
-            if value is not None and isinstance(value, list) != vector:
-                raise ValueError(f"{name}: {'a list per draft position' if vector else 'a number'} expected, "
-                                 f"got {value!r}")
-    return metrics
-
-
-class Validity(Record):
-    valid: bool
-    reasons: list[str] = Field(default_factory=list)
-
-
-class Lossless(Record):
-    identical: int
-    total: int
-    reference_id: str
-
-
-class ShownOutput(Record):
-    request_id: str
-    prompt: str
-    output: str
-
-
-class WorkloadFacts(Record):
-    source: str | None = None
-    checksum: str | None = None
-    stand_in: str | None = None
-    request_ids: list[str] = Field(default_factory=list)
-    prompt_tokens: list[int] = Field(default_factory=list)
-    output_len: int | None = None
-    overlap_bleu4: list[float] = Field(default_factory=list)
-
-
-class Memory(Record):
-    peak_mib: float | None = None
-    source: str | None = None
-
-
-class Timings(Record):
-    engine_start_s: float = 0.0
-    warmup_s: float = 0.0
-    measure_s: float = 0.0
-
-
-class RequestTrace(Record):
-    """One request of the traced round: draft tokens proposed and accepted at each verification step,
-    and what n-gram (judge/ngram.py) and the scenario's draft model (run/draft_lm.py, draft-model and
-    adaptive scenarios) would produce at every output position."""
-
-    request_id: str
-    drafted: list[int]
-    accepted: list[int]
-    ngram_acc: list[int] = Field(default_factory=list)
-    draft_acc: list[int] = Field(default_factory=list)
-    prompt_len: int = 0
-
-
-class Trace(Record):
-    """Inside the steps of a traced scenario (run.tracing): per-step lists of its last measured
-    round, and totals over all its measured rounds.  Step times are microseconds; rest = total -
-    draft - forward - sample (scheduling, input preparation, bookkeeping)."""
-
-    requests: list[RequestTrace] = Field(default_factory=list)
-    step_us: dict[str, list[int]] = Field(default_factory=dict)     # total, draft, forward, sample
-    step_batch: dict[str, list[int]] = Field(default_factory=dict)  # tokens (forward), kv_tokens, requests
-    seconds: dict[str, float] = Field(default_factory=dict)         # the same parts and rest, all rounds
-    steps: int = 0                                                  # engine steps, all rounds
-    output_tokens: int = 0                                          # all rounds
-    drafted: int = 0                                                # per-step counts summed, all rounds
-    accepted: int = 0
-    notes: list[str] = Field(default_factory=list)                  # what could not be traced, and why
-
-    def totals(self) -> Trace:
-        """The totals without the per-step lists: what a baseline keeps."""
-        return self.model_copy(update={"requests": [], "step_us": {}, "step_batch": {}})
-
-
-class Device(Record):
-    """What ran the scenario: the CPU, or the GPUs NVML described (more fields then)."""
-
-    kind: str
-    name: str | None = None
-    count: int | None = None
-    memory_gib: float | None = None
-    driver: str | None = None
-    hardware_key: str = Field(min_length=1)
+from ..status import FAILING, OK
+from .base import SCHEMA_VERSION, Provenance, Record
+from .measured import (Counters, Device, Lossless, Memory, Metric, Round, ScenarioInfo, ShownOutput, StudyThroughput,
+                       Timings, Trace, Validity, WorkloadFacts, checked_metrics)
 
 
 # ------------------------------------------------------------------ how it compared
@@ -322,6 +138,7 @@ class ScenarioResult(Record):
     output_hashes: list[str] | None = None
     outputs: list[ShownOutput] = Field(default_factory=list)
     metrics: dict[str, Metric] = Field(default_factory=dict)
+    study_throughput: StudyThroughput | None = None
     lossless: Lossless | None = None
     _metrics_shape = field_validator("metrics")(checked_metrics)
     validity: Validity | None = None

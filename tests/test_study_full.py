@@ -1,0 +1,152 @@
+"""study-full is the study's matrix as its scripts ran it (SpecDecode-Bench/vllm: scripts/bench_latency.py,
+scripts/common.py, the run-*.sh and profile-*.sh scripts): every value checked here."""
+
+from __future__ import annotations
+
+import pytest
+
+from specperf.judge import metrics
+from specperf.profiles.registry import NO_SD_LABEL
+from specperf.profiles.scenarios import load_profile
+from specperf.profiles.workloads import WORKLOADS
+
+NON_REASONING = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k")
+LARGE_BATCHES = (1, 16, 64, 128)
+FORK = "SpecDecode-Bench/vllm perf/e2e-dm"
+
+
+def cells(model, methods, datasets, batches):
+    return {(model, m, d, b) for m in (NO_SD_LABEL, *methods) for d in datasets for b in batches}
+
+
+# (model, method label, dataset, batch size) of every cell the scripts run, and nothing else.
+STUDY_CELLS = (
+    cells("llama3.1-8b", ("ngram-k3", "eagle-k3", "eagle3-k3"), NON_REASONING, LARGE_BATCHES)
+    | cells("llama3.1-8b", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)
+    | cells("llama3-70b", ("ngram-k3", "eagle-k3", "draft-k3"), NON_REASONING, LARGE_BATCHES)
+    | cells("llama3-70b", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)
+    | cells("qwen3-8b", ("ngram-k3", "eagle3-k3", "draft-k3"), NON_REASONING, LARGE_BATCHES)
+    | cells("qwen3-8b", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)
+    | cells("qwen3-8b-thinking", ("ngram-k3", "eagle3-k3"), NON_REASONING, LARGE_BATCHES)
+    | cells("qwen3-8b-thinking", ("ngram-k3", "eagle3-k3"), ("aime", "gpqa"), (1, 8, 16))
+    | cells("glm4.5-air", ("ngram-k3", "mtp-k3"), ("aime", "gpqa"), (1, 2, 4))
+)
+
+
+@pytest.fixture(scope="module")
+def study():
+    return {s.id: s for s in load_profile("study-full").scenarios}
+
+
+def test_the_cells_are_the_studys_and_no_others(study):
+    assert {(s.model.name, s.method.label, s.dataset, s.batch_size) for s in study.values()} == STUDY_CELLS
+
+
+def test_models_heads_tp_and_k(study):
+    models = {s.model.name: (s.model.path, s.model.tp) for s in study.values()}
+    assert models == {
+        "llama3.1-8b": ("meta-llama/Llama-3.1-8B-Instruct", 1),
+        "llama3-70b": ("meta-llama/Meta-Llama-3-70B-Instruct", 4),
+        "qwen3-8b": ("Qwen/Qwen3-8B", 1),
+        "qwen3-8b-thinking": ("Qwen/Qwen3-8B", 1),
+        "glm4.5-air": ("zai-org/GLM-4.5-Air", 4),
+    }
+    configs = {(s.model.name, s.method.label): s.method.speculative_config() for s in study.values()}
+    draft = {"disable_padded_drafter_batch": True, "max_model_len": 8192, "num_speculative_tokens": 3}
+    assert configs[("llama3.1-8b", "eagle-k3")] == {
+        "method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+    assert configs[("llama3.1-8b", "eagle3-k3")] == {
+        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+    assert configs[("llama3-70b", "eagle-k3")] == {
+        "method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-70B", "num_speculative_tokens": 3}
+    assert configs[("llama3-70b", "draft-k3")] == {
+        "method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", **draft}
+    assert configs[("qwen3-8b", "draft-k3")] == {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", **draft}
+    for model in ("qwen3-8b", "qwen3-8b-thinking"):
+        assert configs[(model, "eagle3-k3")] == {
+            "method": "eagle3", "model": "AngelSlim/Qwen3-8B_eagle3", "num_speculative_tokens": 3}
+    assert configs[("glm4.5-air", "mtp-k3")] == {
+        "method": "mtp", "model": "zai-org/GLM-4.5-Air", "num_speculative_tokens": 3}   # deepseek_mtp, model = target
+    for (model, label), config in configs.items():
+        if label.startswith("ngram"):
+            assert config == {"method": "ngram", "num_speculative_tokens": int(label[-1]),
+                              "prompt_lookup_min": 3, "prompt_lookup_max": 7}
+
+
+def test_prompts_selection_and_outputs(study):
+    for s in study.values():
+        reasoning_length = s.model.name in ("qwen3-8b-thinking", "glm4.5-air")
+        assert s.output_len == (32768 if reasoning_length else 8192), s.id
+        assert s.num_requests == {"aime": 90, "gpqa": 448}.get(s.dataset, 500), s.id
+        assert (s.selection, s.seed, s.batching, s.rounds, s.warmup) == ("study", 42, "replicate", 1, 0), s.id
+        # AIME: the raw problem on the v0.11.1rc1 branch (GLM), the chat template on v0.10.1.1 (Qwen3 thinking)
+        assert s.chat == (True if s.id.startswith("qwen3-8b-thinking") and s.dataset == "aime" else None), s.id
+        assert s.model.thinking == {"qwen3-8b": False, "qwen3-8b-thinking": True}.get(s.model.name), s.id
+    assert WORKLOADS["aime"].chat is False
+    sharegpt, aime = WORKLOADS["sharegpt"].study_filter, WORKLOADS["aime"].study_filter
+    assert (sharegpt.min_prompt, sharegpt.max_prompt, sharegpt.min_completion, sharegpt.max_total) == (4, 1024, 4, 2048)
+    assert (aime.min_prompt, aime.max_prompt, aime.min_completion, aime.max_total) == (4, 2048, 4, 32000)
+    assert WORKLOADS["sharegpt"].study_shuffle == "list"
+    assert {w.study_shuffle for name, w in WORKLOADS.items() if name != "sharegpt"} == {"stream"}
+
+
+def test_engine_and_environment(study):
+    for s in study.values():
+        assert s.engine_args == {"dtype": "bfloat16", "trust_remote_code": True, "enforce_eager": False,
+                                 "async_scheduling": False}, s.id
+        assert s.env == {"VLLM_DISABLE_COMPILE_CACHE": "1"}, s.id
+        assert "max_model_len" not in s.engine_args and "gpu_memory_utilization" not in s.engine_args
+
+
+def test_the_vllm_each_cell_was_measured_with(study):
+    for s in study.values():
+        if s.method.name == "draft_model":
+            expected = FORK
+        elif s.model.name in ("qwen3-8b", "glm4.5-air"):
+            expected = "0.11.1rc1"
+        else:
+            expected = "0.10.1.1"
+        assert s.vllm == expected, s.id
+
+
+def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls():
+    calls = [{"wall_s": 1.0, "output_tokens": 100, "eos": True},
+             {"wall_s": 4.0, "output_tokens": 100, "eos": True},
+             {"wall_s": 1.0, "output_tokens": 999, "eos": False}]     # hit max_tokens: left out
+    assert metrics.study_throughput(calls) == pytest.approx((100 + 25) / 2)    # not 200 / 5 = 40
+    many = [{"wall_s": 1.0, "output_tokens": 10, "eos": True}] * 500 + [{"wall_s": 1.0, "output_tokens": 1000,
+                                                                       "eos": True}]
+    assert metrics.study_throughput(many) == 10          # at most the first 500 EOS-finished calls
+    assert metrics.study_throughput(calls[2:]) is None
+
+
+def test_study_extra_holds_the_cells_the_study_did_not_run(study):
+    extra = {(s.model.name, s.method.label, s.dataset) for s in load_profile("study-extra").scenarios}
+    assert ("llama3.1-8b", "eagle3-k3", "aime") in extra
+    assert ("qwen3-8b-thinking", "draft-k3", "gpqa") in extra
+    assert ("glm4.5-air", "mtp-k3", "sharegpt") in extra
+    assert not {(m, label, d) for m, label, d, _ in STUDY_CELLS if label != NO_SD_LABEL} & extra
+
+
+def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
+    from specperf.run.loop import RoundResult, call_timing
+    from specperf.run.summary import study_throughput
+
+    def reply(wall_s, tokens, reasons):
+        return {"wall_s": wall_s, "output_tokens": tokens, "finish_reasons": reasons}
+
+    assert call_timing(reply(2.0, 50, ["stop", "length"])) == {"wall_s": 2.0, "output_tokens": 50, "eos": True}
+    assert call_timing(reply(2.0, 50, ["length", "stop"]))["eos"] is False      # the first copy decides
+    assert call_timing({"wall_s": 1.0, "output_tokens": 5})["eos"] is None        # an engine that did not say
+
+    def round_of(calls):
+        return RoundResult(engine="a", wall_s=sum(c["wall_s"] for c in calls),
+                           output_tokens=sum(c["output_tokens"] for c in calls), counters={}, token_ids=[],
+                           texts=[], calls=calls)
+
+    rounds = [round_of([call_timing(reply(1.0, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))]),
+              round_of([call_timing(reply(0.5, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))])]
+    study = study_throughput(rounds)
+    assert study.samples == [100.0, 200.0] and study.value == 150.0
+    assert (study.eos_calls, study.calls) == (1, 2)
+    assert study_throughput([round_of([{"wall_s": 1.0, "output_tokens": 5, "eos": None}])]) is None

@@ -67,6 +67,30 @@ def skip_reason(complete: bool, record_schema: int) -> str | None:
     return None
 
 
+@dataclass
+class TimedResult:
+    """What one stored result cost: its throughput and timings (for `specperf plan`).  Results
+    recorded before the store kept timings have None there."""
+
+    run_id: str
+    run_started_at: datetime.datetime | None
+    run_finished_at: datetime.datetime | None
+    scenario_hash: str
+    model: str | None
+    method: str | None
+    batch_size: int | None
+    dataset: str | None
+    throughput: float | None
+    speedup: float | None
+    engine_start_s: float | None
+    warmup_s: float | None
+    measure_s: float | None
+    rounds: int | None
+    output_tokens: int | None
+    sequences: int | None = None        # per round
+    prompt_tokens: float | None = None  # mean per request
+
+
 class Reader:
     """Queries over one history database; `skipped` collects one line per run left out."""
 
@@ -119,6 +143,30 @@ class Reader:
             if last is not None and len(points) == last:
                 break
         return Series(scenario_id, metric, hardware_key, points[::-1])
+
+    def timed_results(self, hardware_key: str) -> list[TimedResult]:
+        """Every measured result on that hardware with its throughput, speedup and timings, newest first."""
+        throughput, speedup = metric_values.alias("throughput"), metric_values.alias("speedup")
+        query = (select(runs.c.run_id, runs.c.started_at, runs.c.finished_at.label("run_finished_at"),
+                        results.c.scenario_hash, results.c.model, results.c.method, results.c.batch_size,
+                        results.c.dataset, results.c.engine_start_s, results.c.warmup_s, results.c.measure_s,
+                        results.c.rounds, results.c.output_tokens, results.c.sequences,
+                        results.c.prompt_tokens, throughput.c.value.label("throughput"),
+                        speedup.c.value.label("speedup"))
+                 .join(runs, runs.c.id == results.c.run_pk)
+                 .outerjoin(throughput, and_(throughput.c.result_pk == results.c.id,
+                                             throughput.c.metric == "throughput_tok_s"))
+                 .outerjoin(speedup, and_(speedup.c.result_pk == results.c.id, speedup.c.metric == "speedup"))
+                 .where(results.c.hardware_key == hardware_key, results.c.status == OK)
+                 .order_by(results.c.finished_at.desc()))
+        return [TimedResult(
+            run_id=row.run_id, run_started_at=row.started_at and as_utc(row.started_at),
+            run_finished_at=row.run_finished_at and as_utc(row.run_finished_at), scenario_hash=row.scenario_hash,
+            model=row.model, method=row.method, batch_size=row.batch_size, dataset=row.dataset,
+            throughput=row.throughput, speedup=row.speedup, engine_start_s=row.engine_start_s,
+            warmup_s=row.warmup_s, measure_s=row.measure_s, rounds=row.rounds, output_tokens=row.output_tokens,
+            sequences=row.sequences, prompt_tokens=row.prompt_tokens,
+        ) for row in self._rows(query)]
 
     def drift(self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None,
               edge: int = 3) -> list[Drift]:

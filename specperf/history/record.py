@@ -10,6 +10,7 @@ verdicts; vector metrics one row per position (`per_position_acceptance[0]`, ...
 from __future__ import annotations
 
 import datetime
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,13 +74,19 @@ def _run_row(run_id: str, run: RunFile | None, first: ScenarioResult | None) -> 
 
 
 def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime) -> dict:
-    scenario = result.scenario
+    scenario, timings = result.scenario, result.timings
     return {
         "run_pk": run_pk, "scenario_id": scenario.id, "scenario_hash": scenario.hash,
         "hardware_key": result.device.hardware_key, "finished_at": utc_time(result.finished_at) or fallback,
         "vllm": result.provenance.get("vllm"), "model": scenario.model.name, "method": scenario.method.label,
         "batch_size": scenario.batch_size, "dataset": scenario.dataset, "status": result.status,
         "valid": result.valid, "verdict": result.verdict.status if result.verdict else None,
+        "engine_start_s": timings.engine_start_s if timings else None,
+        "warmup_s": timings.warmup_s if timings else None, "measure_s": timings.measure_s if timings else None,
+        "rounds": len(result.rounds), "output_tokens": sum(r.output_tokens for r in result.rounds),
+        "sequences": len(result.output_hashes) if result.output_hashes else None,
+        "prompt_tokens": statistics.fmean(prompts) if (prompts := result.workload and result.workload.prompt_tokens)
+        else None,
     }
 
 

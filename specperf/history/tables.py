@@ -50,6 +50,13 @@ results = Table(
     Column("status", String(30), nullable=False),
     Column("valid", Boolean, nullable=False),
     Column("verdict", String(30)),
+    Column("engine_start_s", Float),      # the result's timings (records.Timings), for specperf plan
+    Column("warmup_s", Float),
+    Column("measure_s", Float),
+    Column("rounds", Integer),            # rounds measured and the output tokens of all of them
+    Column("output_tokens", Integer),
+    Column("sequences", Integer),         # sequences a round generates (requests x batch)
+    Column("prompt_tokens", Float),       # mean prompt tokens of the workload's requests
     UniqueConstraint("run_pk", "scenario_id"),
     Index("ix_results_trend", "scenario_id", "hardware_key", "finished_at"),
     Index("ix_results_finished_at", "finished_at"),

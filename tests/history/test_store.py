@@ -103,7 +103,7 @@ def test_a_database_of_a_newer_suite_is_refused_in_one_line(database_url):
     with pytest.raises(HistoryError) as err:
         History(database_url)
     message = str(err.value)
-    assert "\n" not in message and "schema revision f00d is newer than this suite's (0001)" in message
+    assert "\n" not in message and "schema revision f00d is newer than this suite's (0002)" in message
 
 
 def test_an_unreachable_database_fails_in_one_line():

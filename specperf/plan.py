@@ -1,0 +1,354 @@
+"""Predicting a profile's wall time before it runs (`specperf plan`).
+
+A scenario costs its warm-up calls and its rounds: rounds x sequences x expected output tokens per
+sequence / expected throughput; each engine key costs one engine start per shard it runs on, and
+each run a fixed start-up.  Every figure comes from the best source at hand, and says which:
+
+- throughput: the history of the same scenario (content hash) on this hardware (median of its
+  results' throughputs); else the study's H100 figures for GPU-tier profiles (plan_study.py); else
+  a per-token cost fitted on this machine (the default model scaled by how the history of other
+  scenarios compared with it); else the default model (plan_defaults.py: weight bytes over memory
+  bandwidth per decode step, plus prefill FLOPs, with a tier's stated constants).
+- output tokens per sequence: the same scenario's history; else the study's released traces for
+  the workload, capped at output_len; else output_len (an upper bound: outputs stop at EOS).
+- engine start and warm-up: the history of the engine key or scenario; else the same model's other
+  engines on this machine; else a model-size-based default.
+
+Shards are the ones `pytest --shard I/N` runs (run/sharding.py's split); with `--gpus N` the
+shards are scheduled on N GPUs, each holding as many GPUs as its largest TP size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .history.queries import TimedResult
+from .profiles.scenarios import REFERENCE_METHOD, Profile, Scenario
+from .run import sharding
+from . import plan_study as study
+from .plan_defaults import (CPU, DEFAULT_PROMPT_TOKENS, H100, Machine, default_throughput, engine_start_default,
+                            target_size_b)
+
+HISTORY, STUDY, FITTED, DEFAULT = "history", "study", "fitted", "default"
+TRACES, OUTPUT_LEN = "study traces", "output_len"
+
+
+def sequences(scenario: Scenario) -> int:
+    """Sequences a round generates: each request replicated B times, or ceil(n/B) batches of B."""
+    if scenario.batching == "replicate":
+        return scenario.num_requests * scenario.batch_size
+    return math.ceil(scenario.num_requests / scenario.batch_size) * scenario.batch_size
+
+
+def calls(scenario: Scenario) -> int:
+    return scenario.num_requests if scenario.batching == "replicate" else math.ceil(
+        scenario.num_requests / scenario.batch_size)
+
+
+@dataclass
+class Figure:
+    value: float
+    source: str
+
+
+@dataclass
+class Estimate:
+    """One scenario's predicted cost (engine start not included: that is the engine key's)."""
+
+    scenario: Scenario
+    tokens: Figure              # output tokens per sequence
+    throughput: Figure          # output tokens/s
+    warmup_s: Figure
+    measure_s: float
+    overhead_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.warmup_s.value + self.measure_s + self.overhead_s
+
+
+def _median(values: Iterable[float | None], positive: bool = False) -> float | None:
+    found = [v for v in values if v is not None and math.isfinite(v) and (v > 0 or not positive)]
+    return statistics.median(found) if found else None
+
+
+class Planner:
+    """Estimates from a history (TimedResult rows of one hardware key; none: defaults and the study)."""
+
+    def __init__(self, profile: Profile, history: list[TimedResult] = (), machine: Machine | None = None):
+        self.profile = profile
+        self.machine = machine or (H100 if profile.tier == "gpu" else CPU)
+        self.use_study = profile.tier == "gpu"
+        self.history = list(history)
+        self.by_hash: dict[str, list[TimedResult]] = {}
+        for row in self.history:
+            self.by_hash.setdefault(row.scenario_hash, []).append(row)
+        self.scenario_s = Figure(*self._scenario_overhead())
+        self._factors: dict[str, tuple[float, int, bool] | None] = {}
+        self._estimates: dict[int, Estimate] = {}      # by id() of a scenario of the profile
+
+    # ---------------------------------------------------------------- per scenario
+
+    def estimate(self, scenario: Scenario) -> Estimate:
+        if id(scenario) in self._estimates:
+            return self._estimates[id(scenario)]
+        own = self.by_hash.get(scenario.content_hash, [])
+        tokens = self.tokens(scenario, own)
+        throughput = self.throughput(scenario, own, tokens.value)
+        round_s = sequences(scenario) * tokens.value / throughput.value
+        engines = 1
+        if scenario.paired_reference and not scenario.method.is_reference:
+            reference = self.estimate(_reference_of(scenario))
+            round_s += reference.measure_s / scenario.rounds
+            engines = 2
+        warmup = _median(r.warmup_s for r in own)
+        warmup_s = Figure(warmup, HISTORY) if warmup is not None else Figure(
+            scenario.warmup * engines * round_s / calls(scenario), throughput.source)
+        estimate = Estimate(scenario, tokens, throughput, warmup_s, scenario.rounds * round_s, self.scenario_s.value)
+        self._estimates[id(scenario)] = estimate
+        return estimate
+
+    def tokens(self, scenario: Scenario, own: list[TimedResult]) -> Figure:
+        measured = _median(r.output_tokens / r.rounds / r.sequences for r in own
+                           if r.output_tokens and r.rounds and r.sequences)
+        if measured is not None:
+            return Figure(measured, HISTORY)
+        typical = study.expected_output_tokens(scenario.dataset, scenario.output_len)
+        if typical is not None:
+            return Figure(typical, TRACES)
+        return Figure(float(scenario.output_len), OUTPUT_LEN)
+
+    def throughput(self, scenario: Scenario, own: list[TimedResult], tokens: float) -> Figure:
+        measured = _median((r.throughput for r in own), positive=True)
+        if measured is not None:
+            return Figure(measured, HISTORY)
+        per_gpu = target_size_b(scenario)[1] / scenario.model.tp
+        if self.use_study and (reference := study.throughput(scenario, per_gpu)) is not None:
+            return Figure(reference, STUDY)
+        prompt = study.prompt_tokens(scenario.dataset) or DEFAULT_PROMPT_TOKENS
+        modelled = default_throughput(scenario, self.machine, tokens, prompt, self.speedup(scenario))
+        factor = self.factor(scenario.model.name)
+        if factor is not None:
+            return Figure(modelled * factor[0], FITTED)
+        return Figure(modelled, DEFAULT)
+
+    def speedup(self, scenario: Scenario) -> float:
+        """SD over no-SD: this model and method's history here (nearest batch size), else the study's, else 1."""
+        if scenario.method.is_reference:
+            return 1.0
+        rows = [r for r in self.history if r.model == scenario.model.name and r.method == scenario.method.label
+                and r.speedup and r.batch_size]
+        if rows:
+            nearest = min(abs(math.log(r.batch_size / scenario.batch_size)) for r in rows)
+            return _median(r.speedup for r in rows if abs(math.log(r.batch_size / scenario.batch_size)) == nearest)
+        return (study.speedup(scenario) if self.use_study else None) or 1.0
+
+    def factor(self, model: str) -> tuple[float, int, bool] | None:
+        """Measured over modelled throughput on this machine: the median over the history of this model's
+        results (any model's where it has none), each SD result taken at its speedup; with the count of
+        results and whether they were the model's own."""
+        if model not in self._factors:
+            own = [r for r in self.history if r.model == model]
+            rows = own or self.history
+            ratios = []
+            for row in rows:
+                if not (row.throughput and row.batch_size and row.output_tokens and row.rounds and row.sequences):
+                    continue
+                like = _like(row, self.profile)
+                if like is None:
+                    continue
+                tokens = row.output_tokens / row.rounds / row.sequences
+                prompt = row.prompt_tokens or study.prompt_tokens(row.dataset) or DEFAULT_PROMPT_TOKENS
+                modelled = default_throughput(like, self.machine, tokens, prompt, row.speedup or 1.0)
+                ratios.append(row.throughput / modelled)
+            self._factors[model] = (statistics.median(ratios), len(ratios), bool(own)) if ratios else None
+        return self._factors[model]
+
+    def _scenario_overhead(self) -> tuple[float, str]:
+        """Per scenario, what a run took beyond its engine starts, warm-ups and rounds (median over runs)."""
+        runs: dict[str, list[TimedResult]] = {}
+        for row in self.history:
+            runs.setdefault(row.run_id, []).append(row)
+        rest = []
+        for rows in runs.values():
+            first = rows[0]
+            if first.run_started_at and first.run_finished_at and all(r.measure_s is not None for r in rows):
+                spent = math.fsum((r.engine_start_s or 0) + (r.warmup_s or 0) + r.measure_s for r in rows)
+                rest.append(((first.run_finished_at - first.run_started_at).total_seconds() - spent) / len(rows))
+        measured = _median(rest)
+        return (max(measured, 0.0), HISTORY) if measured is not None else (self.machine.scenario_s, DEFAULT)
+
+    # ---------------------------------------------------------------- per engine key
+
+    def engine_start(self, scenarios: list[Scenario]) -> Figure:
+        """One start of the engine these scenarios share."""
+        hashes = {s.content_hash for s in scenarios}
+        measured = _median((r.engine_start_s for h in hashes for r in self.by_hash.get(h, [])), positive=True)
+        if measured is not None:
+            return Figure(measured, HISTORY)
+        model = scenarios[0].model.name
+        same_model = _median((r.engine_start_s for r in self.history if r.model == model), positive=True)
+        if same_model is not None:
+            return Figure(same_model, FITTED)
+        return Figure(engine_start_default(scenarios[0], self.machine), DEFAULT)
+
+
+def _reference_of(scenario: Scenario) -> Scenario:
+    return dataclasses.replace(scenario, method=REFERENCE_METHOD, paired_reference=False)
+
+
+def _like(row: TimedResult, profile: Profile) -> Scenario | None:
+    """A scenario of the profile with the row's model, method label and batch size (its model size,
+    dtype and method), to model the row's throughput with; None when the profile has no such model."""
+    model = [s for s in profile.scenarios if s.model.name == row.model]
+    if not model:
+        return None
+    same = [s for s in model if s.method.label == row.method] or [s for s in model if s.method.is_reference] or model
+    return dataclasses.replace(same[0], batch_size=row.batch_size)
+
+
+# -------------------------------------------------------------------- shards and GPUs
+
+@dataclass
+class EngineLine:
+    label: str                  # model / method
+    scenarios: list[Estimate]
+    start: Figure
+    starts: int                 # engines started (paired references start one more)
+    engine_key: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.start.value * self.starts + math.fsum(e.seconds for e in self.scenarios)
+
+
+@dataclass
+class ShardPlan:
+    index: int
+    engines: list[EngineLine]
+    run_s: float
+    gpus: int
+    start_at: float = 0.0       # minutes into the run, when scheduled on GPUs
+    command: str = ""           # the pytest options that run this shard
+
+    @property
+    def scenarios(self) -> int:
+        return sum(len(e.scenarios) for e in self.engines)
+
+    @property
+    def engine_starts(self) -> int:
+        return sum(e.starts for e in self.engines)
+
+    @property
+    def seconds(self) -> float:
+        return (self.run_s + math.fsum(e.seconds for e in self.engines)) if self.engines else 0.0
+
+
+@dataclass
+class Plan:
+    profile: Profile
+    planner: Planner
+    shards: list[ShardPlan]
+    skipped: list[Scenario] = field(default_factory=list)      # need more GPUs than --gpus gives
+    gpus: int | None = None
+
+    @property
+    def wall_s(self) -> float:
+        """Scheduled on the GPUs: the last shard's end; else every shard on a machine of its own."""
+        return max((s.start_at * 60 + s.seconds for s in self.shards), default=0.0)
+
+    @property
+    def total_s(self) -> float:
+        return math.fsum(s.seconds for s in self.shards)
+
+    @property
+    def gpu_hours(self) -> float:
+        return math.fsum(s.seconds * s.gpus for s in self.shards) / 3600
+
+
+def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command: str = "") -> ShardPlan:
+    by_key: dict[str, list[Scenario]] = {}
+    for s in scenarios:
+        by_key.setdefault(s.engine_key, []).append(s)
+    engines = []
+    for key, members in by_key.items():
+        first = members[0]
+        paired = any(s.paired_reference and not s.method.is_reference for s in members)
+        instances = max(s.gate_instances for s in members) if paired else 1
+        label = f"{first.model.name} / {first.method.label}" + (" (traced)" if first.trace else "")
+        engines.append(EngineLine(label, [planner.estimate(s) for s in members],
+                                  planner.engine_start(members), instances * (2 if paired else 1), key))
+    gpus = max((s.model.tp for s in scenarios), default=0)
+    return ShardPlan(index, engines, planner.machine.run_s, gpus, command=command)
+
+
+def split(planner: Planner, scenarios: list[Scenario], count: int, selection: str = "") -> list[ShardPlan]:
+    """The shards `pytest [selection] --shard I/count` runs (run/sharding.py's split), planned."""
+    parts = sharding.assign(scenarios, count)
+    return [plan_shard(planner, i + 1, part, f"{selection}--shard {i + 1}/{count}" if count > 1 else selection.strip())
+            for i, part in enumerate(parts)]
+
+
+def schedule(shards: list[ShardPlan], gpus: int) -> None:
+    """Start shards whenever GPUs are free: each time, the longest waiting shard that fits in the free
+    GPUs (no GPU idles while a waiting shard fits); sets each shard's start_at."""
+    waiting = sorted((s for s in shards if s.engines), key=lambda s: (-s.seconds, s.index))
+    running: list[tuple[float, int]] = []          # (end in seconds, GPUs it holds)
+    now, free = 0.0, gpus
+    while waiting:
+        fits = next((s for s in waiting if s.gpus <= free), None)
+        if fits is not None:
+            waiting.remove(fits)
+            fits.start_at = now / 60
+            free -= fits.gpus
+            heapq.heappush(running, (now + fits.seconds, fits.gpus))
+            continue
+        now, held = heapq.heappop(running)
+        free += held
+
+
+def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
+    """The selection split by TP size, each part with the `-m` expression of its models."""
+    from .suite_run import model_marker
+
+    groups: dict[int, list[Scenario]] = {}
+    for s in scenarios:
+        groups.setdefault(s.model.tp, []).append(s)
+    return {tp: ('-m "' + " or ".join(sorted({model_marker(s.model.name) for s in members})) + '" ', members)
+            for tp, members in sorted(groups.items())}
+
+
+def make_plan(profile: Profile, scenarios: list[Scenario], planner: Planner, shards: int | None = None,
+              gpus: int | None = None) -> Plan:
+    """The plan of `scenarios` (a profile's selection) in `shards` shards; with `gpus`, scheduled on
+    that many GPUs (scenarios needing more are skipped, as a run there skips them) and, without
+    `shards`, the split with the shortest wall time: `--shard I/N` of the whole selection for N in
+    1..gpus, or, where TP sizes differ, each TP size's models (`-m`) sharded on their own, so that a
+    shard of TP=1 engines does not hold four GPUs."""
+    if (shards is not None and shards < 1) or (gpus is not None and gpus < 1):
+        raise ValueError(f"--shards and --gpus must be at least 1, got {shards if gpus is None else gpus}")
+    skipped = [s for s in scenarios if gpus is not None and s.model.tp > gpus]
+    runnable = [s for s in scenarios if s not in skipped]
+    options = [[("", runnable, count)] for count in ([shards] if shards is not None else range(1, (gpus or 1) + 1))]
+    groups = _by_tp(runnable)
+    if gpus is not None and shards is None and len(groups) > 1:
+        for counts in itertools.product(*[range(1, gpus // tp + 1) for tp in groups]):
+            options.append([(selection, members, count)
+                            for (selection, members), count in zip(groups.values(), counts)])
+    best = None
+    for option in options:
+        parts = [shard for selection, members, count in option for shard in split(planner, members, count, selection)]
+        for i, shard in enumerate(parts):
+            shard.index = i + 1
+        if gpus is not None:
+            schedule(parts, gpus)
+        candidate = Plan(profile, planner, parts, skipped, gpus)
+        if best is None or candidate.wall_s < best.wall_s - 1e-6:
+            best = candidate
+    return best

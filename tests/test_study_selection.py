@@ -56,7 +56,8 @@ def test_the_order_is_datasets_streaming_shuffle_of_the_file(tmp_path):
     assert ids(sample) != ids(load("gsm8k", 10, 42, tmp_path))             # nor the hash ranking
     assert ids(load("gsm8k", 10, 7, tmp_path, selection="study")) == datasets_order(records, 7)[:10]
     assert sample.selection.startswith(f"study: datasets {datasets.__version__} streaming shuffle, seed 42")
-    assert ("the study's order came from datasets" in sample.selection) == (datasets.__version__ != STUDY_DATASETS_VERSION)
+    warned = "the study's order came from datasets" in sample.selection
+    assert warned == (datasets.__version__ != STUDY_DATASETS_VERSION)
 
 
 def sharegpt(i: int, prompt_words: int, reply_words: int) -> dict:

@@ -203,6 +203,7 @@ def _serve(conn, config: EngineConfig) -> None:
             public_acceptance = True
 
         llm = LLM(**kwargs)
+        counters = read_spec_counters(llm)      # cumulative: each call's "after" is the next one's "before"
         conn.send(("ready", {
             "start_s": time.perf_counter() - started, "pid": os.getpid(),
             "provenance": provenance, "effective_config": effective_engine_config(llm),
@@ -223,13 +224,13 @@ def _serve(conn, config: EngineConfig) -> None:
         _, prompts, max_tokens = request
         try:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-            before = read_spec_counters(llm)
+            before = counters       # no read right before the timed call: get_metrics() costs ~2 ms
             if timer is not None:
                 timer.drain()
             t0 = time.perf_counter()
             outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
             wall_s = time.perf_counter() - t0
-            after = read_spec_counters(llm)
+            after = counters = read_spec_counters(llm)
             token_ids = [list(o.outputs[0].token_ids) for o in outputs]
             trace = None if timer is None else tracing.call_trace(timer, outputs, public_acceptance)
             if trace is not None and draft_path:
@@ -260,7 +261,8 @@ def _serve_in(python: str, conn, config: EngineConfig) -> None:
     sides of a gate run the same serving code and only vLLM and its environment differ."""
     fd = conn.fileno()
     os.set_inheritable(fd, True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")])))
+    env = {**os.environ, **config.env,      # from its start, as /proc and every library see it
+           "PYTHONPATH": os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")]))}
     os.execve(python, [python, "-m", "specperf.run.engine", str(fd), json.dumps(dataclasses.asdict(config))], env)
 
 

@@ -35,6 +35,12 @@ def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):
     assert f"speed has no baseline on {NEW_MACHINE} yet: record one with --update-baselines" in verdict.note
 
 
+def test_a_scenario_with_no_baseline_anywhere_says_how_to_record_one(tmp_path):
+    verdict = judged(tmp_path, make_record(hardware_key=NEW_MACHINE))
+    assert verdict.status == "no-baseline"
+    assert verdict.note == (f"no baseline yet, for {NEW_MACHINE} or portable: record one with --update-baselines")
+
+
 def test_where_speed_is_informational_the_new_machine_passes(store):
     scenario = make_scenario()
     result = make_record(scenario, hardware_key=NEW_MACHINE)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..messages import one_line
 from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
-from ..status import ERROR
+from ..status import ERROR, NO_BASELINE
 from ..storage import ResultFileError
 from .baselines import PORTABLE, baseline_path, load_baseline
 from .noise import load_noise
@@ -65,8 +65,13 @@ class StoredJudge:
                 metric.judged_by = source if metric.baseline is not None else ""
             if source == PORTABLE:
                 verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline()]))
+        elif verdict.status == NO_BASELINE:
+            verdict.note = "; ".join(filter(None, [verdict.note, self.no_baseline()]))
         result.verdict = verdict
         return verdict
+
+    def no_baseline(self) -> str:
+        return f"no baseline yet, for {self.hardware_key} or portable: record one with --update-baselines"
 
     def no_speed_baseline(self) -> str:
         return (f"acceptance and lossless judged against the portable baseline; speed has no baseline on "

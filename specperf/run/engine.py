@@ -178,7 +178,7 @@ def read_spec_counters(llm) -> dict:
 
 
 def _serve(conn, config: EngineConfig) -> None:
-    os.environ.update(config.env)
+    """Answers the pipe protocol; runs after exec (_serve_in), whose environment already holds config.env."""
     started = time.perf_counter()
     timer, public_acceptance = None, False
     draft, draft_memo = None, {}        # a traced draft-model scenario: its draft over every output

@@ -1,21 +1,26 @@
 """The paired gate's power on this machine: how often it flags a known slowdown, and how often nothing.
 
 Each repeat is one gate run of one scenario, as `pytest tests_perf --candidate PYTHON` runs it:
-current and candidate engines start fresh (`--instances` of each, side by side), warm up, and run
-rounds alternately (A B B A ...).  Both sides are this environment through a wrapper interpreter
+current and candidate engines start fresh (`--instances` of each side by side, in `--sets` sets of
+fresh engines), warm up, and run rounds alternately.  Both sides run through a wrapper interpreter
 that loads the CPU-tier fault plugin; the candidate's sleeps a fraction of every engine step
 (`step_slowdown`), the current's a fraction of 0, so the two differ by nothing else; a candidate
-fraction of 0 is an A/A gate.  Every repeat is judged on its first N pairs for each N of
-`--judge-pairs` (the first 5 pairs of a 10-pair run are a 5-pair run), so one study shows what
-each number of rounds buys.  Repeats are the outer loop and slowdowns the inner one, so the A/A row
-and the slowdown rows are measured in the same hours of the machine's life.  Prints figures, asserts nothing.  Needs the CPU tier's environment:
+fraction of 0 is an A/A gate.  With `--candidate PYTHON` the A/A row runs that environment as the
+candidate instead (two environments of one build), and `--swap` swaps the roles.  Repeats are the
+outer loop and slowdowns the inner one, so every row is measured in the same hours of the
+machine's life.  Each gate is judged on wall time (the gate's measure) and on the engines' CPU time
+per token (time stolen by other tenants is not in it), with the profile's engine-offset floor.
+`--json` keeps every gate's rounds, for judging them again offline (`--replay`).  Prints figures,
+asserts nothing.  Needs the CPU tier's environment:
 
-    .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.02 0.05 0.10 --repeats 10 --instances 2
+    .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
 import sys
 import tempfile
@@ -25,29 +30,92 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
 from suite import slowed_python  # noqa: E402
 
-DEFAULT_SCENARIOS = ["smollm2-135m-ngram-k3-bs1-instructcoder", "tiny-mimo-mtp-k1-bs1-instructcoder"]
-POWER = 0.95
+DEFAULT_SCENARIOS = ["smollm2-135m-ngram-k3-bs1-instructcoder"]
+POWER = 0.9
+CLOCKS = ("wall", "cpu")
 
 
-def one_gate(scenario, calls, current: str, candidate: str, pairs: int,
-             instances: int) -> tuple[dict[str, list[float]], float]:
-    """Fresh current and candidate engines, warm-up, `pairs` pairs: the throughput of every round
-    per side, and the mean round time."""
+def one_gate(scenario, calls, current: str, candidate: str, pairs: int, instances: int, sets: int) -> dict:
+    """Fresh engines, warm-up, `pairs` pairs: per side every round's wall time, CPU time, tokens and
+    engine pair."""
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
 
     pool = EnginePool(log=lambda line: None)
     try:
         measured = measure_rounds(pool, {"current": (scenario, current), "candidate": (scenario, candidate)},
-                                  calls.calls, scenario.output_len, scenario.warmup, pairs, instances=instances)
+                                  calls.calls, scenario.output_len, scenario.warmup, pairs, instances=instances,
+                                  sets=sets)
     finally:
         pool.close()
-    return ({side: [r.throughput for r in rounds] for side, rounds in measured.rounds.items()},
-            measured.measure_s / (2 * pairs))
+    return {side: [{"wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.output_tokens, "cluster": r.instance}
+                   for r in rounds] for side, rounds in measured.rounds.items()} | {
+        "start_s": measured.start_s, "measure_s": measured.measure_s}
+
+
+def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
+    from specperf.judge.paired import compare_paired
+
+    def speed(side):
+        return [r["tokens"] / r[f"{clock}_s"] for r in gate[side]]
+
+    return compare_paired("throughput_tok_s", speed("current"), speed("candidate"), tolerance,
+                          [r["cluster"] for r in gate["candidate"]], offset_floor)
+
+
+def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
+    """Per scenario, arm and clock: flagged, improvements called, A/A interval coverage, spread."""
+    rows = {}
+    for gate in gates:
+        for clock in CLOCKS:
+            verdict = judge(gate, clock, tolerance, offset_floor)
+            rows.setdefault((gate["scenario"], gate["arm"], clock), []).append(verdict)
+    print(f"\npaired gate, tolerance {tolerance:.0%}, engine-offset floor {offset_floor:.1%}")
+    print(f"{'scenario':<40} {'arm':>6} {'clock':>5} {'gates':>5} {'flagged':>7} {'improv.':>7} {'0 in CI':>7} "
+          f"{'median change':>13} {'range':>15} {'CI width':>8} {'SD engines':>10} {'SD pairs':>8}")
+    for (sid, arm, clock), verdicts in sorted(rows.items()):
+        changes = [v.change for v in verdicts]
+        widths = [v.ci_high - v.ci_low for v in verdicts]
+        engines = [v.between_engines for v in verdicts if v.between_engines is not None]
+        pairs = [v.between_pairs for v in verdicts if v.between_pairs is not None]
+        print(f"{sid:<40} {arm:>6} {clock:>5} {len(verdicts):>5} "
+              f"{sum(v.status == 'regression' for v in verdicts):>7} "
+              f"{sum(v.status == 'improvement' for v in verdicts):>7} "
+              f"{sum(v.ci_low <= 0 <= v.ci_high for v in verdicts):>7} {statistics.median(changes):>+13.1%} "
+              f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>15} {statistics.median(widths):>8.1%} "
+              f"{statistics.median(engines) if engines else math.nan:>10.1%} "
+              f"{statistics.median(pairs) if pairs else math.nan:>8.1%}")
+    for sid, clock in sorted({(k[0], k[2]) for k in rows}):
+        caught = sorted(float(arm.rstrip("%")) / 100 for (s, arm, c), vs in rows.items()
+                        if s == sid and c == clock and not arm.startswith("A/A")
+                        and sum(v.status == "regression" for v in vs) >= POWER * len(vs))
+        print(f"{sid}, {clock} time: smallest slowdown flagged in >= {POWER:.0%} of gates: "
+              f"{f'{caught[0]:.0%}' if caught else 'none of those tried'}")
+
+
+def lean(gates: list[dict]) -> None:
+    """Where an A/A leans: the candidate's mean log ratio split by which side started its engines
+    first (engine pairs alternate: even ones start the current side first) and by which side ran
+    first in a pair (it flips with each pair of an engine pair, starting with the side that
+    started first); run/measurement.py's schedule."""
+    split: dict[tuple[str, str], list[float]] = {}
+    for gate in (g for g in gates if g["arm"] == "A/A"):
+        seen: dict[int, int] = {}
+        for a, b in zip(gate["current"], gate["candidate"]):
+            cluster = a["cluster"]
+            turn = seen.get(cluster, 0)
+            seen[cluster] = turn + 1
+            log_ratio = math.log((b["tokens"] / b["wall_s"]) / (a["tokens"] / a["wall_s"]))
+            split.setdefault(("started first", "current" if cluster % 2 == 0 else "candidate"), []).append(log_ratio)
+            split.setdefault(("ran first", "current" if (cluster + turn) % 2 == 0 else "candidate"),
+                             []).append(log_ratio)
+    for (what, side), values in sorted(split.items()):
+        sem = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+        print(f"A/A, {side} {what}: candidate {math.expm1(statistics.fmean(values)):+.2%} "
+              f"(+- {sem:.2%} per pair as independent), {len(values)} pairs")
 
 
 def main() -> int:
-    from specperf.judge.paired import compare_paired
     from specperf.profiles.scenarios import load_profile
     from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
@@ -55,61 +123,54 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-gate")
     parser.add_argument("-k", dest="select", nargs="*", default=DEFAULT_SCENARIOS)
-    parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.10])
+    parser.add_argument("--slowdowns", type=float, nargs="+", default=[0.0, 0.03, 0.05, 0.10])
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--instances", type=int, default=None,
-                        help="engines per side (default: the profile's gate_instances)")
-    parser.add_argument("--judge-pairs", type=int, nargs="+", default=[5, 10],
-                        help="judge each repeat on its first N pairs, for each N; the largest is measured")
+    parser.add_argument("--pairs", type=int, help="default: the profile's rounds")
+    parser.add_argument("--instances", type=int, help="engines per side alive (default: the profile's)")
+    parser.add_argument("--sets", type=int, help="sets of fresh engines (default: the profile's)")
+    parser.add_argument("--offset-floor", type=float, help="default: the profile's gate_engine_offset")
+    parser.add_argument("--candidate", help="the A/A row's candidate: another environment's python")
+    parser.add_argument("--swap", action="store_true", help="the A/A row with --candidate as the current side")
+    parser.add_argument("--json", help="append every gate's rounds to this file (JSON lines)")
+    parser.add_argument("--replay", nargs="+", help="judge the gates of these --json files again; measure nothing")
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
+    first = scenarios[0]
+    floor = first.gate_engine_offset if args.offset_floor is None else args.offset_floor
+    if args.replay:
+        gates = [json.loads(line) for path in args.replay for line in Path(path).read_text().splitlines() if line]
+        report(gates, first.gate_tolerance, floor)
+        lean(gates)
+        return 0
     prepare = CallPreparer(default_dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
-    pair_counts = sorted(args.judge_pairs)
-    rows = []       # (scenario, slowdown, pairs, flagged, changes, round_s)
     (wrappers / "current").mkdir()
     current = slowed_python(wrappers / "current", 0.0)          # a path of its own: another engine slot
+    gates = []
     for scenario in scenarios:
         calls = prepare(scenario)
-        instances = args.instances or scenario.gate_instances
-        candidates = {fraction: slowed_python(wrappers, fraction) for fraction in args.slowdowns}
-        found = {(fraction, n): ([], 0, 0) for fraction in args.slowdowns for n in pair_counts}
-        round_times = {fraction: [] for fraction in args.slowdowns}
+        pairs, instances = args.pairs or scenario.rounds, args.instances or scenario.gate_instances
+        sets = args.sets or scenario.gate_engine_sets
+        arms = {("A/A" if f == 0 else f"{f:.0%}"): (current, slowed_python(wrappers, f)) for f in args.slowdowns}
+        if args.candidate and "A/A" in arms:
+            arms["A/A"] = (args.candidate, sys.executable) if args.swap else (sys.executable, args.candidate)
         t0 = time.monotonic()
         for repeat in range(args.repeats):      # slowdowns interleaved: every row sees the same hours
-            for fraction, candidate in candidates.items():
-                throughput, round_s = one_gate(scenario, calls, current, candidate, pair_counts[-1], instances)
-                round_times[fraction].append(round_s)
-                for n in pair_counts:
-                    verdict = compare_paired("throughput_tok_s", throughput["current"][:n],
-                                             throughput["candidate"][:n], scenario.gate_tolerance)
-                    changes, flagged, improved = found[fraction, n]
-                    found[fraction, n] = (changes + [verdict.change], flagged + (verdict.status == "regression"),
-                                          improved + (verdict.status == "improvement"))
-                print(f"  repeat {repeat + 1}, slowdown {fraction:.0%}: change over {pair_counts[-1]} pairs "
-                      f"{found[fraction, pair_counts[-1]][0][-1]:+.1%}", flush=True)
-        for (fraction, n), (changes, flagged, improved) in found.items():
-            rows.append((scenario.id, fraction, n, flagged, changes, statistics.median(round_times[fraction])))
-            print(f"{scenario.id} slowdown {fraction:.0%}, {n} pairs: flagged {flagged}/{args.repeats}, "
-                  f"called an improvement {improved}/{args.repeats}, median change "
-                  f"{statistics.median(changes):+.1%} ({min(changes):+.1%}..{max(changes):+.1%})", flush=True)
-        print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats * len(candidates)} gate runs)", flush=True)
-
-    print(f"\npaired gate, tolerance {scenarios[0].gate_tolerance:.0%}, {args.repeats} gate runs (fresh engines, "
-          f"{args.instances or scenarios[0].gate_instances} per side) per row, throughput judged")
-    print(f"{'scenario':<42} {'pairs':>5} {'slowdown':>8} {'flagged':>8} {'median change':>14} {'range':>17} "
-          f"{'round':>7}")
-    for sid, fraction, n, flagged, changes, round_s in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
-        print(f"{sid:<42} {n:>5} {fraction:>8.0%} {flagged:>4}/{args.repeats:<3} {statistics.median(changes):>+14.1%} "
-              f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>17} {round_s:>6.2f}s")
-    for sid in dict.fromkeys(r[0] for r in rows):
-        for n in pair_counts:
-            mine = [r for r in rows if r[0] == sid and r[2] == n]
-            false_alarms = next((f"{r[3]}/{args.repeats}" for r in mine if r[1] == 0), "not run")
-            detected = [r[1] for r in mine if r[1] > 0 and r[3] / args.repeats >= POWER]
-            print(f"{sid}, {n} pairs: A/A false alarms {false_alarms}; smallest slowdown flagged in "
-                  f">= {POWER:.0%} of runs: {f'{min(detected):.0%}' if detected else 'none of those tried'}")
+            for arm, (a, b) in arms.items():
+                gate = one_gate(scenario, calls, a, b, pairs, instances, sets)
+                gate |= {"scenario": scenario.id, "arm": arm, "repeat": repeat, "pairs": pairs,
+                         "instances": instances, "sets": sets}
+                gates.append(gate)
+                if args.json:
+                    with open(args.json, "a", encoding="utf-8") as out:
+                        out.write(json.dumps(gate) + "\n")
+                verdict = judge(gate, "wall", scenario.gate_tolerance, floor)
+                print(f"  repeat {repeat + 1}, {arm}: {verdict.line()}; starts {gate['start_s']:.0f} s, "
+                      f"rounds {gate['measure_s']:.0f} s", flush=True)
+        print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats * len(arms)} gate runs)", flush=True)
+    report(gates, first.gate_tolerance, floor)
+    lean(gates)
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from records import make_scenario, reference_scenario
 from test_session import FakeEngine, Starter, canned_calls, fake_config
 
+from specperf.run.engine import EngineError
 from specperf.run.pool import EnginePool
 from specperf.run.session import RunSession
 from specperf.status import OK, UNSUPPORTED
@@ -23,7 +24,7 @@ BOTH_SUPPORT = {"current": {"vllm": "0.29.0", "methods": {}}, "candidate": {"vll
 
 
 def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, **kwargs) -> RunSession:
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None)
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
     return RunSession(profile="unit", reports_dir=tmp_path / "reports", baseline_dir=tmp_path / "baselines",
                       log=lambda line: None, prepare=canned_calls, pool=pool, device=dict(DEVICE),
                       candidate_python=CANDIDATE, environments=environments, **kwargs)
@@ -121,21 +122,58 @@ def test_instances_run_side_by_side_and_pairs_take_them_in_turn(tmp_path):
     run.run(REF)
     order.clear()
     result = run.run(dataclasses.replace(SD, gate_instances=2))
-    assert result.status == OK and result.gate.pairing == "interleaved, 2 engines per side"
+    assert result.status == OK and result.gate.pairing == "interleaved, 2 engine pairs (2 per side alive, 1 set(s))"
     engines = starter.started[2:]                          # after the reference scenario's two
     assert len(engines) == 4 and not any(e.closed for e in engines)
+    assert [e.python for e in engines] == [None, CANDIDATE, CANDIDATE, None]    # who starts first alternates
     assert len(result.rounds) == len(result.gate.current.rounds) == 8
     a, b = SD.method.label, f"{SD.method.label}@{CANDIDATE}"
-    # warm-up of all four, then pairs on instance 0, 1, 0, 1, ...; the order flips every two pairs
-    assert order == [a, b, a, b] + [a, b, a, b, b, a, b, a] * 2
+    # warm-up in start order, then pairs on engine pair 0, 1, 0, 1, ...; within each engine pair the
+    # side that runs first flips every pair, starting with the side that started first
+    assert order == [a, b, b, a] + [a, b, b, a, b, a, a, b] * 2
     assert [e.calls for e in engines] == [5, 5, 5, 5]       # each: warm-up and four rounds
+    assert [r.engine_instance for r in result.rounds] == [0, 1] * 4
+    assert [r.engine_instance for r in result.gate.current.rounds] == [0, 1] * 4
     assert result.verdict.status == "pass"
+
+
+def test_engine_sets_start_fresh_engines_for_each_set_of_pairs(tmp_path):
+    starter = Starter()
+    run = gate(tmp_path, starter)
+    result = run.run(dataclasses.replace(REF, gate_instances=2, gate_engine_sets=2))
+    assert result.status == OK and result.gate.pairing == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
+    assert len(starter.started) == 8                       # two sets of two engines per side
+    assert all(e.closed for e in starter.started[:4]) and not any(e.closed for e in starter.started[4:])
+    assert [e.python for e in starter.started] == [None, CANDIDATE, CANDIDATE, None] * 2
+    assert [r.engine_instance for r in result.rounds] == [0, 1, 0, 1, 2, 3, 2, 3]
+    throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.note.startswith("8 pairs on 4 engine pair(s)")
+    assert (throughput.between_engines, throughput.between_pairs) == (0.0, 0.0)     # fakes: no noise at all
+    run.finish()
+    from specperf.report import write_report
+
+    page = write_report([run.run_dir]).read_text()
+    assert "SD between engines 0.0%, between pairs 0.0%" in page
+    assert "(SD between engines 0.0%, between pairs 0.0%)" in throughput.line()
+
+
+def test_a_gate_speedup_carries_the_reference_change_and_its_error(tmp_path):
+    # The candidate's SD engine is as fast as the current one, but its no-SD reference is 20% faster:
+    # speedup falls by 1/1.2, and the interval is the SD change's and the reference's together.
+    starter = Starter(**{"nosd": {"wall_s": 1.0}, f"nosd@{CANDIDATE}": {"wall_s": 1 / 1.2}})
+    run = gate(tmp_path, starter)
+    reference = run.run(REF)
+    result = run.run(SD)
+    assert result.gate.reference.candidate == reference.metrics["throughput_tok_s"].samples
+    speedup = next(m for m in result.verdict.metrics if m.metric == "speedup")
+    assert speedup.change == pytest.approx(1 / 1.2 - 1) and speedup.status == "regression"
+    assert "relative to the no-SD reference's change" in speedup.note
 
 
 def test_paired_reference_measures_speedup_per_pair(tmp_path):
     paired = dataclasses.replace(SD, paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None)
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
     run = RunSession(profile="unit", reports_dir=tmp_path / "r", baseline_dir=tmp_path / "b", log=lambda line: None,
                      prepare=canned_calls, pool=pool, device=dict(DEVICE))
     result = run.run(paired)                          # no reference scenario measured before it
@@ -174,3 +212,26 @@ def test_an_environment_without_specperf_is_named(tmp_path):
     with pytest.raises(environments.EnvironmentProblem,
                        match=r"specperf does not run in that environment \(ModuleNotFoundError: No module named"):
         environments.describe(str(bare))
+
+
+def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_scenario(tmp_path):
+    import threading
+
+    together = threading.Barrier(2, timeout=10)     # a start waits here for the other: one at a time would hang
+
+    class TogetherStarter(Starter):
+        def __call__(self, config, start_timeout_s, python=None):
+            together.wait()
+            if python == CANDIDATE and self.options.get("fail"):
+                raise EngineError("candidate build broke")
+            return super().__call__(config, start_timeout_s, python)
+
+    starter = TogetherStarter()
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=2)
+    run = RunSession(profile="unit", reports_dir=tmp_path / "r", baseline_dir=tmp_path / "b", log=lambda line: None,
+                     prepare=canned_calls, pool=pool, device=dict(DEVICE), candidate_python=CANDIDATE,
+                     environments=BOTH_SUPPORT)
+    assert run.run(REF).status == OK and len(starter.started) == 2
+    starter.options["fail"] = True
+    failed = run.run(dataclasses.replace(SD, gate_instances=1))
+    assert failed.status == "error" and "candidate build broke" in failed.error

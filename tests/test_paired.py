@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
-from specperf.judge.paired import MIN_PAIRS, compare_paired, hodges_lehmann, ratios
+from specperf.judge.paired import MIN_PAIRS, PairedChange, compare_paired, hodges_lehmann, paired_change, ratios
 
 
 def drifting(n: int, slowdown: float, seed: int = 1) -> tuple[list[float], list[float]]:
@@ -60,13 +61,66 @@ def test_identical_rounds_pass_with_a_point_interval():
 
 
 def test_a_significant_change_whose_interval_includes_no_change_passes():
-    # Six pairs 15% slower, four 5% faster: the ranks are significant, the estimate is -5%, but
-    # resamples with seven or more faster pairs (5.5% of them) put the estimate above no change.
+    # Log ratios -0.05 -+ 0.075, ten pairs on one engine pair: t = 0.05 / (0.079 / sqrt(10)) = 2.0,
+    # one-sided p = 0.038 < 0.05, but the 95% interval (t = 2.26) includes no change.
     current = [100.0] * 10
-    candidate = [100 * math.exp(-0.15)] * 6 + [100 * math.exp(0.05)] * 4
+    candidate = [100 * math.exp(-0.05 + 0.075 * (-1) ** i) for i in range(10)]
     verdict = compare_paired("throughput_tok_s", current, candidate)
     assert verdict.p_value < 0.05 and verdict.ci_low < 0 <= verdict.ci_high
     assert verdict.status == "pass" and "interval includes no change" in verdict.note
+
+
+def test_one_engine_pair_without_a_floor_is_the_one_sample_t_test():
+    from scipy import stats
+
+    logs = [-0.07, -0.05, -0.04, -0.02, 0.0, -0.03, -0.01, -0.06]     # symmetric about -0.035: HL = mean
+    change = paired_change(logs)
+    test = stats.ttest_1samp(logs, 0.0, alternative="less")
+    assert change.log_change == pytest.approx(-0.035) and change.df == 7
+    assert change.p_value(lower=True) == pytest.approx(test.pvalue)
+    interval = stats.t.interval(0.95, 7, loc=statistics.fmean(logs), scale=stats.sem(logs))
+    assert change.interval() == pytest.approx(interval)
+    assert change.between_engines is None and change.between_pairs == pytest.approx(statistics.stdev(logs))
+
+
+def test_clusters_worked_by_hand():
+    # Three engine pairs of two pairs each: cluster estimates 0.02, 0.06, 0.00 (mean 0.02667), their
+    # variance 9.333e-4; pooled pair noise 6e-4 / 3 = 2e-4, so one cluster's estimate varies by at
+    # least 1e-4 from the pairs alone.  The spread wins: se = sqrt(9.333e-4 / 3), df = 2.
+    logs, clusters = [0.01, 0.03, 0.05, 0.07, -0.01, 0.01], [0, 0, 1, 1, 2, 2]
+    change = paired_change(logs, clusters)
+    assert change.log_change == pytest.approx(0.08 / 3)
+    assert change.se == pytest.approx(math.sqrt(9.3333e-4 / 3), rel=1e-4) and change.df == 2
+    assert change.between_engines == pytest.approx(math.sqrt(8.3333e-4), rel=1e-4)
+    assert change.between_pairs == pytest.approx(math.sqrt(2e-4))
+    # An offset floor of 5% exceeds the spread: variance 0.05^2 + 2e-4 / 2 = 0.0026 per cluster, df = 3
+    floored = paired_change(logs, clusters, offset_floor=0.05)
+    assert floored.se == pytest.approx(math.sqrt(0.0026 / 3)) and floored.df == 3
+    assert floored.log_change == change.log_change
+
+
+def test_pairs_that_share_engines_are_not_independent():
+    # Four engine pairs whose offsets differ by several percent, each with almost no pair noise:
+    # sixteen pairs taken as independent would call -4% certain; per engine pair it is not.
+    offsets = [-0.10, -0.06, 0.0, 0.0]
+    logs = [o + 0.002 * (-1) ** j for o in offsets for j in range(4)]
+    clusters = [c for c in range(4) for _ in range(4)]
+    current = [100.0] * 16
+    candidate = [100 * math.exp(x) for x in logs]
+    naive = compare_paired("throughput_tok_s", current, candidate)
+    clustered = compare_paired("throughput_tok_s", current, candidate, clusters=clusters)
+    assert naive.status == "regression"
+    assert clustered.status == "pass" and clustered.ci_low < 0 < clustered.ci_high
+    assert clustered.change == pytest.approx(math.exp(-0.04) - 1, abs=1e-6)
+    assert clustered.between_engines == pytest.approx(statistics.stdev(offsets), rel=0.01)
+
+
+def test_a_change_relative_to_another_adds_both_errors():
+    a = PairedChange(-0.02, 0.01, 10, None, None, 4, 16)
+    b = PairedChange(0.03, 0.02, 5, None, None, 4, 16)
+    diff = a.minus(b)
+    assert diff.log_change == pytest.approx(-0.05) and diff.se == pytest.approx(math.sqrt(5e-4))
+    assert diff.df == pytest.approx(5e-4 ** 2 / (1e-4 ** 2 / 10 + 4e-4 ** 2 / 5))      # Welch-Satterthwaite
 
 
 def test_the_change_is_the_hodges_lehmann_estimate_of_the_log_ratios():

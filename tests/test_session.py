@@ -95,7 +95,7 @@ class Starter:
 
 def session(tmp_path, starter=None, **kwargs) -> RunSession:
     starter = starter or Starter()
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None,
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1,
                       start_timeout_s=kwargs.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
     kwargs.setdefault("reports_dir", tmp_path / "reports")
     kwargs.setdefault("log", lambda line: None)

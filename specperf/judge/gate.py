@@ -1,18 +1,49 @@
 """The upgrade gate's verdict: the candidate build against the current one, measured in one run.
 
-Speed (throughput, speedup) is judged pair by pair (paired.py): alternating rounds cancel the
-machine's drift, so in a gate speed gates even where a profile keeps it informational across runs.
-Deterministic metrics (acceptance, per-position rates, lossless) are judged on their thresholds,
-as against a baseline.  Stored baselines play no part.
+Speed (throughput, speedup) is judged pair by pair (paired.py), each pair's round knowing the
+engine pair it ran on: alternating rounds cancel the machine's drift, so in a gate speed gates
+even where a profile keeps it informational across runs.  A speedup divides by the no-SD
+reference measured in another part of the gate, so its change is the SD engines' throughput
+change less the reference's, with both errors.  Deterministic metrics (acceptance, per-position
+rates, lossless) are judged on their thresholds, as against a baseline.  Stored baselines play no
+part.
 """
 
 from __future__ import annotations
 
-from ..records import ScenarioResult, Verdict
+import math
+import statistics
+
+from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INVALID, worst
 from .metrics import metric_samples
-from .paired import compare_paired
+from .paired import MIN_PAIRS, PairedChange, compare_paired, paired_change
 from .verdicts import compare_metric, spec_for, tolerance_for
+
+
+def reference_change(reference: PairedSamples, offset_floor: float) -> PairedChange | None:
+    """The no-SD reference's throughput change, where enough of its pairs are usable."""
+    pairs = [(math.log(b / a), c) for a, b, c in zip(reference.current, reference.candidate, reference.clusters)
+             if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
+    if len(pairs) < MIN_PAIRS:
+        return None
+    return paired_change([p[0] for p in pairs], [p[1] for p in pairs], offset_floor)
+
+
+def _speedup(result: ScenarioResult, current: dict, clusters: list[int]) -> MetricVerdict | None:
+    """Speedup judged as throughput change relative to the reference's change; None where the gate
+    has no separately measured reference (paired_reference divides pair by pair)."""
+    scenario, reference = result.scenario, result.gate.reference
+    change = reference_change(reference, scenario.gate_engine_offset) if reference is not None else None
+    if change is None:
+        return None
+    verdict = compare_paired("speedup", current.get("throughput_tok_s", []),
+                             metric_samples(result.metrics)["throughput_tok_s"], scenario.gate_tolerance,
+                             clusters, scenario.gate_engine_offset, relative_to=change)
+    if verdict.status != INVALID:
+        verdict.baseline = statistics.median(current["speedup"]) if current.get("speedup") else None
+        verdict.current = result.value("speedup")
+    return verdict
 
 
 def judge_gate(result: ScenarioResult) -> Verdict:
@@ -20,13 +51,16 @@ def judge_gate(result: ScenarioResult) -> Verdict:
     if not result.ok or result.gate is None:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     current = metric_samples(result.gate.current.metrics)
+    clusters = [r.engine_instance for r in result.rounds]
     verdicts = []
     for name, samples in metric_samples(result.metrics).items():
         if spec_for(name).deterministic:
             verdict = compare_metric(name, current.get(name, []), samples, tolerance_for(name, scenario.tolerances))
             verdict.judged_by = "current build"
         else:
-            verdict = compare_paired(name, current.get(name, []), samples, scenario.gate_tolerance)
+            verdict = (name == "speedup" and _speedup(result, current, clusters)) or \
+                compare_paired(name, current.get(name, []), samples, scenario.gate_tolerance,
+                               clusters if len(clusters) == len(samples) else None, scenario.gate_engine_offset)
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)
     reasons = [*(result.validity.reasons if result.validity else []),

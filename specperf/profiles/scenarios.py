@@ -88,6 +88,8 @@ class Scenario:
     paired_reference: bool = False    # the no-SD engine runs beside the SD one, rounds alternating
     gate_tolerance: float = 0.03      # paired speed changes within this never regress (judge/paired.py)
     gate_instances: int = 1           # paired engines per side, side by side (run/measurement.py)
+    gate_engine_sets: int = 1         # sets of fresh engines the pairs are split over (run/measurement.py)
+    gate_engine_offset: float = 0.0   # least SD of the offset between fresh engines (judge/paired.py)
     trace: bool = False               # per-step acceptance and step times (run/tracing.py)
     selection: str = "hash"           # which records the sample takes (workloads/sampling.py)
     chat: bool | None = None          # chat template on the prompts; None: the workload's default
@@ -154,7 +156,8 @@ class Scenario:
             "batching": self.batching, "engine_args": self.engine_args,
             "tolerances": self.tolerances, "informational": list(self.informational),
             "reference_id": self.reference_id, "paired_reference": self.paired_reference,
-            "gate_tolerance": self.gate_tolerance, "gate_instances": self.gate_instances, "trace": self.trace,
+            "gate_tolerance": self.gate_tolerance, "gate_instances": self.gate_instances,
+            "gate_engine_sets": self.gate_engine_sets, "gate_engine_offset": self.gate_engine_offset, "trace": self.trace,
             "selection": self.selection, "chat": self.chat, "env": self.env, "vllm": self.vllm,
         }
 
@@ -250,7 +253,8 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
         tolerances={**settings.tolerances, **cell.tolerances},
         informational=tuple(settings.informational),
         paired_reference=settings.paired_reference, gate_tolerance=settings.gate_tolerance,
-        gate_instances=settings.gate_instances,
+        gate_instances=settings.gate_instances, gate_engine_sets=settings.gate_engine_sets,
+        gate_engine_offset=settings.gate_engine_offset,
     )
     labels = [label for label in cell.methods if label != NO_SD_LABEL]
     ordered = [REFERENCE_METHOD] + [Method(label, methods[label].method, methods[label].params())

@@ -180,6 +180,13 @@ class ProfileTable(_Table):
     gate_instances: PositiveInt = Field(1, description="paired runs (--candidate, paired_reference): engines "
                                         "per side, side by side, pairs taking them in turn; averages the offset "
                                         "between fresh engines of one build")
+    gate_engine_sets: PositiveInt = Field(1, description="paired runs: the pairs split over this many "
+                                          "sets of fresh engines, started anew for each set (more engine "
+                                          "pairs, each an independent draw of the offset between engines)")
+    gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = Field(
+        0.0, description="paired runs: the least SD of the offset between a fresh current and candidate "
+        "engine (log units), as benchmarks/engine_offsets.py measures it on this tier; the change's "
+        "error is never below what it implies")
     gate_tolerance: Tolerance = Field(0.03, description="a paired speed change (--candidate, "
                                       "paired_reference) within this fraction is never a regression")
     trace: bool = Field(False, description="record per-step acceptance and step times (ids end in "

@@ -14,7 +14,7 @@ from .base import Record, SCHEMA_VERSION, NO_SD, Number, Provenance
 from .measured import (ModelInfo, MethodInfo, ScenarioInfo, Counters, CallTiming, Round, StudyThroughput,
     Metric, Validity, Lossless, ShownOutput, WorkloadFacts, Memory, Timings, RequestTrace, Trace, Device,
     VECTOR_METRICS, checked_metrics)
-from .files import (MetricVerdict, Verdict, BaselineRef, Side, Gate, ScenarioResult, Baseline, RunStats,
+from .files import (MetricVerdict, Verdict, BaselineRef, Side, Gate, PairedSamples, ScenarioResult, Baseline, RunStats,
     RunFile, NoiseEntry, NoiseFile)
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Counters",
     "Device",
     "Gate",
+    "PairedSamples",
     "Lossless",
     "Memory",
     "MethodInfo",

@@ -26,6 +26,8 @@ class MetricVerdict(Record):
     ci_low: float | None = None          # the change's confidence interval (paired comparisons)
     ci_high: float | None = None
     judged_by: str = ""                  # "hardware" or "portable" baseline, or "paired" rounds
+    between_engines: float | None = None  # paired: SD of the offset between fresh engines (log units)
+    between_pairs: float | None = None    # paired: SD of one pair's noise (log units)
 
     def line(self) -> str:
         def fmt(value):
@@ -34,6 +36,10 @@ class MetricVerdict(Record):
         tolerance = "n/a" if self.tolerance is None else f"{self.tolerance:.1%}"
         p_value = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
         interval = "" if self.ci_low is None else f" [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
+        parts = [f"{name} {value:.1%}" for name, value in (("between engines", self.between_engines),
+                                                          ("between pairs", self.between_pairs))
+                 if value is not None]
+        interval += f" (SD {', '.join(parts)})" if parts else ""
         text = (f"{self.metric}: {self.status}: baseline {fmt(self.baseline)}, current {fmt(self.current)}, "
                 f"change {change}{interval}, tolerance {tolerance}, p-value {p_value}")
         return f"{text} ({self.note})" if self.note else text
@@ -103,6 +109,14 @@ class Side(Record):
     _metrics_shape = field_validator("metrics")(checked_metrics)
 
 
+class PairedSamples(Record):
+    """One metric of both builds, pair by pair, and the engine pair (cluster) each pair ran on."""
+
+    current: list[float]
+    candidate: list[float]
+    clusters: list[int]
+
+
 class Gate(Record):
     """An upgrade gate's view of a scenario: the result's own figures are the candidate's, these the
     current build's, measured in alternating rounds."""
@@ -110,6 +124,7 @@ class Gate(Record):
     current: Side
     candidate_python: str
     pairing: str                               # "interleaved", or "blocks of N rounds"
+    reference: PairedSamples | None = None     # the no-SD reference's throughput, where speedup divides by it
     output_drift: int = 0                      # requests whose greedy output differs between the builds
     config_diff: dict[str, list[Any]] = Field(default_factory=dict)   # setting -> [current, candidate]
 

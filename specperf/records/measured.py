@@ -48,6 +48,8 @@ class ScenarioInfo(Record):
     paired_reference: bool = False
     gate_tolerance: float = 0.03
     gate_instances: int = 1
+    gate_engine_sets: int = 1
+    gate_engine_offset: float = 0.0
     trace: bool = False
     selection: str = "hash"
     chat: bool | None = None
@@ -84,6 +86,8 @@ class Round(Record):
     throughput: float
     counters: Counters = Field(default_factory=Counters)
     calls: list[CallTiming] = Field(default_factory=list)
+    cpu_s: float | None = None          # CPU time (user + system) of the engine's process tree
+    engine_instance: int = 0            # in a paired run: the engine pair (cluster) the round ran on
 
 
 class StudyThroughput(Record):

@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..judge.metrics import output_hash
-from ..records import BaselineRef, Gate, Side, Validity
+from ..records import BaselineRef, Gate, PairedSamples, ScenarioResult, Side, Validity
 from .loop import RoundResult
 from .measurement import EngineFacts, Measured
 from .summary import Reference, Summary
@@ -49,11 +49,20 @@ def current_as_baseline(current: SideSummary) -> BaselineRef:
                           trace=current.summary.trace.totals() if current.summary.trace else None)
 
 
-def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str) -> Gate:
+def reference_pairs(result: ScenarioResult) -> PairedSamples:
+    """A gate's no-SD result as its SD scenarios need it: throughput of both builds, pair by pair."""
+    return PairedSamples(current=result.gate.current.metrics["throughput_tok_s"].samples,
+                         candidate=result.metrics["throughput_tok_s"].samples,
+                         clusters=[r.engine_instance for r in result.rounds])
+
+
+def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str,
+                reference: PairedSamples | None = None) -> Gate:
     side = Side(vllm=current.engine.provenance.get("vllm"), provenance=current.engine.provenance,
                 effective_config=current.engine.effective_config, rounds=current.summary.rounds,
                 metrics=current.summary.metrics, output_hashes=current.summary.output_hashes,
                 validity=current.validity)
     return Gate(current=side, candidate_python=python, pairing=measured.pairing,
+                reference=reference,
                 output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
                 config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config))

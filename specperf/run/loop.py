@@ -33,6 +33,8 @@ class RoundResult:
     memory: dict = field(default_factory=dict)
     trace: dict | None = None           # run.tracing's raw trace, from a traced engine
     calls: list[dict] = field(default_factory=list)     # per call: wall_s, output_tokens, eos
+    cpu_s: float | None = None          # CPU time of the engine's process tree over the round's calls
+    instance: int = 0                   # the engine pair (cluster) of a paired round
 
     @property
     def throughput(self) -> float:
@@ -110,6 +112,7 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
             memory=replies[-1].get("memory") or {},
             trace=tracing.merge_calls([r.get("trace") for r in replies]),
             calls=[call_timing(r) for r in replies],
+            cpu_s=sum(r["cpu_s"] for r in replies) if all(r.get("cpu_s") is not None for r in replies) else None,
         ))
 
     rounds_runner(step, len(schedule))

@@ -1,12 +1,16 @@
 """A scenario's rounds on the engines it needs: one engine, or several alternating round by round.
 
 Several engines are alive together when a run pairs them (a gate's current and candidate build, an
-SD engine and its no-SD reference).  Where they do not fit in memory together, `blocks` alternates
-blocks of that many rounds instead, with only one engine alive (started again for each block).
-With `instances` > 1 each side runs that many engines of its build side by side, pair i on the
-i-th of them in turn: two fresh engines of one build differ by a few percent on a small CPU (where
-each lands in memory and on the cores), and a verdict over several instances per side averages
-that offset instead of taking one draw of it.
+SD engine and its no-SD reference).  Two fresh engines of one build differ by a few percent on a
+small CPU (where each lands in memory and on the cores), and every pair of rounds on the same two
+engines shares that offset, so a paired verdict needs many engine pairs (clusters), not only many
+pairs: with `instances` > 1 each side runs that many engines side by side, pair j on the j-th of
+them in turn, and with `sets` > 1 the pairs are split over that many sets of engines started
+anew.  Nothing about a side's place may favour it: within each engine pair the side that starts
+(and warms up) first alternates from cluster to cluster, and the side that runs first in a pair
+alternates from pair to pair.  Where two engines do not fit in memory together, `blocks`
+alternates blocks of that many rounds instead, with only one engine alive (started again for each
+block: each block of pairs is a cluster of its own).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..profiles.scenarios import Scenario
-from .loop import RoundResult, balanced_schedule, measure, run_rounds, warm_up
+from .loop import RoundResult, measure, run_rounds, warm_up
 from .pool import EnginePool
 from .telemetry import TelemetrySampler
 
@@ -43,34 +47,52 @@ def _facts(engine) -> EngineFacts:
     return EngineFacts(engine.provenance, engine.effective_config, engine.config.env)
 
 
-def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int):
-    """(engines alive: label -> (scenario, python[, instance]), schedule) in turn: all engines alternating
-    round by round (`instances` of each side, "label#i"), or blocks of `blocks` rounds with one engine
-    alive, the order flipping each time (A B B A ...)."""
+def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: int):
+    """(engines alive: label -> (scenario, python[, instance]), schedule, cluster of each round) in turn."""
     labels = list(wanted)
-    if blocks is None or len(labels) == 1:
-        if instances > 1 and len(labels) > 1:
-            yield ({f"{label}#{i}": (*wanted[label], i) for i in range(instances) for label in labels},
-                   _instance_schedule(labels, rounds, instances))
-        else:
-            yield wanted, balanced_schedule(labels, rounds)
+    if len(labels) == 1:
+        yield wanted, labels * rounds, [0] * rounds
         return
-    done, forward = 0, True
-    while done < rounds:
-        size = min(blocks, rounds - done)
-        for label in (labels if forward else list(reversed(labels))):
-            yield {label: wanted[label]}, [label] * size
-        done, forward = done + size, not forward
+    if blocks is not None:
+        done, forward, block = 0, True, 0
+        while done < rounds:
+            size = min(blocks, rounds - done)
+            for label in (labels if forward else list(reversed(labels))):
+                yield {label: wanted[label]}, [label] * size, [block] * size
+            done, forward, block = done + size, not forward, block + 1
+        return
+    first = 0
+    for s, pairs in enumerate(_split(rounds, sets)):
+        clusters = list(range(first, first + instances))
+        alive = {}
+        for c in clusters:          # the side that starts first alternates from cluster to cluster
+            alive |= {f"{label}#{c}": (*wanted[label], c) for label in _ordered(labels, c)}
+        order, of_round = _cluster_schedule(labels, pairs, clusters)
+        yield alive, order, of_round
+        first += instances
 
 
-def _instance_schedule(labels: list[str], rounds: int, instances: int) -> list[str]:
-    """Pair j on instance j % instances ("label#i"), the order within a pair flipping every
-    `instances` pairs, so each instance sees both orders (A B, then B A)."""
-    order = []
-    for j in range(rounds):
-        pair = [f"{label}#{j % instances}" for label in labels]
-        order += pair if (j // instances) % 2 == 0 else pair[::-1]
-    return order
+def _split(rounds: int, sets: int) -> list[int]:
+    """`rounds` pairs over `sets` sets as evenly as they go (no empty set)."""
+    sets = max(1, min(sets, rounds))
+    return [rounds // sets + (1 if s < rounds % sets else 0) for s in range(sets)]
+
+
+def _ordered(labels: list[str], turn: int) -> list[str]:
+    return labels if turn % 2 == 0 else labels[::-1]
+
+
+def _cluster_schedule(labels: list[str], pairs: int, clusters: list[int]) -> tuple[list[str], list[int]]:
+    """Pair j on cluster clusters[j % n]; the side that runs first flips with each pair of a cluster,
+    starting with the side whose engine started (and warmed up) first, so each cluster sees both
+    orders and no engine runs twice in a row."""
+    order, of_round = [], []
+    for j in range(pairs):
+        cluster = clusters[j % len(clusters)]
+        pair = [f"{label}#{cluster}" for label in _ordered(labels, cluster + j // len(clusters))]
+        order += pair
+        of_round += [cluster] * len(pair)
+    return order, of_round
 
 
 def _side(label: str) -> str:
@@ -80,20 +102,24 @@ def _side(label: str) -> str:
 
 def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
                    warmup: int, rounds: int, *, deadline: float = float("inf"), blocks: int | None = None,
-                   instances: int = 1, gpus: list[int] | None = None,
+                   instances: int = 1, sets: int = 1, gpus: list[int] | None = None,
                    rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> Measured:
-    """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order.
+    """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order; each
+    round's `instance` names the cluster (engine pair) it ran on, the same for every side of a pair.
     `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
     labels = list(wanted)
-    blocked = blocks is not None and len(labels) > 1
-    paired_instances = instances > 1 and len(labels) > 1 and not blocked
+    paired = len(labels) > 1
+    blocked = blocks is not None and paired
+    phases = list(_phases(wanted, rounds, blocks if blocked else None, instances, sets))
+    clusters = len({c for _, _, of_round in phases for c in of_round})
     measured = Measured({label: [] for label in labels}, {},
                         f"blocks of {blocks} rounds" if blocked else
-                        f"interleaved, {instances} engines per side" if paired_instances else
-                        "interleaved" if len(labels) > 1 else "single")
-    done: dict[str, list[RoundResult]] = {}
+                        f"interleaved, {clusters} engine pairs ({instances} per side alive, "
+                        f"{len(phases)} set(s))" if clusters > 1 else
+                        "interleaved" if paired else "single")
+    one_phase = len(phases) == 1
     try:
-        for alive, schedule in _phases(wanted, rounds, blocks, instances if paired_instances else 1):
+        for alive, schedule, of_round in phases:
             engines, start_s = pool.engines_for(alive)
             measured.engines |= {_side(label): _facts(engine) for label, engine in engines.items()
                                  if _side(label) not in measured.engines}
@@ -102,20 +128,18 @@ def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | Non
             t0 = time.monotonic()
             with TelemetrySampler(gpus) as sampler:
                 phase = measure(engines, calls, max_tokens, schedule=schedule, deadline=deadline,
-                                rounds_runner=run_rounds if blocked else rounds_runner)
+                                rounds_runner=rounds_runner if one_phase else run_rounds)
             measured.measure_s += time.monotonic() - t0
             measured.telemetry.append(sampler.summary())
-            for label, results in phase.items():
-                done.setdefault(label, []).extend(results)
+            for label, cluster in zip(schedule, of_round):     # each side's rounds in pair order
+                result = phase[label].pop(0)
+                result.instance = cluster
+                measured.rounds[_side(label)].append(result)
     except Exception as err:            # a failure names the side, not the instance
         if hasattr(err, "engine_label"):
             err.engine_label = _side(err.engine_label)
         raise
     for label in labels:
-        if paired_instances:            # back in pair order: pair j ran on instance j % instances
-            measured.rounds[label] = [done[f"{label}#{j % instances}"][j // instances] for j in range(rounds)]
-            for r in measured.rounds[label]:
-                r.engine = label
-        else:
-            measured.rounds[label] = done.get(label, [])
+        for r in measured.rounds[label]:
+            r.engine = label
     return measured

@@ -9,13 +9,16 @@ same one-line cause.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from ..profiles import checkpoints
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
+from .device import has_nvidia_gpu
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
 
 DEFAULT_START_TIMEOUT_S = 1800.0
@@ -60,8 +63,14 @@ class EnginePool:
 
     def __init__(self, start: Callable[..., Engine] = Engine,
                  configure: Callable[[Scenario], EngineConfig] = engine_config,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, log: Callable[[str], None] = print):
+                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, log: Callable[[str], None] = print,
+                 parallel_starts: int | None = None):
         self._start = start
+        # Engines wanted together start this many at a time: an engine start on the CPU tier is
+        # mostly single-threaded imports, so on 2 cores two starts take the time of one.  On a GPU
+        # one at a time: engines starting together on one GPU see each other's memory while
+        # vLLM profiles what is free.
+        self.parallel_starts = parallel_starts or (1 if has_nvidia_gpu() else os.cpu_count() or 1)
         self._configure = configure
         self.start_timeout_s = start_timeout_s
         self.log = log
@@ -82,13 +91,22 @@ class EnginePool:
         for slot, _ in lives.values():
             if slot in self._failed:
                 raise self._failed[slot]
-        spent = 0.0
-        for label, live in lives.items():
-            if live not in self._live:
-                spent += self._start_slot(live, wanted[label][0])
+        missing = [(live, wanted[label][0]) for label, live in lives.items() if live not in self._live]
+        t0 = time.monotonic()
+        if self.parallel_starts > 1 and len(missing) > 1:
+            with ThreadPoolExecutor(self.parallel_starts, thread_name_prefix="engine-start") as starts:
+                futures = [starts.submit(self._start_slot, live, scenario) for live, scenario in missing]
+                wait(futures)
+            for future in futures:      # every start has ended; the first failure is the run's
+                future.result()
+        else:
+            for live, scenario in missing:
+                self._start_slot(live, scenario)
+        spent = time.monotonic() - t0 if missing else 0.0
+        self.stats.start_s += spent
         return {label: self._live[live] for label, live in lives.items()}, spent
 
-    def _start_slot(self, live: Live, scenario: Scenario) -> float:
+    def _start_slot(self, live: Live, scenario: Scenario) -> None:
         slot, instance = live
         python = slot[0]
         where = (f" with {python}" if python else "") + (f" (instance {instance + 1})" if instance else "")
@@ -97,7 +115,6 @@ class EnginePool:
             config = self._configure(scenario)      # may build a local checkpoint: not engine time
         except checkpoints.CheckpointError as err:
             raise self.fail(slot, str(err), ERROR_INPUT) from None
-        t0 = time.monotonic()
         try:
             options = {"python": python} if python else {}
             self._live[live] = self._start(config, self.start_timeout_s, **options)
@@ -108,8 +125,6 @@ class EnginePool:
             raise self.fail(slot, str(err), ERROR_ENGINE) from None
         finally:
             self.stats.starts += 1
-            self.stats.start_s += time.monotonic() - t0
-        return time.monotonic() - t0
 
     def fail(self, slot: Slot, message: str, kind: str) -> EngineKeyFailed:
         """Remember that this slot's engine failed (its later scenarios fail at once) and close it."""

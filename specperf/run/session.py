@@ -20,7 +20,7 @@ from ..judge.stored import StoredJudge
 from ..messages import one_line
 from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
-from ..records import Device, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
+from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
 from ..status import (ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED,
                       UNSUPPORTED)
 from ..storage import (ResultFileError, new_run_id, now_iso, read_record, suite_provenance, write_record,
@@ -29,7 +29,8 @@ from .calls import CallPreparer, Calls
 from . import environments
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .gate import CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference
+from .gate import (CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference,
+                   reference_pairs)
 from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
@@ -114,6 +115,7 @@ class RunSession:
         self.started = time.monotonic()
         self.started_at = now_iso()
         self._references: dict[tuple[str, str], Reference] = {}     # (side, scenario id)
+        self._gate_references: dict[str, PairedSamples] = {}         # a gate's no-SD scenarios, by id
         self.results: list[ScenarioResult] = []
         self.write_run_file(finished=False)
 
@@ -198,6 +200,7 @@ class RunSession:
         if scenario.method.is_reference:
             self._references[(CURRENT, scenario.id)] = Reference(result.value("throughput_tok_s"),
                                                                  result.output_hashes)
+            self._remember_gate_reference(scenario, result)
         self.stats.scenarios += 1
         self.stats.resumed += 1
         self._judge(result)
@@ -221,7 +224,7 @@ class RunSession:
         try:
             measured = measure_rounds(self.pool, wanted, calls.calls, scenario.output_len, scenario.warmup,
                                       self.rounds or scenario.rounds, deadline=deadline, blocks=self.gate_blocks,
-                                      instances=scenario.gate_instances,
+                                      instances=scenario.gate_instances, sets=scenario.gate_engine_sets,
                                       gpus=self.engine_gpus(scenario), rounds_runner=benchmark_runner(benchmark))
         except EngineError as err:
             label = getattr(err, "engine_label", CURRENT)
@@ -252,8 +255,10 @@ class RunSession:
         result.study_throughput = main.summary.study_throughput
         result.validity = main.validity
         if CANDIDATE in sides:
-            result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python)
+            reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)
+            result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python, reference)
             result.baseline = current_as_baseline(sides[CURRENT])
+            self._remember_gate_reference(scenario, result)
         if benchmark is not None:
             benchmark.extra_info.update({k: v.value for k, v in result.metrics.items()})
 
@@ -269,6 +274,11 @@ class RunSession:
             self._references[(side, scenario.id)] = Reference(summary.metrics["throughput_tok_s"].value,
                                                               summary.output_hashes)
         return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[side])
+
+    def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
+        """A gate's no-SD throughput pairs: its SD scenarios' speedup change is judged relative to them."""
+        if scenario.method.is_reference and result.gate is not None:
+            self._gate_references[scenario.id] = reference_pairs(result)
 
     def engine_gpus(self, scenario: Scenario) -> list[int] | None:
         """NVML indices of the GPUs this scenario's engine uses: the first TP visible ones."""

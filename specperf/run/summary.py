@@ -91,7 +91,7 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
                                 reference_id=scenario.reference_id)
     return Summary(
         rounds=[Round(wall_s=r.wall_s, output_tokens=r.output_tokens, throughput=t, counters=Counters(**r.counters),
-                      calls=[CallTiming(**c) for c in r.calls])
+                      calls=[CallTiming(**c) for c in r.calls], cpu_s=r.cpu_s, engine_instance=r.instance)
                 for r, t in zip(rounds, throughputs)],
         study_throughput=study_throughput(rounds),
         counters=Counters(**counters), memory=Memory(**rounds[-1].memory), output_hashes=output_hashes,

@@ -57,3 +57,18 @@ def slowed_python(folder: Path, fraction: float) -> str:
                     f'exec {sys.executable} "$@"\n')
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
+
+
+def second_environment(folder: Path) -> str:
+    """Another environment of this build: a virtual environment of its own (its own interpreter
+    and prefix) that sees this one's packages through a .pth file.  A gate between the two is an
+    A/A between two environments, as `tox -e gate` builds them, without a second install."""
+    import site
+    import venv
+
+    venv.EnvBuilder(with_pip=False).create(folder)
+    python = folder / "bin" / "python"
+    target = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    (Path(target) / "this-build.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return str(python)

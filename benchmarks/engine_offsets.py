@@ -3,7 +3,7 @@
 Starts `--instances` engines of each side (side A, a second A, and A slowed by `--slowdown` of every
 engine step through the CPU-tier fault plugin), all alive together, and runs rounds with pair j on
 instance j % instances, as a gate with that many engines per side does.  From the per-pair log
-ratios against the first side it splits the variance (one-way random effects, method of moments):
+ratios against the first side it splits the variance as the gate's judge does (judge/paired.py):
 
     ratio_j = change + (offset of B's instance - offset of A's instance) + noise_j
 
@@ -29,18 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier
 from suite import slowed_python  # noqa: E402
 
 
-def components(log_ratios: list[float], instances: int) -> tuple[float, float, float]:
-    """(mean change, offset-difference variance, per-pair noise variance) of ratios where pair j ran on
-    instance j % instances."""
-    groups = [log_ratios[i::instances] for i in range(instances)]
-    per_group = len(groups[0])
-    means = [statistics.fmean(g) for g in groups]
-    noise_var = statistics.fmean(statistics.variance(g) for g in groups)
-    offset_var = max(0.0, statistics.variance(means) - noise_var / per_group) if instances > 1 else math.nan
-    return statistics.fmean(log_ratios), offset_var, noise_var
-
-
 def main() -> int:
+    from specperf.judge.paired import paired_change
     from specperf.profiles.scenarios import load_profile
     from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
@@ -78,14 +68,14 @@ def main() -> int:
           f"round {measured.measure_s / (3 * args.pairs):.2f} s")
     for name in list(sides)[1:]:
         log_ratios = [math.log(b / a) for a, b in zip(base, (r.throughput for r in measured.rounds[name]))]
-        change, offset_var, noise_var = components(log_ratios, args.instances)
-        print(f"{name} / A: change {math.exp(change) - 1:+.2%}, offset-difference SD {math.sqrt(offset_var):.2%}, "
-              f"per-pair noise SD {math.sqrt(noise_var):.2%}; per instance "
+        change = paired_change(log_ratios, [j % args.instances for j in range(len(log_ratios))])
+        offset_var, noise_var = (change.between_engines or 0.0) ** 2, (change.between_pairs or 0.0) ** 2
+        print(f"{name} / A: change {math.exp(change.log_change) - 1:+.2%}, offset-difference SD "
+              f"{offset_var ** 0.5:.2%}, per-pair noise SD {noise_var ** 0.5:.2%}; per instance "
               + " ".join(f"{math.exp(statistics.fmean(log_ratios[i::args.instances])) - 1:+.1%}"
                          for i in range(args.instances)))
-        for k, n in ((1, 16), (2, 16), (3, 18), (4, 16), (4, 24), (6, 24)) if args.instances > 1 else ():
-            print(f"    gate SD with {k} engines per side, {n} pairs: "
-                  f"{math.sqrt(offset_var / k + noise_var / n):.2%}")
+        for k, n in ((1, 16), (2, 16), (4, 16), (4, 24), (8, 32)) if args.instances > 1 else ():
+            print(f"    gate SD with {k} engine pairs, {n} pairs: {math.sqrt(offset_var / k + noise_var / n):.2%}")
     return 0
 
 

@@ -280,7 +280,7 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
     for key, members in by_key.items():
         first = members[0]
         paired = any(s.paired_reference and not s.method.is_reference for s in members)
-        instances = max(s.gate_instances for s in members) if paired else 1
+        instances = max(s.gate_instances * s.gate_engine_sets for s in members) if paired else 1
         label = f"{first.model.name} / {first.method.label}" + (" (traced)" if first.trace else "")
         engines.append(EngineLine(label, [planner.estimate(s) for s in members],
                                   planner.engine_start(members), instances * (2 if paired else 1), key))

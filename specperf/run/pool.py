@@ -92,29 +92,32 @@ class EnginePool:
             if slot in self._failed:
                 raise self._failed[slot]
         missing = [(live, wanted[label][0]) for label, live in lives.items() if live not in self._live]
+        configs = []                    # from this thread: checkpoints built, one log line each, in start order
+        for live, scenario in missing:
+            (slot, instance) = live
+            where = (f" with {slot[0]}" if slot[0] else "") + (f" (instance {instance + 1})" if instance else "")
+            self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}{where}")
+            try:
+                configs.append((live, self._configure(scenario)))   # may build a checkpoint: not engine time
+            except checkpoints.CheckpointError as err:
+                raise self.fail(slot, str(err), ERROR_INPUT) from None
         t0 = time.monotonic()
-        if self.parallel_starts > 1 and len(missing) > 1:
+        if self.parallel_starts > 1 and len(configs) > 1:
             with ThreadPoolExecutor(self.parallel_starts, thread_name_prefix="engine-start") as starts:
-                futures = [starts.submit(self._start_slot, live, scenario) for live, scenario in missing]
+                futures = [starts.submit(self._start_slot, live, config) for live, config in configs]
                 wait(futures)
             for future in futures:      # every start has ended; the first failure is the run's
                 future.result()
         else:
-            for live, scenario in missing:
-                self._start_slot(live, scenario)
+            for live, config in configs:
+                self._start_slot(live, config)
         spent = time.monotonic() - t0 if missing else 0.0
         self.stats.start_s += spent
         return {label: self._live[live] for label, live in lives.items()}, spent
 
-    def _start_slot(self, live: Live, scenario: Scenario) -> None:
-        slot, instance = live
+    def _start_slot(self, live: Live, config: EngineConfig) -> None:
+        slot = live[0]
         python = slot[0]
-        where = (f" with {python}" if python else "") + (f" (instance {instance + 1})" if instance else "")
-        self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}{where}")
-        try:
-            config = self._configure(scenario)      # may build a local checkpoint: not engine time
-        except checkpoints.CheckpointError as err:
-            raise self.fail(slot, str(err), ERROR_INPUT) from None
         try:
             options = {"python": python} if python else {}
             self._live[live] = self._start(config, self.start_timeout_s, **options)

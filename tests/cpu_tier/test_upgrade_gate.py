@@ -45,10 +45,10 @@ def test_the_same_build_twice_passes_the_gate(same_build):
     done, run_dir, results = same_build
     assert done.returncode == 0, done.stdout[-3000:]
     result = results[NGRAM]
-    assert result["gate"]["pairing"].startswith("interleaved, 4 engine pairs")
+    assert result["gate"]["pairing"].startswith("interleaved, 2 engine pairs")
     assert result["gate"]["output_drift"] == 0
     assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8
-    assert sorted({r["engine_instance"] for r in result["rounds"]}) == [0, 1, 2, 3]
+    assert [r["engine_instance"] for r in result["rounds"]] == [0, 1] * 4
     assert all(r["cpu_s"] > 0 for r in result["rounds"])
     by_metric = metrics(result)
     throughput = by_metric["throughput_tok_s"]

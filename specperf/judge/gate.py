@@ -11,30 +11,21 @@ part.
 
 from __future__ import annotations
 
-import math
 import statistics
 
-from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
+from ..records import MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INVALID, worst
 from .metrics import metric_samples
-from .paired import MIN_PAIRS, PairedChange, compare_paired, paired_change
+from .paired import compare_paired, usable_change
 from .verdicts import compare_metric, spec_for, tolerance_for
-
-
-def reference_change(reference: PairedSamples, offset_floor: float) -> PairedChange | None:
-    """The no-SD reference's throughput change, where enough of its pairs are usable."""
-    pairs = [(math.log(b / a), c) for a, b, c in zip(reference.current, reference.candidate, reference.clusters)
-             if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
-    if len(pairs) < MIN_PAIRS:
-        return None
-    return paired_change([p[0] for p in pairs], [p[1] for p in pairs], offset_floor)
 
 
 def _speedup(result: ScenarioResult, current: dict, clusters: list[int]) -> MetricVerdict | None:
     """Speedup judged as throughput change relative to the reference's change; None where the gate
     has no separately measured reference (paired_reference divides pair by pair)."""
     scenario, reference = result.scenario, result.gate.reference
-    change = reference_change(reference, scenario.gate_engine_offset) if reference is not None else None
+    change = None if reference is None else \
+        usable_change(reference.current, reference.candidate, reference.clusters, scenario.gate_engine_offset)
     if change is None:
         return None
     verdict = compare_paired("speedup", current.get("throughput_tok_s", []),

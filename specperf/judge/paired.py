@@ -114,6 +114,17 @@ def paired_change(log_ratios: list[float], clusters: list[int] | None = None,
         between_pairs=math.sqrt(within) if within_df > 0 else None, clusters=count, pairs=pairs)
 
 
+def usable_change(current: list[float], candidate: list[float], clusters: list[int] | None = None,
+                  offset_floor: float = 0.0) -> PairedChange | None:
+    """paired_change over the pairs where both rounds are finite and positive; None with fewer than
+    MIN_PAIRS of them."""
+    usable = [j for j, (a, b) in enumerate(zip(current, candidate)) if _usable(a, b)]
+    if len(usable) < MIN_PAIRS:
+        return None
+    return paired_change([math.log(candidate[j] / current[j]) for j in usable],
+                         [clusters[j] for j in usable] if clusters is not None else None, offset_floor)
+
+
 def compare_paired(metric: str, current: list[float], candidate: list[float],
                    tolerance: float = GATE_TOLERANCE, clusters: list[int] | None = None,
                    offset_floor: float = 0.0, relative_to: PairedChange | None = None) -> MetricVerdict:
@@ -122,11 +133,10 @@ def compare_paired(metric: str, current: list[float], candidate: list[float],
     speedup: the SD engines' change less their no-SD reference's)."""
     spec = spec_for(metric)
     usable = [j for j, (a, b) in enumerate(zip(current, candidate)) if _usable(a, b)]
-    if len(usable) < MIN_PAIRS:
+    estimate = usable_change(current, candidate, clusters, offset_floor)
+    if estimate is None:
         return MetricVerdict(metric=metric, status=INVALID, tolerance=tolerance,
                              note=f"{len(usable)} pairs are too few for the paired test (need {MIN_PAIRS})")
-    estimate = paired_change([math.log(candidate[j] / current[j]) for j in usable],
-                             [clusters[j] for j in usable] if clusters is not None else None, offset_floor)
     if relative_to is not None:
         estimate = estimate.minus(relative_to)
     change = math.exp(estimate.log_change) - 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def one_line(err: BaseException, limit: int | None = None) -> str:
     """The root cause of an exception chain as 'Type: message', white space folded, cut at `limit`."""
@@ -24,3 +26,26 @@ def field_path(loc: tuple[str | int, ...]) -> str:
             continue
         path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
     return path
+
+
+# Control characters but the line feed and tab: C0, DEL and C1 (ESC starts every terminal escape).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text for a terminal with its control characters escaped (\\x1b, not an escape sequence):
+    ids, prompts and errors come from files and must not drive the terminal."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class PrintableStream:
+    """A text stream that writes printable(text) to `stream` (the CLI's stdout and stderr)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

@@ -61,18 +61,68 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, text + "\n")
 
 
+MAX_FILE_BYTES = 16 * 2**20     # the largest stored file read: a GPU result with traces is well under 1 MiB
+MAX_DEPTH = 32                  # the deepest nesting of a stored file (a result's is 6)
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a number")
 
 
-def read_json(path: Path, what: str) -> dict:
-    """A JSON object of this schema version; NaN and Infinity are refused (they defeat every comparison)."""
+def _unique_keys(pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    duplicate = next((key for key in keys if keys.count(key) > 1), None)
+    if duplicate is not None:
+        raise ValueError(f"duplicate key {duplicate!r}")
+    return dict(pairs)
+
+
+def depth(value, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and objects nest in `value` (a number: 0, [] or {}: 1, [[1]]: 2), level by
+    level without recursion; counting stops past `limit`."""
+    level, deepest = [value], 0
+    while deepest <= limit:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            return deepest
+        deepest += 1
+        level = [child for item in containers for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
+def read_bounded_bytes(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (never a FIFO or a device, which would
+    hang or never end); anything else is ResultFileError naming the file."""
+    import stat
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultFileError(f"{path}: cannot read {what}: not a regular file")
+        if info.st_size > limit:
+            raise ResultFileError(f"{path}: cannot read {what}: {info.st_size} bytes, more than the "
+                                  f"{limit} this suite reads")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
     except OSError as err:
         raise ResultFileError(f"{path}: cannot read {what}: {err.strerror}") from None
+    if len(data) > limit:
+        raise ResultFileError(f"{path}: cannot read {what}: more than the {limit} bytes this suite reads")
+    return data
+
+
+def read_json(path: Path, what: str) -> dict:
+    """A JSON object of this schema version from a regular file of bounded size and nesting; NaN and
+    Infinity (they defeat every comparison) and duplicate keys (which would win?) are refused."""
+    data = read_bounded_bytes(path, what)
+    try:
+        data = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except (ValueError, UnicodeDecodeError) as err:       # JSONDecodeError is a ValueError
         raise ResultFileError(f"{path}: corrupt {what} (not valid JSON: {err})") from None
+    except RecursionError:
+        raise ResultFileError(f"{path}: corrupt {what} (nested more than {MAX_DEPTH} deep)") from None
+    if depth(data) > MAX_DEPTH:
+        raise ResultFileError(f"{path}: corrupt {what} (nested more than {MAX_DEPTH} deep)")
     if not isinstance(data, dict):
         raise ResultFileError(f"{path}: corrupt {what} (expected a JSON object)")
     version = data.get("schema_version")
@@ -108,8 +158,13 @@ def new_run_id(profile: str) -> str:
 
 
 def inside(folder: Path, *parts: str) -> Path:
-    """folder/parts..., refused when the parts would lead out of folder (ids and keys come from files)."""
+    """folder/parts..., refused when the parts would lead out of folder (ids and keys come from files)
+    or pass through a symbolic link (a link inside the folder may point anywhere)."""
     path = Path(folder).joinpath(*parts)
+    for count in range(1, len(parts) + 1):
+        step = Path(folder).joinpath(*parts[:count])
+        if step.is_symlink():
+            raise ResultFileError(f"{step}: refusing to read or write through a symbolic link")
     if any(part in ("", ".", "..") or "/" in part or "\\" in part for part in parts) or \
             not path.resolve().is_relative_to(Path(folder).resolve()):
         raise ResultFileError(f"{path}: refusing a path outside {folder}")
@@ -117,7 +172,7 @@ def inside(folder: Path, *parts: str) -> Path:
 
 
 def result_path(run_dir: Path, scenario_id: str) -> Path:
-    return inside(Path(run_dir) / "results", f"{scenario_id}.json")
+    return inside(Path(run_dir), "results", f"{scenario_id}.json")
 
 
 def write_result(run_dir: Path, result: ScenarioResult) -> Path:

@@ -59,6 +59,9 @@ def own_gpus(config) -> None:
         raise pytest.UsageError(str(err)) from None
 
 
+MAX_SCENARIO_TIMEOUT_S = 7 * 24 * 3600.0
+
+
 def check_options(config) -> None:
     """Option values and combinations that cannot work: a one-line usage error before anything runs."""
     from .judge.verdicts import MIN_ROUNDS
@@ -69,8 +72,10 @@ def check_options(config) -> None:
     if rounds is not None and rounds < MIN_ROUNDS and config.getoption("update_baselines"):
         raise pytest.UsageError(f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
                                 f"(the significance test needs them), got --rounds {rounds}")
-    if config.getoption("scenario_timeout") <= 0:
-        raise pytest.UsageError(f"--scenario-timeout must be positive, got {config.getoption('scenario_timeout')}")
+    timeout = config.getoption("scenario_timeout")
+    if not 0 < timeout <= MAX_SCENARIO_TIMEOUT_S:       # NaN fails this too
+        raise pytest.UsageError(f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} "
+                                f"(a week), got {timeout}")
     if config.getoption("resume") is not None:
         chosen_profile(config)                        # the run file must be readable and of the same profile
     if config.getoption("shard") is not None:
@@ -125,6 +130,9 @@ def resumed_run(run_dir: Path) -> RunFile:
     """run.json of the run that --resume continues."""
     from .storage import ResultFileError, read_record
 
+    for name in ("results", "run.json"):
+        if (run_dir / name).is_symlink():
+            raise pytest.UsageError(f"--resume: {run_dir / name} is a symbolic link: refusing to write through it")
     try:
         return read_record(run_dir / "run.json", RunFile, "run file")
     except ResultFileError as err:

@@ -90,6 +90,15 @@ def write_run(run_dir: Path, records: list[ScenarioResult]) -> Path:
     return run_dir
 
 
+def write_run_file(run_dir: Path, profile: str) -> Path:
+    """run.json of a run of `profile` on the test hardware."""
+    from specperf.records import RunFile
+    from specperf.storage import write_record
+
+    return write_record(run_dir / "run.json", RunFile(run_id=run_dir.name, profile=profile,
+                                                      device={"kind": "cpu", "hardware_key": HARDWARE_KEY}))
+
+
 def gpu_device(*, count: int = 1, throttle_reasons: list[str] | None = None, max_sm_clock_mhz: int = 1980) -> dict:
     """A record["device"] of an H100 box as hardware.describe_device gives it, one entry per GPU."""
     gpus = [{"index": i, "uuid": f"GPU-{i:04d}", "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,

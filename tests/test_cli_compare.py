@@ -37,7 +37,7 @@ def test_identical_runs_pass(tmp_path, capsys):
     code, out, _ = compare(capsys, old, new)
     assert code == 0
     assert "regression" not in out
-    assert out.splitlines()[0] == f"compare {old} -> {new}: 2 pass"
+    assert out.splitlines()[0].startswith(f"compare {old} -> {new}: 2 pass (judged by the metrics' own tolerances")
     assert verdict_line(out, SD_ID) == f"{SD_ID}: pass"
     assert verdict_line(out, REF_ID) == f"{REF_ID}: pass"
     assert "throughput_tok_s" not in out            # passing metrics only with --all
@@ -214,3 +214,78 @@ def test_compare_judges_typed_results_read_back(tmp_path, capsys):
     assert verdict_line(out, SD_ID) == f"{SD_ID}: regression"
     assert "throughput_tok_s: regression: baseline 100, current 60, change -40.0%" in out
     assert "speedup" not in out                      # a metric only in OLD is not judged
+
+
+def lossy_with_its_own_rules():
+    """A NEW result that lost its output and wrote itself rules that would pass it."""
+    lossy = make_record(lossless=0.0)
+    lossy.scenario.tolerances = {"lossless_fraction": 9.0}
+    lossy.scenario.informational = ["lossless_fraction"]
+    return [make_record(reference_scenario()), lossy]
+
+
+def test_a_result_files_own_tolerances_never_pass_it(tmp_path, capsys):
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", lossy_with_its_own_rules())
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1 and "lossless_fraction: regression" in out
+
+
+def test_the_rules_come_from_the_profile_the_run_names(tmp_path, capsys):
+    from records import write_run_file
+
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", lossy_with_its_own_rules())
+    write_run_file(tmp_path / "new", profile="cpu-smoke")
+    code, out, _ = compare(capsys, old, new)
+    assert code == 1 and "(judged by profile cpu-smoke)" in out
+    write_run_file(tmp_path / "new", profile="no-such-profile")
+    code, _, err = compare(capsys, old, new)
+    assert code == 2 and "run.json: its profile 'no-such-profile' is not one of" in err
+
+
+LENIENT = """
+[profile]
+name = "lenient"
+tier = "cpu"
+[profile.tolerances]
+throughput_tok_s = 0.35
+speedup = 0.35
+[models.tiny-llama]
+path = "builtin:tiny-llama"
+[models.tiny-llama.methods.eagle3-k3]
+method = "eagle3"
+model = "builtin:tiny-llama-eagle3"
+num_speculative_tokens = 3
+[[cells]]
+model = "tiny-llama"
+methods = ["eagle3-k3"]
+batch_sizes = [4]
+datasets = ["gsm8k"]
+"""
+
+
+def test_an_explicit_profile_gives_the_rules(tmp_path, capsys):
+    profile = tmp_path / "lenient.toml"
+    profile.write_text(LENIENT)
+    old = run_dir(tmp_path, "old", pair())
+    new = run_dir(tmp_path, "new", pair(throughput=[t * 0.7 for t in THROUGHPUT]))
+    assert compare(capsys, old, new)[0] == 1                   # the metric's own 5%
+    code, out, _ = compare(capsys, old, new, "--profile", str(profile))
+    assert code == 0 and "(judged by profile lenient)" in out   # the profile's 35%
+
+
+@pytest.mark.parametrize("bad", [0.0, -100.0, 1e-300])
+def test_an_old_run_with_an_impossible_speed_is_a_corrupt_baseline(tmp_path, capsys, bad):
+    old_records = pair()
+    old_records[1].metrics["throughput_tok_s"].samples[0] = bad
+    old, new = run_dir(tmp_path, "old", old_records), run_dir(tmp_path, "new", pair())
+    code, _, err = compare(capsys, old, new)
+    assert code == 2 and f"{SD_ID}.json: corrupt baseline: a sample of throughput_tok_s" in err
+
+
+def test_terminal_escapes_in_ids_are_printed_escaped(tmp_path, capsys):
+    records = pair()
+    records[1].scenario.id = "evil\x1b[2J\x1b]0;owned\x07"
+    old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", records)
+    code, out, _ = compare(capsys, old, new)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b[2J\\x1b]0;owned\\x07: no-baseline" in out

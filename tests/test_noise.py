@@ -175,4 +175,4 @@ def test_noise_widens_speed_at_most_to_the_cap():
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_non_finite_current_value_is_invalid_never_a_pass(value):
     verdict = compare_metric("mean_acceptance_length", [2.5] * 5, [value] * 5)
-    assert verdict.status == "invalid" and verdict.note == "non-finite current value"
+    assert verdict.status == "invalid" and verdict.note == f"a current value {value!r} is not a finite number"

@@ -132,6 +132,8 @@ def usage_error(pytester, *args) -> str:
     (["--rounds", "0"], "--rounds must be at least 1, got 0"),
     (["--rounds", "2", "--update-baselines"], "--update-baselines needs at least 4 rounds"),
     (["--scenario-timeout", "0"], "--scenario-timeout must be positive"),
+    (["--scenario-timeout", "nan"], "--scenario-timeout must be positive seconds, at most 604800 (a week), got nan"),
+    (["--scenario-timeout", "1e12"], "--scenario-timeout must be positive seconds"),
     (["--resume", "no-such-run"], "--resume: no-such-run/run.json: cannot read run file"),
     (["--rolling-baseline", "0"], "--rolling-baseline must be at least 1, got 0"),
     (["--rolling-baseline", "5", "--history", "off"], "--rolling-baseline reads the run history, which --history off"),
@@ -174,6 +176,32 @@ def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):
     resumable_run(run_dir, "plugin-test", "gpu-nvidia-h100-80gb-hbm3-80g-x1")
     line = usage_error(pytester, "--resume", str(run_dir), "--profile", str(profile))
     assert "that run was measured on gpu-nvidia-h100-80gb-hbm3-80g-x1, this machine is cpu-" in line
+
+
+def test_resume_refuses_results_behind_a_symbolic_link(pytester, profile, tmp_path):
+    from specperf.run.device import describe_device
+
+    run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
+    resumable_run(run_dir, "plugin-test", describe_device()["hardware_key"])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (run_dir / "results").symlink_to(outside)
+    line = usage_error(pytester, "--resume", str(run_dir), "--profile", str(profile))
+    assert f"{run_dir / 'results'} is a symbolic link: refusing to write through it" in line
+
+
+def test_a_result_is_never_written_through_a_symbolic_link(tmp_path):
+    from records import make_record
+
+    from specperf.storage import ResultFileError, write_result
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results").symlink_to(outside)
+    with pytest.raises(ResultFileError, match="refusing to read or write through a symbolic link"):
+        write_result(tmp_path / "run", make_record())
+    assert list(outside.iterdir()) == []
 
 
 def test_profile_changes_since_a_resumed_run_are_named(profile):

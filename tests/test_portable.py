@@ -8,6 +8,7 @@ from records import make_record, make_scenario, scaled_counters
 from specperf.judge.baselines import (PORTABLE, baseline_path, load_baseline, portable_from_result, write_baseline,
                                       write_portable_baseline)
 from specperf.judge.stored import StoredJudge
+from specperf.judge.verdicts import DEFAULT_RULES, Rules
 from specperf.profiles.scenarios import load_profile
 
 NEW_MACHINE = "cpu-made-up-riscv-64c"
@@ -20,8 +21,8 @@ def store(tmp_path):
     return tmp_path
 
 
-def judged(store, result, key=NEW_MACHINE):
-    return StoredJudge(store, key)(result)
+def judged(store, result, key=NEW_MACHINE, rules=DEFAULT_RULES):
+    return StoredJudge(store, key)(result, rules)
 
 
 def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):
@@ -44,8 +45,20 @@ def test_a_scenario_with_no_baseline_anywhere_says_how_to_record_one(tmp_path):
 def test_where_speed_is_informational_the_new_machine_passes(store):
     scenario = make_scenario()
     result = make_record(scenario, hardware_key=NEW_MACHINE)
-    result.scenario.informational = ["throughput_tok_s", "speedup"]
-    assert judged(store, result).status == "pass"
+    rules = Rules(informational=frozenset({"throughput_tok_s", "speedup"}))
+    assert judged(store, result, rules=rules).status == "pass"
+
+
+@pytest.mark.parametrize("corrupt", [{"metrics": {}}, {"metrics": {"lossless_fraction": {"value": 1.0, "samples": []}}}])
+def test_an_empty_hardware_baseline_is_corrupt_and_never_hides_the_portable_one(store, corrupt):
+    import json
+
+    result = make_record(lossless=0.0, hardware_key=NEW_MACHINE)
+    path = write_baseline(store, make_record(hardware_key=NEW_MACHINE), NEW_MACHINE)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **corrupt}))
+    verdict = judged(store, result)
+    assert verdict.status == "error" and verdict.failed
+    assert str(path) in verdict.note and "corrupt baseline" in verdict.note
 
 
 def test_an_acceptance_drop_on_a_new_machine_fails(store):

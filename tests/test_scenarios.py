@@ -363,6 +363,13 @@ def test_valid_base_profile_loads(tmp_path):
      "no such local checkpoint '/no/such/checkpoint'"),
     (CELL.replace('method = "ngram"', 'method = "ngram"\nmodel = "./no-such-head"'), "methods.ngram-k3.model",
      "no such local checkpoint './no-such-head'"),
+    (CELL.replace('path = "org/model"', 'path = "/etc"'), "models.m.path",
+     "'/etc' is not a checkpoint (a folder with config.json, or a .gguf file)"),
+    (CELL.replace("[1, 4]", "[1, 1000000000000]"), "cells[0].batch_sizes[1]", "must be at most 8192"),
+    (CELL + "output_len = 100000000000\n", "cells[0].output_len", "must be at most 131072"),
+    (CELL.replace("rounds = 5", "rounds = 100000"), "profile.rounds", "must be at most 1000"),
+    (CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 1000000"),
+     "methods.ngram-k3.num_speculative_tokens", "must be at most 64"),
     (CELL.replace('method = "ngram"', 'method = "eagel"'), "methods.ngram-k3.method",
      "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix, adaptive)"),
 ])
@@ -382,6 +389,7 @@ def test_profile_name_defaults_to_the_file_name(tmp_path):
 
 def test_existing_local_checkpoint_is_accepted(tmp_path):
     (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "config.json").write_text("{}")
     text = CELL.replace('path = "org/model"', f'path = "{tmp_path / "weights"}"')
     assert load_profile(str(write_profile(tmp_path, text))).scenarios[0].model.path == str(tmp_path / "weights")
 
@@ -445,7 +453,7 @@ def test_schema_command_prints_the_json_schema():
     assert schema["required"] == ["models", "cells"] and schema["additionalProperties"] is False
     cell = schema["$defs"]["CellTable"]["properties"]
     assert cell["datasets"]["items"]["enum"] == list(workload_names())
-    assert cell["batch_sizes"] == {"items": {"minimum": 1, "type": "integer"}, "minItems": 1,
+    assert cell["batch_sizes"] == {"items": {"maximum": 8192, "minimum": 1, "type": "integer"}, "minItems": 1,
                                    "title": "Batch Sizes", "type": "array"}
 
 

@@ -19,7 +19,7 @@ from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, Engi
 from specperf.run.loop import balanced_schedule, measure, warm_up
 from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
 from specperf.run.session import RunSession, merge_run_files, summary_lines
-from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, SKIPPED
+from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, REGRESSION, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
 
 DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "memory_gib": 8, "driver": None,
@@ -210,6 +210,26 @@ def test_resume_keeps_finished_results_and_their_references(tmp_path):
     assert resumed.stats.resumed == 1
 
 
+def test_a_kept_result_is_judged_by_the_profile_never_by_its_own_rules(tmp_path):
+    recorder = session(tmp_path, update_baselines=True)
+    recorder.run(REF), recorder.run(SD)
+    recorder.finish()
+    run_dir = tmp_path / "reports" / "20260101-000000-unit"
+    first = session(tmp_path, run_id=run_dir.name)
+    first.run(REF)
+    lossy = first.run(SD)
+    lossy.metrics["lossless_fraction"] = lossy.metrics["lossless_fraction"].model_copy(update={"value": 0.0, "samples": [0.0]})
+    lossy.scenario.tolerances, lossy.scenario.informational = {"lossless_fraction": 9.0}, ["lossless_fraction"]
+    write_result(run_dir, lossy)
+    first.finish()
+
+    resumed = session(tmp_path, resume_dir=run_dir)
+    kept = resumed.run(SD)
+    assert resumed.stats.resumed == 1
+    by_metric = {m.metric: m for m in kept.verdict.metrics}
+    assert kept.verdict.status == REGRESSION and by_metric["lossless_fraction"].tolerance == 0.0
+
+
 def test_finish_writes_baselines_of_valid_results_only(tmp_path):
     run = session(tmp_path, update_baselines=True)
     run.run(REF)
@@ -334,11 +354,11 @@ def test_a_result_that_cannot_be_judged_gets_an_error_verdict(tmp_path, monkeypa
 
     original = stored.judge
 
-    def explode(result, baseline, noise=None):
+    def explode(result, baseline, noise=None, rules=stored.DEFAULT_RULES):
         """Fails where noise is given, as a bug in judging would."""
         if noise is not None:
             raise ZeroDivisionError("division by zero")
-        return original(result, baseline, noise)
+        return original(result, baseline, noise, rules)
 
     monkeypatch.setattr(stored, "judge", explode)
     run = session(tmp_path)

@@ -9,7 +9,7 @@ from specperf.judge import verdicts as v
 from specperf.judge.baselines import baseline_from_result
 from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
 from specperf.judge.metrics import metric_samples
-from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, compare_metric, judge, spec_for, tolerance_for
+from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, Rules, compare_metric, judge, spec_for
 from specperf.records import Baseline, Metric, MetricVerdict, Verdict
 from specperf.status import (ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY,
                              worst)
@@ -31,7 +31,7 @@ def scaled(samples, factor):
 @pytest.mark.parametrize("metric", sorted(METRICS))
 def test_direction_of_every_metric(metric):
     spec = METRICS[metric]
-    base = scaled(BASE, 0.005)                       # values in 0.5 range suit fractions too
+    base = scaled(BASE, 0.025 if spec.least >= 1 else 0.005)     # 2.5 suits a length, 0.5 a fraction
     drop, rise = compare_metric(metric, base, scaled(base, 0.8)), compare_metric(metric, base, scaled(base, 1.2))
     if spec.direction == HIGHER:
         assert (drop.status, rise.status) == (REGRESSION, IMPROVEMENT)
@@ -158,12 +158,12 @@ def test_spec_for_positions():
         spec_for("latency")
 
 
-def test_tolerance_for():
-    overrides = {"per_position_acceptance": 0.2, "throughput_tok_s": 0.3, "acceptance_pos1": 0.4}
-    assert tolerance_for("acceptance_pos0", overrides) == 0.2
-    assert tolerance_for("acceptance_pos1", overrides) == 0.4
-    assert tolerance_for("throughput_tok_s", overrides) == 0.3
-    assert tolerance_for("speedup", overrides) is None
+def test_rules_tolerance():
+    rules = Rules({"per_position_acceptance": 0.2, "throughput_tok_s": 0.3, "acceptance_pos1": 0.4})
+    assert rules.tolerance("acceptance_pos0") == 0.2
+    assert rules.tolerance("acceptance_pos1") == 0.4
+    assert rules.tolerance("throughput_tok_s") == 0.3
+    assert rules.tolerance("speedup") is None
 
 
 # --------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_judge_applies_scenario_tolerances():
 
     lenient = make_scenario(tolerances={"mean_acceptance_length": 0.2, "draft_acceptance_rate": 0.2,
                                         "per_position_acceptance": 0.2})
-    verdict = judge(make_record(lenient, counters=counters), baseline_of(scenario=lenient))
+    verdict = judge(make_record(lenient, counters=counters), baseline_of(scenario=lenient), rules=Rules.of(lenient))
     assert verdict.status == PASS
     by_metric = {m.metric: m for m in verdict.metrics}
     assert by_metric["acceptance_pos1"].tolerance == 0.2
@@ -261,8 +261,43 @@ def test_judge_applies_scenario_tolerances():
 
 def test_judge_throughput_tolerance_override():
     lenient = make_scenario(tolerances={"throughput_tok_s": 0.5, "speedup": 0.5})
-    verdict = judge(make_record(lenient, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=lenient))
+    verdict = judge(make_record(lenient, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=lenient),
+                    rules=Rules.of(lenient))
     assert verdict.status == PASS
+
+
+def test_a_result_files_own_rules_never_judge_it():
+    """Tolerances and informational metrics written into the result being judged play no part:
+    only the rules passed in (the profile's) do."""
+    lossy = make_record(lossless=0.0)
+    lossy.scenario.tolerances = {"lossless_fraction": 9.0, "throughput_tok_s": 1e308}
+    lossy.scenario.informational = ["lossless_fraction"]
+    verdict = judge(lossy, baseline_of())
+    assert verdict.status == REGRESSION and statuses(verdict)["lossless_fraction"] == REGRESSION
+    assert {m.metric: m.tolerance for m in verdict.metrics}["lossless_fraction"] == 0.0
+
+
+def test_unknown_metrics_are_named_and_not_judged():
+    result = make_record()
+    result.metrics["bogus_metric"] = Metric(value=1.0, samples=[1.0] * 5)
+    baseline = baseline_of()
+    baseline.metrics["bogus_metric"] = Metric(value=2.0, samples=[2.0] * 5)
+    verdict = judge(result, baseline)
+    assert verdict.status == PASS and "bogus_metric" not in statuses(verdict)
+    assert "not judged: unknown metric(s) bogus_metric" in verdict.note
+
+
+@pytest.mark.parametrize("bad", [0.0, -100.0, 1e-300, float("nan")])
+def test_a_speed_baseline_of_zero_negative_or_denormal_never_makes_a_slowdown_an_improvement(bad):
+    verdict = compare_metric("throughput_tok_s", [bad] + BASE[1:], scaled(BASE, 0.6)[:1] * 5)
+    assert verdict.status == INVALID and "a baseline value" in verdict.note
+    verdict = compare_metric("throughput_tok_s", [bad] * 5, scaled(BASE, 0.6))
+    assert verdict.status == INVALID
+
+
+def test_a_rate_above_one_is_out_of_range():
+    assert compare_metric("lossless_fraction", [1.0], [1.5]).status == INVALID
+    assert compare_metric("lossless_fraction", [0.0], [1.0]).status == IMPROVEMENT      # a rate may be 0
 
 
 def test_judge_no_baseline():
@@ -386,8 +421,7 @@ def test_informational_metrics_are_judged_but_do_not_fail_the_scenario():
     baseline = Baseline(scenario_id=baseline_record.id, scenario_hash=baseline_record.scenario.hash,
                         hardware_key=baseline_record.device.hardware_key, metrics=baseline_record.metrics)
     assert v.judge(slower, baseline).status == v.REGRESSION
-    slower.scenario.informational = ["throughput_tok_s", "speedup"]
-    verdict = v.judge(slower, baseline)
+    verdict = v.judge(slower, baseline, rules=Rules(informational=frozenset({"throughput_tok_s", "speedup"})))
     assert verdict.status != v.REGRESSION and not verdict.failed
     throughput = next(m for m in verdict.metrics if m.metric == "throughput_tok_s")
     assert throughput.status == v.REGRESSION

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records import RunFile, ScenarioResult
-from .database import HistoryError, history_url, migrate, open_engine, shown
+from .database import HistoryError, history_url, migrate, missing_sqlite_file, open_engine, shown
 from .queries import Reader
 from .record import Recorded, record_results, record_run_dir
 
@@ -20,8 +20,12 @@ __all__ = ["History", "HistoryError", "history_url", "shown"]
 class History:
     """One history database, opened and migrated to this suite's schema."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, read_only: bool = False):
+        """read_only: for commands that only read, which must create nothing: a SQLite file that
+        does not exist is HistoryError, not a new database."""
         self.url = url
+        if read_only and (missing := missing_sqlite_file(url)):
+            raise HistoryError(f"history {shown(url)}: no such database file {missing} (nothing recorded there yet)")
         self.engine = open_engine(url)
         try:
             migrate(self.engine, url)

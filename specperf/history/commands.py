@@ -41,7 +41,7 @@ def cmd_import(history: History, args) -> int:
         if recorded.added or recorded.present:
             print(recorded.line())
         elif recorded.problems:
-            status = 1
+            status = 2          # nothing usable in it: bad input, as everywhere in the CLI (1 is a regression)
     return status
 
 
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print("specperf: error: the history is turned off ($SPECPERF_HISTORY or --history off)", file=sys.stderr)
         return 2
     try:
-        with History(url) as history:
+        with History(url, read_only=args.verb_func is not cmd_import) as history:
             return args.verb_func(history, args)
     except HistoryError as err:
         print(f"specperf: error: {err}", file=sys.stderr)

@@ -9,6 +9,7 @@ instead of failing; PostgreSQL migrations hold an advisory lock, so a fresh data
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, text
@@ -41,20 +42,40 @@ def history_url(option: str | None, reports_dir: Path) -> str | None:
     return value
 
 
+SECRET_WORDS = ("password", "secret", "token")     # query parameters that carry a secret (sslpassword, ...)
+
+
 def shown(url: str) -> str:
-    """The URL without its password, for messages."""
+    """The URL without its secrets (the password, and query parameters such as ?sslpassword=), for
+    messages, the terminal and the report."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return re.sub(r"//[^/@]*@", "//***@", url.split("?")[0])
+    query = {key: ("***" if any(word in key.lower() for word in SECRET_WORDS) else value)
+             for key, value in parsed.query.items()}
+    return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+
+
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names where it does not exist (None: it exists, or the URL is no SQLite file)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return None if Path(parsed.database).exists() else Path(parsed.database)
 
 
 def open_engine(url: str) -> Engine:
     """An engine for `url`; PostgreSQL URLs without a driver use psycopg (version 3)."""
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise HistoryError(f"history {url}: not a database URL (sqlite:///FILE or postgresql://...)") from None
+        _ = parsed.port                     # a port that is no number fails here, not at the first query
+    except (ArgumentError, ValueError):
+        raise HistoryError(f"history {shown(url)}: not a database URL (sqlite:///FILE or "
+                           "postgresql://...)") from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() == "sqlite":
@@ -68,6 +89,9 @@ def open_engine(url: str) -> Engine:
         return engine
     if parsed.get_backend_name() != "postgresql":
         raise HistoryError(f"history {shown(url)}: {parsed.get_backend_name()} is not supported (SQLite or PostgreSQL)")
+    if parsed.drivername != "postgresql+psycopg":
+        raise HistoryError(f"history {shown(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
+                           "supported; use postgresql:// (psycopg 3)")
     return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
 
 

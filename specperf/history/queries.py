@@ -91,6 +91,13 @@ class TimedResult:
     prompt_tokens: float | None = None  # mean per request
 
 
+def _number(value) -> float | None:
+    """A finite number from a column, else None (SQLite keeps any type in any column)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
 class Reader:
     """Queries over one history database; `skipped` collects one line per run left out."""
 
@@ -104,10 +111,12 @@ class Reader:
                 return connection.execute(query).all()
         except SQLAlchemyError as err:
             raise HistoryError(f"history {shown(self.url)}: {one_line(err, 300)}") from None
+        except (ValueError, TypeError) as err:       # a column of the wrong type (a time that is no time)
+            raise HistoryError(f"history {shown(self.url)}: unreadable row: {one_line(err, 300)}") from None
 
     def _usable(self, row) -> bool:
         reason = skip_reason(row.complete, row.record_schema)
-        if reason is None and row.value is not None and math.isfinite(row.value):
+        if reason is None and _number(row.value) is not None:
             return True
         self.skipped.setdefault(row.run_id, f"history: run {row.run_id}: {reason or 'no finite value'}: skipped")
         return False
@@ -163,9 +172,10 @@ class Reader:
             run_id=row.run_id, run_started_at=row.started_at and as_utc(row.started_at),
             run_finished_at=row.run_finished_at and as_utc(row.run_finished_at), scenario_hash=row.scenario_hash,
             model=row.model, method=row.method, batch_size=row.batch_size, dataset=row.dataset,
-            throughput=row.throughput, speedup=row.speedup, engine_start_s=row.engine_start_s,
-            warmup_s=row.warmup_s, measure_s=row.measure_s, rounds=row.rounds, output_tokens=row.output_tokens,
-            sequences=row.sequences, prompt_tokens=row.prompt_tokens,
+            throughput=_number(row.throughput), speedup=_number(row.speedup),
+            engine_start_s=_number(row.engine_start_s), warmup_s=_number(row.warmup_s),
+            measure_s=_number(row.measure_s), rounds=_number(row.rounds), output_tokens=_number(row.output_tokens),
+            sequences=_number(row.sequences), prompt_tokens=_number(row.prompt_tokens),
         ) for row in self._rows(query)]
 
     def drift(self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None,

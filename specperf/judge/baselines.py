@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records import Baseline, ScenarioResult
-from ..storage import inside, read_record, write_record
-from .metrics import METRICS, summarise
+from ..storage import ResultFileError, inside, read_record, write_record
+from .metrics import METRICS, known_metric, metric_samples, spec_for, summarise
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "baselines"
 PORTABLE = "portable"       # the folder of the deterministic metrics' baselines, for every machine
@@ -29,7 +29,22 @@ def load_baseline(baseline_dir: Path, hardware_key: str, scenario_id: str) -> Ba
     path = baseline_path(baseline_dir, hardware_key, scenario_id)
     if not path.exists():
         return None
-    return read_record(path, Baseline, "baseline")
+    return checked_baseline(read_record(path, Baseline, "baseline"), path)
+
+
+def checked_baseline(baseline: Baseline, path: Path) -> Baseline:
+    """`baseline` if every metric it holds has samples, each a value the metric can take; else
+    ResultFileError naming `path` and the field (an empty or zero baseline must not pass for one)."""
+    if not baseline.metrics:
+        raise ResultFileError(f"{path}: corrupt baseline: metrics is empty")
+    for name, metric in baseline.metrics.items():
+        if not metric.samples:
+            raise ResultFileError(f"{path}: corrupt baseline: metrics.{name}.samples is empty")
+    for name, samples in metric_samples(baseline.metrics).items():
+        problem = next(filter(None, map(spec_for(name).out_of_range, samples)), None) if known_metric(name) else None
+        if problem:
+            raise ResultFileError(f"{path}: corrupt baseline: a sample of {name} {problem}")
+    return baseline
 
 
 def baseline_from_result(result: ScenarioResult) -> Baseline:

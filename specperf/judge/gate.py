@@ -17,41 +17,43 @@ from ..records import MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INVALID, worst
 from .metrics import metric_samples
 from .paired import compare_paired, usable_change
-from .verdicts import compare_metric, spec_for, tolerance_for
+from .verdicts import DEFAULT_RULES, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
 
-def _speedup(result: ScenarioResult, current: dict, clusters: list[int]) -> MetricVerdict | None:
+def _speedup(result: ScenarioResult, current: dict, clusters: list[int], rules: Rules) -> MetricVerdict | None:
     """Speedup judged as throughput change relative to the reference's change; None where the gate
     has no separately measured reference (paired_reference divides pair by pair)."""
-    scenario, reference = result.scenario, result.gate.reference
+    reference = result.gate.reference
     change = None if reference is None else \
-        usable_change(reference.current, reference.candidate, reference.clusters, scenario.gate_engine_offset)
+        usable_change(reference.current, reference.candidate, reference.clusters, rules.gate_engine_offset)
     if change is None:
         return None
     verdict = compare_paired("speedup", current.get("throughput_tok_s", []),
-                             metric_samples(result.metrics)["throughput_tok_s"], scenario.gate_tolerance,
-                             clusters, scenario.gate_engine_offset, relative_to=change)
+                             metric_samples(result.metrics)["throughput_tok_s"], rules.gate_tolerance,
+                             clusters, rules.gate_engine_offset, relative_to=change)
     if verdict.status != INVALID:
         verdict.baseline = statistics.median(current["speedup"]) if current.get("speedup") else None
         verdict.current = result.value("speedup")
     return verdict
 
 
-def judge_gate(result: ScenarioResult) -> Verdict:
+def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
+    """rules: the profile's (never the result's own)."""
     scenario = result.scenario
     if not result.ok or result.gate is None:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
-    current = metric_samples(result.gate.current.metrics)
+    current = judged_samples(result.gate.current.metrics)[0]
     clusters = [r.engine_instance for r in result.rounds]
+    candidate, unknown = judged_samples(result.metrics)
     verdicts = []
-    for name, samples in metric_samples(result.metrics).items():
+    for name, samples in candidate.items():
         if spec_for(name).deterministic:
-            verdict = compare_metric(name, current.get(name, []), samples, tolerance_for(name, scenario.tolerances))
+            verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
             verdict.judged_by = "current build"
         else:
-            verdict = (name == "speedup" and _speedup(result, current, clusters)) or \
-                compare_paired(name, current.get(name, []), samples, scenario.gate_tolerance,
-                               clusters if len(clusters) == len(samples) else None, scenario.gate_engine_offset)
+            verdict = (name == "speedup" and _speedup(result, current, clusters, rules)) or \
+                compare_paired(name, current.get(name, []), samples, rules.gate_tolerance,
+                               clusters if len(clusters) == len(samples) else None, rules.gate_engine_offset)
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)
     reasons = [*(result.validity.reasons if result.validity else []),
@@ -60,5 +62,6 @@ def judge_gate(result: ScenarioResult) -> Verdict:
     if reasons and status not in FAILING:
         status = INVALID
     notes = reasons + ([f"greedy output differs from the current build for {result.gate.output_drift} "
-                        "request(s) (output drift)"] if result.gate.output_drift else [])
+                        "request(s) (output drift)"] if result.gate.output_drift else []) + \
+        list(filter(None, [unknown_note(unknown)]))
     return Verdict(scenario_id=scenario.id, status=status, metrics=verdicts, note="; ".join(notes))

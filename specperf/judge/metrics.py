@@ -6,6 +6,7 @@ Everything here is pure: it works on the plain round records that the engine ret
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -23,6 +24,16 @@ class MetricSpec:
     rel_tolerance: float      # a change smaller than this fraction of the baseline is never a regression
     test: str                 # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
     description: str
+    least: float = 0.0        # the smallest value the metric can take (a speed: just above 0)
+    most: float = math.inf    # and the largest (a rate: 1)
+
+    def out_of_range(self, value) -> str | None:
+        """Why `value` cannot be a value of this metric (None: it can)."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return f"{value!r} is not a finite number"
+        if not self.least <= value <= self.most:
+            return f"{value!r} is outside [{self.least:g}, {self.most:g}]"
+        return None
 
     @property
     def deterministic(self) -> bool:
@@ -31,20 +42,33 @@ class MetricSpec:
         return self.test == "threshold"
 
 
+LEAST_SPEED = 1e-6     # a speed (tok/s, a speedup) below this is no measurement: a zero or denormal in a file
+
 METRICS: dict[str, MetricSpec] = {m.name: m for m in (
     MetricSpec("throughput_tok_s", "tok/s", HIGHER, 0.05, "mannwhitney",
-               "output tokens of the call / wall time of the call, prefill included"),
+               "output tokens of the call / wall time of the call, prefill included", LEAST_SPEED, math.inf),
     MetricSpec("speedup", "x", HIGHER, 0.05, "mannwhitney",
-               "SD throughput / no-SD throughput at the same model, dataset and batch size"),
+               "SD throughput / no-SD throughput at the same model, dataset and batch size", LEAST_SPEED, math.inf),
     MetricSpec("mean_acceptance_length", "tokens", HIGHER, 0.05, "threshold",
-               "1 + accepted / drafts (vLLM's gate: within 5%)"),
+               "1 + accepted / drafts (vLLM's gate: within 5%)", 1.0, math.inf),
     MetricSpec("draft_acceptance_rate", "", HIGHER, 0.05, "threshold",
-               "accepted draft tokens / proposed draft tokens"),
+               "accepted draft tokens / proposed draft tokens", 0.0, 1.0),
     MetricSpec("per_position_acceptance", "", HIGHER, 0.05, "threshold",
-               "accepted at draft position i / drafts, each position checked"),
+               "accepted at draft position i / drafts, each position checked", 0.0, 1.0),
     MetricSpec("lossless_fraction", "", HIGHER, 0.0, "threshold",
-               "fraction of requests whose greedy SD output equals the no-SD output"),
+               "fraction of requests whose greedy SD output equals the no-SD output", 0.0, 1.0),
 )}
+
+
+def known_metric(metric: str) -> bool:
+    return metric in METRICS or metric.startswith("acceptance_pos")
+
+
+def spec_for(metric: str) -> MetricSpec:
+    """Specs are per metric name; per-position rates (acceptance_pos0, ...) share one."""
+    if metric.startswith("acceptance_pos"):
+        return METRICS["per_position_acceptance"]
+    return METRICS[metric]
 
 
 def counter_delta(before: dict, after: dict) -> dict:

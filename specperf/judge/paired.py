@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from ..records import MetricVerdict
 from ..status import IMPROVEMENT, INVALID, PASS, REGRESSION
 from .metrics import HIGHER
-from .verdicts import ALPHA, EPSILON, spec_for
+from .verdicts import ALPHA, EPSILON, GATE_TOLERANCE, spec_for
 
 MIN_PAIRS = 5               # with fewer, no test of the pairs' noise is worth having
-GATE_TOLERANCE = 0.03       # a paired speed change smaller than this is never a regression
 CONFIDENCE = 0.95
 
 

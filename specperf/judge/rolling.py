@@ -14,7 +14,7 @@ from ..history.queries import Reader, Series
 from ..messages import one_line
 from ..records import Baseline, Metric, ScenarioResult, Verdict
 from ..status import ERROR, REGRESSION, SUSPECT
-from .verdicts import judge, scenario_verdict, spec_for
+from .verdicts import DEFAULT_RULES, Rules, judge, scenario_verdict, spec_for
 
 MIN_RUNS = 3            # fewer runs in history: no rolling baseline yet
 JUDGED_BY = "history"
@@ -56,12 +56,13 @@ class RollingJudge:
         return Baseline(scenario_id=result.id, scenario_hash=result.scenario.hash, hardware_key=self.hardware_key,
                         metrics=metrics), previous
 
-    def __call__(self, result: ScenarioResult) -> Verdict:
+    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
+        """Set result.verdict by the profile's `rules`."""
         try:
             baseline, previous = self.baseline(result) if result.ok else (None, {})
-            verdict = judge(result, baseline)
+            verdict = judge(result, baseline, rules=rules)
         except Exception as err:  # noqa: BLE001 - the history failing is an error verdict, not a crash
-            verdict = judge(result, None)
+            verdict = judge(result, None, rules=rules)
             verdict.status, verdict.note = ERROR, f"{result.id}: cannot be judged against the history: {one_line(err)}"
             result.verdict = verdict
             return verdict
@@ -71,15 +72,16 @@ class RollingJudge:
         for metric in verdict.metrics:
             metric.judged_by = JUDGED_BY if metric.baseline is not None else ""
         if self.two_strike:
-            verdict = self._strikes(result, verdict, previous)
+            verdict = self._strikes(result, verdict, previous, rules)
         result.verdict = verdict
         return verdict
 
-    def _strikes(self, result: ScenarioResult, verdict: Verdict, previous: dict[str, str | None]) -> Verdict:
+    def _strikes(self, result: ScenarioResult, verdict: Verdict, previous: dict[str, str | None],
+                 rules: Rules) -> Verdict:
         """A speed regression the run before did not see becomes suspect."""
         for metric in verdict.metrics:
             if metric.status == REGRESSION and not spec_for(metric.metric).deterministic \
                     and previous.get(metric.metric) not in (REGRESSION, SUSPECT):
                 metric.status = SUSPECT
                 metric.note = "; ".join(filter(None, [metric.note, "first strike: fails if the next run confirms it"]))
-        return scenario_verdict(result, verdict.metrics, True) if verdict.status == REGRESSION else verdict
+        return scenario_verdict(result, verdict.metrics, True, rules) if verdict.status == REGRESSION else verdict

@@ -70,19 +70,37 @@ class RequestAcceptance:
 
 def read_study_traces(path: Path) -> list[RequestAcceptance]:
     """The study's released trace file (data/<model>/combined_<dataset>.jsonl): per line an id, the
-    prompt and generated token ids, and acc_ngram / acc_eagle {"acc_len": [...]}."""
+    prompt and generated token ids, and acc_ngram / acc_eagle {"acc_len": [...]}.  Anything else
+    (not UTF-8, not a trace line, an acceptance length that is no whole number from 0 up, no line
+    at all) is a ValueError naming the file and line."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
     requests = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-            acc = {name: list(item[key]["acc_len"]) for name, key in (("ngram", "acc_ngram"), ("eagle", "acc_eagle"))
+            acc = {name: _lengths(item[key]["acc_len"]) for name, key in (("ngram", "acc_ngram"), ("eagle", "acc_eagle"))
                    if key in item}
             requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), acc))
+        except RecursionError:
+            raise ValueError(f"{path}:{number}: not a study trace line (nested too deeply)") from None
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"{path}:{number}: not a study trace line ({type(err).__name__}: {err})") from None
+    if not requests:
+        raise ValueError(f"{path}: no trace lines")
     return requests
+
+
+def _lengths(values) -> list[int]:
+    """Accepted tokens per step: whole numbers from 0 up."""
+    if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                               for v in values):
+        raise TypeError("acc_len must be a list of whole numbers from 0 up")
+    return values
 
 
 def study_sample(requests: list[RequestAcceptance], k: int = STUDY_SAMPLE) -> list[RequestAcceptance]:

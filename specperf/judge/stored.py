@@ -10,7 +10,7 @@ from ..status import ERROR, NO_BASELINE
 from ..storage import ResultFileError
 from .baselines import PORTABLE, baseline_path, load_baseline
 from .noise import load_noise
-from .verdicts import judge
+from .verdicts import DEFAULT_RULES, Rules, judge
 
 
 def baseline_ref(baseline: Baseline) -> BaselineRef:
@@ -35,8 +35,9 @@ class StoredJudge:
             self._noise = load_noise(self.baseline_dir, self.hardware_key)
         return self._noise
 
-    def __call__(self, result: ScenarioResult) -> Verdict:
-        """Set result.verdict (and result.baseline where one exists); a corrupt file is an error verdict.
+    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
+        """Set result.verdict (and result.baseline where one exists) by the profile's `rules`; a
+        corrupt file is an error verdict.
 
         Without a baseline of this hardware, the portable one judges the deterministic metrics."""
         baseline, note, source = None, "", "hardware"
@@ -51,12 +52,12 @@ class StoredJudge:
         except ResultFileError as err:
             noise, note = None, str(err)
         try:
-            verdict = judge(result, baseline, noise)
+            verdict = judge(result, baseline, noise, rules)
             if baseline is not None:
                 result.baseline = baseline_ref(baseline)
         except Exception as err:  # noqa: BLE001 - a result that cannot be judged is an error, not a crash
             where = baseline_path(self.baseline_dir, self.hardware_key, result.id)
-            verdict = judge(result, None)
+            verdict = judge(result, None, rules=rules)
             note = f"{result.id}: cannot be judged against {where}: {one_line(err)}"
         if note:
             verdict.status, verdict.note = ERROR, note

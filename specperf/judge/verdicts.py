@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass, field
 
 from ..records import Baseline, MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
-from .metrics import HIGHER, METRICS, MetricSpec, metric_samples
+from .metrics import HIGHER, known_metric, metric_samples, spec_for
 
 
 ALPHA = 0.05        # significance level of the U test
@@ -21,32 +22,58 @@ MIN_ROUNDS = 4      # with fewer rounds on either side, p < ALPHA is impossible
 NOISE_MULTIPLE = 3.0    # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
 MAX_NOISE_TOLERANCE = 0.5   # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
+GATE_TOLERANCE = 0.03       # a paired speed change smaller than this is never a regression
 
 
-def spec_for(metric: str) -> MetricSpec:
-    """Specs are per metric name; per-position rates (acceptance_pos0, ...) share one."""
-    if metric.startswith("acceptance_pos"):
-        return METRICS["per_position_acceptance"]
-    return METRICS[metric]
+@dataclass(frozen=True)
+class Rules:
+    """How a scenario is judged: the profile's tolerances, the metrics that do not fail it, and the
+    gate's.  Always taken from the profile in force (`Rules.of` its scenario), never from the result
+    file being judged, so that no file on disk can widen its own gate.  The defaults are the metrics'
+    own tolerances, every metric gating."""
+
+    tolerances: dict[str, float] = field(default_factory=dict)
+    informational: frozenset[str] = frozenset()
+    gate_tolerance: float = GATE_TOLERANCE
+    gate_engine_offset: float = 0.0
+
+    @classmethod
+    def of(cls, scenario) -> Rules:
+        """The rules of a scenario of the profile in force (profiles.scenarios.Scenario)."""
+        return cls(dict(scenario.tolerances), frozenset(scenario.informational), scenario.gate_tolerance,
+                   scenario.gate_engine_offset)
+
+    def tolerance(self, metric: str) -> float | None:
+        """The profile's override for this metric (or for its spec, e.g. per_position_acceptance), if any."""
+        return self.tolerances.get(metric, self.tolerances.get(spec_for(metric).name))
+
+    def is_informational(self, metric: str) -> bool:
+        return metric in self.informational or spec_for(metric).name in self.informational
+
+
+DEFAULT_RULES = Rules()
 
 
 def compare_metric(metric: str, baseline_samples: list[float], current_samples: list[float],
                    tolerance: float | None = None, noise_cv: float | None = None) -> MetricVerdict:
     """tolerance: the profile's (default: the metric's); noise_cv widens a speed metric's to
-    NOISE_MULTIPLE x CV, at most MAX_NOISE_TOLERANCE.  A non-finite current value is invalid."""
+    NOISE_MULTIPLE x CV, at most MAX_NOISE_TOLERANCE.  A value the metric cannot take (not finite,
+    a zero speed, a rate above 1) on either side makes the verdict invalid."""
     spec = spec_for(metric)
     tol = spec.rel_tolerance if tolerance is None else tolerance
     if noise_cv is not None and not spec.deterministic:
         tol = max(tol, min(NOISE_MULTIPLE * noise_cv, MAX_NOISE_TOLERANCE))
-    if not all(math.isfinite(s) for s in current_samples):
-        return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note="non-finite current value")
     if not current_samples:
         return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note="no current value")
+    for side, samples in (("current", current_samples), ("baseline", baseline_samples)):
+        problem = next(filter(None, map(spec.out_of_range, samples)), None)
+        if problem:
+            return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note=f"a {side} value {problem}")
     current = statistics.median(current_samples)
     if not baseline_samples:
         return MetricVerdict(metric=metric, status=NO_BASELINE, current=current, tolerance=tol)
-    baseline = statistics.median(baseline_samples)
-    change = (current - baseline) / abs(baseline) if baseline else math.copysign(math.inf, current) if current else 0.0
+    baseline = statistics.median(baseline_samples)       # within the metric's range: >= 0, > 0 for speeds
+    change = (current - baseline) / baseline if baseline else math.inf if current else 0.0
     worse_by = -change if spec.direction == HIGHER else change
     verdict = MetricVerdict(metric=metric, status=PASS, baseline=baseline, current=current,
                             change=change if math.isfinite(change) else None, tolerance=tol,
@@ -75,38 +102,44 @@ def one_sided_p(baseline: list[float], current: list[float], direction: str, wor
     return float(mannwhitneyu(current, baseline, alternative=alternative).pvalue)
 
 
-def tolerance_for(metric: str, overrides: dict) -> float | None:
-    """A profile's override for this metric (or for its spec, e.g. per_position_acceptance), if any."""
-    return overrides.get(metric, overrides.get(spec_for(metric).name))
+def judged_samples(metrics) -> tuple[dict[str, list[float]], list[str]]:
+    """A record's samples by metric (metrics.metric_samples) of the metrics the suite knows, and the
+    names it does not know (reported, never judged)."""
+    samples = metric_samples(metrics)
+    return {k: v for k, v in samples.items() if known_metric(k)}, sorted(k for k in samples if not known_metric(k))
 
 
-def judge(result: ScenarioResult, baseline: Baseline | None, noise: dict[str, float] | None = None) -> Verdict:
-    """noise: this scenario's measured CV per metric (noise.load_noise), widening its thresholds."""
+def unknown_note(names: list[str]) -> str:
+    return f"not judged: unknown metric(s) {', '.join(names)}" if names else ""
+
+
+def judge(result: ScenarioResult, baseline: Baseline | None, noise: dict[str, float] | None = None,
+          rules: Rules = DEFAULT_RULES) -> Verdict:
+    """noise: this scenario's measured CV per metric (noise.load_noise), widening its thresholds;
+    rules: the profile's (never the result's own)."""
     scenario = result.scenario
     if not result.ok:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     if baseline is not None and baseline.scenario_hash != scenario.hash:
         return Verdict(scenario_id=scenario.id, status=INCOMPATIBLE,
                        note=f"scenario changed (hash {baseline.scenario_hash} -> {scenario.hash})")
-    base = metric_samples(baseline.metrics) if baseline is not None else {}
+    base = judged_samples(baseline.metrics)[0] if baseline is not None else {}
+    current, unknown = judged_samples(result.metrics)
     noise = noise or {}
-    verdicts = [compare_metric(name, base.get(name, []), samples, tolerance_for(name, scenario.tolerances),
-                               noise.get(name))
-                for name, samples in metric_samples(result.metrics).items()]
+    verdicts = [compare_metric(name, base.get(name, []), samples, rules.tolerance(name), noise.get(name))
+                for name, samples in current.items()]
     for verdict in verdicts:
-        if is_informational(verdict.metric, result):
+        if rules.is_informational(verdict.metric):
             verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
-    return scenario_verdict(result, verdicts, baseline is not None)
+    verdict = scenario_verdict(result, verdicts, baseline is not None, rules)
+    verdict.note = "; ".join(filter(None, [verdict.note, unknown_note(unknown)]))
+    return verdict
 
 
-def is_informational(metric: str, result: ScenarioResult) -> bool:
-    informational = set(result.scenario.informational)
-    return metric in informational or spec_for(metric).name in informational
-
-
-def scenario_verdict(result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool) -> Verdict:
+def scenario_verdict(result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool,
+                     rules: Rules = DEFAULT_RULES) -> Verdict:
     """The worst status of the gating metrics' verdicts; an invalid result is never trusted or failed on."""
-    status = worst(v.status for v in verdicts if not is_informational(v.metric, result)) \
+    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric)) \
         if has_baseline else NO_BASELINE
     note = ""
     if not result.valid:

@@ -200,6 +200,8 @@ def load_profile(name_or_path: str) -> Profile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ProfileError(f"{path}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: not valid TOML: nested too deeply") from None
     try:
         spec = ProfileFile.model_validate(data)
     except ValidationError as err:

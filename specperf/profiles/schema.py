@@ -40,10 +40,19 @@ def _checked(check: Callable[[Any], Any], schema: Any) -> Any:
     return Annotated[Any, PlainValidator(check, json_schema_input_type=schema)]
 
 
-def _integer(value: Any, low: int, kind: str) -> int:
+def _integer(value: Any, low: int, kind: str, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"must be a {kind} integer, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"must be at most {high}, got {value!r}")
     return value
+
+
+def _bounded(high: int, low: int = 1) -> Any:
+    """An integer from `low` to `high`: bounds far beyond any real run, so that a typo is caught before
+    the planner or vLLM is asked for a batch of 10^12."""
+    kind = "positive" if low == 1 else "non-negative"
+    return _checked(lambda v: _integer(v, low, kind, high), Annotated[int, Field(ge=low, le=high)])
 
 
 def _text(value: Any) -> str:
@@ -88,8 +97,12 @@ def _checkpoint(value: Any) -> str:
     ref = _text(value)
     if is_builtin(ref) and ref[len(BUILTIN_PREFIX):] not in BUILTINS:
         raise ValueError(f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
-    if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().exists():
-        raise ValueError(f"no such local checkpoint {ref!r}")
+    if ref.startswith(("/", "./", "../", "~")):
+        local = Path(ref).expanduser()
+        if not local.exists():
+            raise ValueError(f"no such local checkpoint {ref!r}")
+        if not (local / "config.json").is_file() and local.suffix != ".gguf":
+            raise ValueError(f"{ref!r} is not a checkpoint (a folder with config.json, or a .gguf file)")
     return ref
 
 
@@ -99,8 +112,15 @@ def _tolerance(value: Any) -> float:
     return value
 
 
-PositiveInt = _checked(lambda v: _integer(v, 1, "positive"), Annotated[int, Field(ge=1)])
 NonNegativeInt = _checked(lambda v: _integer(v, 0, "non-negative"), Annotated[int, Field(ge=0)])
+Rounds = _bounded(1000)
+Warmup = _bounded(100, low=0)
+Requests = _bounded(100_000)
+OutputLen = _bounded(131_072)          # 128 Ki tokens, beyond any model's context in the study
+DraftTokens = _bounded(64)
+BatchSize = _bounded(8192)
+GpuCount = _bounded(64)
+GateEngines = _bounded(64)
 Text = _checked(_text, Annotated[str, Field(min_length=1)])
 Slug = _checked(check_slug, Annotated[str, Field(pattern=SLUG)])
 MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])
@@ -158,11 +178,11 @@ class ProfileTable(_Table):
     description: str = ""
     tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked "
                        "requires_gpu")
-    rounds: PositiveInt = Field(5, description="measured rounds per scenario")
-    warmup: NonNegativeInt = Field(1, description="unmeasured rounds before them")
+    rounds: Rounds = Field(5, description="measured rounds per scenario")
+    warmup: Warmup = Field(1, description="unmeasured rounds before them")
     seed: NonNegativeInt = Field(42, description="engine seed and workload sampling seed")
-    num_requests: PositiveInt = Field(8, description="requests drawn from the dataset per scenario")
-    output_len: PositiveInt = Field(128, description="max_tokens of each request")
+    num_requests: Requests = Field(8, description="requests drawn from the dataset per scenario")
+    output_len: OutputLen = Field(128, description="max_tokens of each request")
     batching: Batching = Field("replicate", description="replicate: one prompt B times per call (the "
                                "study's); distinct: B different prompts (named in the scenario id)")
     selection: Selection = Field("hash", description="hash: the first num_requests records ranked by "
@@ -177,10 +197,10 @@ class ProfileTable(_Table):
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
     paired_reference: bool = Field(False, description="keep each SD scenario's no-SD engine alive beside "
                                    "it and alternate their rounds, so speedup is a ratio per pair of rounds")
-    gate_instances: PositiveInt = Field(1, description="paired runs (--candidate, paired_reference): engines "
+    gate_instances: GateEngines = Field(1, description="paired runs (--candidate, paired_reference): engines "
                                         "per side, side by side, pairs taking them in turn; averages the offset "
                                         "between fresh engines of one build")
-    gate_engine_sets: PositiveInt = Field(1, description="paired runs: the pairs split over this many "
+    gate_engine_sets: GateEngines = Field(1, description="paired runs: the pairs split over this many "
                                           "sets of fresh engines, started anew for each set (more engine "
                                           "pairs, each an independent draw of the offset between engines)")
     gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = Field(
@@ -201,7 +221,7 @@ class MethodTable(_Table):
 
     method: SDMethodName
     model: Checkpoint = _optional("the draft model or head: hub id, local path or builtin:NAME")
-    num_speculative_tokens: PositiveInt = Field(description="draft tokens per step (k)")
+    num_speculative_tokens: DraftTokens = Field(description="draft tokens per step (k)")
 
     @model_validator(mode="after")
     def _adaptive_names_its_parts(self) -> MethodTable:
@@ -223,7 +243,7 @@ class ModelTable(_Table):
 
     path: Checkpoint = Field(description="hub id, local path or builtin:NAME")
     tokenizer: Checkpoint = _optional("hub id, local path or builtin:NAME; default: the model's own")
-    tp: PositiveInt = Field(1, description="tensor-parallel size (GPUs per engine)")
+    tp: GpuCount = Field(1, description="tensor-parallel size (GPUs per engine)")
     thinking: bool = _optional("enable_thinking passed to the chat template (Qwen3's reasoning switch); "
                                "default: the template's own default")
     methods: dict[MethodLabel, MethodTable] = Field({}, description="methods of this model only; "
@@ -237,11 +257,11 @@ class CellTable(_Table):
     model: Text = Field(description="a NAME of [models.NAME]")
     methods: Annotated[list[Text], Field(min_length=1, description="method labels; the no-SD "
                                          "reference is added by itself")]
-    batch_sizes: Annotated[list[PositiveInt], Field(min_length=1)]
+    batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
     datasets: Annotated[list[Dataset], Field(min_length=1)]
-    num_requests: PositiveInt = _optional("default: [profile] num_requests")
-    output_len: PositiveInt = _optional("default: [profile] output_len")
-    rounds: PositiveInt = _optional("default: [profile] rounds")
+    num_requests: Requests = _optional("default: [profile] num_requests")
+    output_len: OutputLen = _optional("default: [profile] output_len")
+    rounds: Rounds = _optional("default: [profile] rounds")
     batching: Batching = _optional("default: [profile] batching")
     selection: Selection = _optional("default: [profile] selection")
     chat: bool = _optional("apply the target's chat template to the prompts; default: the workload's "

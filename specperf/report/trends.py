@@ -57,7 +57,7 @@ def load_trends(url: str | None, results: list[ScenarioResult], last: int = LAST
         return trends
     trends.source = shown(url)
     try:
-        with History(url) as history:
+        with History(url, read_only=True) as history:
             reader = history.reader()
             for result in results:
                 for metric, _ in TREND_METRICS:

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..judge.baselines import write_baseline, write_portable_baseline
 from ..judge.gate import judge_gate
 from ..judge.stored import StoredJudge
+from ..judge.verdicts import Rules
 from ..messages import one_line
 from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
@@ -165,7 +166,7 @@ class RunSession:
         write_result(self.run_dir, result)
         if result.status == SKIPPED:
             return result
-        self._judge(result)
+        self._judge(result, scenario)
         return result
 
     def _unsupported(self, scenario: Scenario) -> str | None:
@@ -203,7 +204,7 @@ class RunSession:
             self._remember_gate_reference(scenario, result)
         self.stats.scenarios += 1
         self.stats.resumed += 1
-        self._judge(result)
+        self._judge(result, scenario)
         return result
 
     def _wanted(self, scenario: Scenario) -> dict[str, tuple[Scenario, str | None]]:
@@ -285,11 +286,13 @@ class RunSession:
         gpus = self.device.get("gpus")
         return [g["index"] for g in gpus[:scenario.model.tp]] if gpus else None
 
-    def _judge(self, result: ScenarioResult) -> None:
+    def _judge(self, result: ScenarioResult, scenario: Scenario) -> None:
+        """Judged by the profile in force: a kept result's own tolerances play no part."""
+        rules = Rules.of(scenario)
         if self.candidate_python:
-            result.verdict = judge_gate(result)
+            result.verdict = judge_gate(result, rules)
         else:
-            self.judge(result)
+            self.judge(result, rules)
         write_result(self.run_dir, result)
         self.results.append(result)
 

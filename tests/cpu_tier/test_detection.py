@@ -66,6 +66,17 @@ def smaller_window(tmp_path_factory, store):
     return faulty_run(tmp_path_factory, store, SMALLER_WINDOW)
 
 
+def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeated):
+    """First in the module, so the repeat runs right after the baselines it is judged against: speed
+    drifts on a shared machine over the half hour the faulted runs take."""
+    done, result, metrics, _ = repeated
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert result["verdict"]["status"] == "pass", result["verdict"]
+    assert len(deterministic(metrics)) == len(ACCEPTANCE) + 1 + 3        # 3 draft positions
+    for name, metric in deterministic(metrics).items():
+        assert metric["status"] == "pass" and metric["change"] == 0, (name, metric)
+
+
 def test_a_slower_proposer_is_a_throughput_and_speedup_regression(slowed):
     done, result, metrics, _ = slowed
     assert result["verdict"]["status"] == "regression"
@@ -99,15 +110,6 @@ def test_a_smaller_ngram_window_is_an_acceptance_regression(smaller_window):
     assert metrics["mean_acceptance_length"]["change"] < -0.05
     assert "mean_acceptance_length: regression" in done.stdout
     assert metrics["lossless_fraction"]["status"] == "pass"       # still the same greedy output
-
-
-def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeated):
-    done, result, metrics, _ = repeated
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert result["verdict"]["status"] == "pass", result["verdict"]
-    assert len(deterministic(metrics)) == len(ACCEPTANCE) + 1 + 3        # 3 draft positions
-    for name, metric in deterministic(metrics).items():
-        assert metric["status"] == "pass" and metric["change"] == 0, (name, metric)
 
 
 def test_a_changed_output_token_is_a_lossless_regression(lossy):

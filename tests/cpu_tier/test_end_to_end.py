@@ -111,8 +111,9 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
         assert trace["notes"] == [], (sid, trace["notes"])
         assert seconds["forward"] > 0 and seconds["rest"] >= 0, (sid, seconds)
         # the engine steps are the generate() calls' time, but for request handling around them
+        # (most of it: a loaded machine stretches that handling too, hence no tighter bound)
         wall = sum(r["wall_s"] for r in result["rounds"])
-        assert 0.85 * wall <= seconds["total"] <= wall, (sid, seconds["total"], wall)
+        assert 0.75 * wall <= seconds["total"] <= wall, (sid, seconds["total"], wall)
         assert len(trace["step_us"]["total"]) == trace["steps"] // len(result["rounds"])
         batch = trace["step_batch"]      # every step ran at least one request, one token each
         assert len(batch["tokens"]) == len(trace["step_us"]["total"])

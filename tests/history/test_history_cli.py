@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from nightly import nightly_dir
 from records import HARDWARE_KEY, make_scenario
 from specperf.cli import main
@@ -27,7 +28,7 @@ def test_import_names_and_skips_what_it_cannot_read(database_url, tmp_path, caps
     good = nightly_dir(tmp_path, 0, 100)
     (good / "results" / "broken.json").write_text("{not json")
     (tmp_path / "not-a-run").mkdir()
-    assert main(["history", "--history", database_url, "import", str(good), str(tmp_path / "not-a-run")]) == 1
+    assert main(["history", "--history", database_url, "import", str(good), str(tmp_path / "not-a-run")]) == 2
     out = capsys.readouterr()
     assert out.out.strip() == "history: night-0: 1 results recorded"
     assert out.err.splitlines() == [
@@ -56,3 +57,51 @@ def test_an_unreachable_database_is_one_line_and_the_run_folder_stays(tmp_path, 
     assert main(["history", "--history", url, "show", "x"]) == 2
     (error,) = capsys.readouterr().err.splitlines()
     assert error.startswith("specperf: error: history postgresql://specperf@127.0.0.1:1/history: ")
+
+
+def test_secrets_in_a_history_url_are_never_shown(capsys):
+    from specperf.history import shown
+
+    url = "postgresql://me:hunter2@127.0.0.1:1/h?sslpassword=s3cret&password=p4ss&sslmode=require"
+    assert shown(url) == "postgresql://me:***@127.0.0.1:1/h?password=***&sslmode=require&sslpassword=***"
+    assert main(["history", "--history", url, "show", "x"]) == 2
+    error = capsys.readouterr().err
+    assert "hunter2" not in error and "s3cret" not in error and "p4ss" not in error
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("postgresql://127.0.0.1:notaport/h", "not a database URL"),
+    ("postgresql+psycopg2://127.0.0.1/h", "driver 'psycopg2' is not supported; use postgresql://"),
+])
+def test_a_bad_history_url_is_one_line(url, problem, capsys):
+    assert main(["history", "--history", url, "show", "x"]) == 2
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith("specperf: error: history ") and problem in error
+
+
+def test_reading_commands_create_nothing(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "history.sqlite"
+    for verb in (["show", "x"], ["drift"]):
+        assert main(["history", "--history", f"sqlite:///{missing}", *verb]) == 2
+        assert "no such database file" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_rows_of_the_wrong_type_in_sqlite_are_skipped_or_one_line(tmp_path, capsys):
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    dirs = [nightly_dir(tmp_path, n, 100) for n in range(3)]
+    assert main(["history", "--history", url, "import", *map(str, dirs)]) == 0
+    with sqlite3.connect(tmp_path / "history.sqlite") as db:
+        db.execute("UPDATE metric_values SET value = 'fast' WHERE rowid = (SELECT min(rowid) FROM metric_values "
+                   "WHERE metric = 'throughput_tok_s')")
+    capsys.readouterr()
+    assert main(["history", "--history", url, "show", make_scenario().id]) == 0
+    assert "2 runs" in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "history.sqlite") as db:
+        db.execute("UPDATE results SET finished_at = 'not a time'")
+    for verb in (["show", make_scenario().id], ["drift"]):
+        assert main(["history", "--history", url, *verb]) == 2
+        (error,) = capsys.readouterr().err.splitlines()
+        assert "unreadable row" in error

@@ -102,6 +102,8 @@ def read_jsonl(workload: Workload, path: Path) -> tuple[ListTable, str]:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise WorkloadError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise WorkloadError(f"{path}:{lineno}: invalid JSON: nested too deeply") from None
         if not isinstance(rec, dict):
             raise WorkloadError(f"{path}:{lineno}: expected a JSON object, got {describe(rec)}")
         try:

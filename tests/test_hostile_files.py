@@ -1,0 +1,102 @@
+"""Hostile files on disk (deep nesting, devices, FIFOs, huge files, duplicate keys, bad traces) get
+one line naming the file, never a traceback, a hang or gigabytes of memory."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from records import make_record
+
+from specperf.judge import simulate
+from specperf.profiles.scenarios import ProfileError, load_profile
+from specperf.profiles.workloads import WorkloadError, load
+from specperf.records import ScenarioResult
+from specperf.storage import MAX_DEPTH, ResultFileError, depth, read_json, read_record, result_path, write_result
+
+
+def nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.fixture
+def result_file(tmp_path):
+    return write_result(tmp_path, make_record())
+
+
+def test_depth_counts_levels():
+    assert (depth(1), depth([]), depth({"a": [1]}), depth([[{"b": []}]])) == (0, 1, 2, 4)
+    assert depth(json.loads(nested(500))) == MAX_DEPTH + 1          # counting stops past the limit
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 1000, 100_000])
+def test_json_nested_too_deep_is_one_line(result_file, levels):
+    data = json.loads(result_file.read_text())
+    result_file.write_text(json.dumps(data)[:-1] + f', "extra": {nested(levels)}}}')
+    with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \(nested more than {MAX_DEPTH} deep\)$"):
+        read_record(result_file, ScenarioResult, "result")
+
+
+def test_a_real_result_is_far_from_the_depth_limit(result_file):
+    assert depth(json.loads(result_file.read_text())) < MAX_DEPTH // 2
+
+
+def test_duplicate_keys_are_refused(result_file):
+    text = result_file.read_text()
+    result_file.write_text(text.replace('"status": "ok"', '"status": "ok", "status": "error"', 1))
+    with pytest.raises(ResultFileError, match=r"duplicate key 'status'"):
+        read_record(result_file, ScenarioResult, "result")
+
+
+def test_a_device_behind_a_result_name_is_refused(tmp_path):
+    path = result_path(tmp_path, "zero")
+    path.parent.mkdir(parents=True)
+    path.symlink_to("/dev/zero")
+    with pytest.raises(ResultFileError, match=rf"^{path}: cannot read result: not a regular file$"):
+        read_json(path, "result")
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path):
+    path = tmp_path / "fifo.json"
+    os.mkfifo(path)
+    with pytest.raises(ResultFileError, match="not a regular file"):
+        read_json(path, "result")          # opening a FIFO would block until a writer came
+
+
+def test_a_file_over_the_size_limit_is_refused(tmp_path, monkeypatch):
+    import specperf.storage as storage
+
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"samples": [1.0] * 1000}))
+    monkeypatch.setattr(storage, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(ResultFileError, match=r"bytes, more than the 1000 this suite reads"):
+        storage.read_bounded_bytes(path, "result", storage.MAX_FILE_BYTES)
+
+
+def test_a_profile_nested_too_deep_is_one_line(tmp_path):
+    path = tmp_path / "deep.toml"
+    path.write_text("[profile]\nname = 'x'\nvalue = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ProfileError, match=rf"^{path}: not valid TOML: nested too deeply$"):
+        load_profile(str(path))
+
+
+def test_a_workload_line_nested_too_deep_is_one_line(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text('{"question": ' + nested(100_000) + "}\n")
+    with pytest.raises(WorkloadError, match=rf"^{path}:1: invalid JSON: nested too deeply$"):
+        load("gsm8k", 1, 42, tmp_path)
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": [1, "x"]}}\n', r":1: not a study trace line \(TypeError"),
+    (b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": ' + nested(100_000).encode() + b"}}\n",
+     r":1: not a study trace line"),
+    (b'{"id": "0\xff"}\n', r": not valid UTF-8 \(byte 10\)"),
+    (b"", r": no trace lines"),
+], ids=["text-length", "nested", "bad-byte", "empty"])
+def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
+    path = tmp_path / "combined_gsm8k.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"^{path}{problem}"):
+        simulate.read_study_traces(path)

@@ -1,5 +1,6 @@
 """The adaptive proposer's choice per row (run/adaptive_proposer.py), with a recorded draft model
-in place of the real one (the CPU tier runs it in a real engine: tests/cpu_tier/test_adaptive.py)."""
+in place of the real one (the CPU tier runs it in a real engine: tests/cpu_tier/test_end_to_end.py,
+test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated)."""
 
 from __future__ import annotations
 

@@ -54,8 +54,16 @@ def test_the_fit_recovers_a_known_step_cost():
     assert fitted.drafts["eagle3"].coefficients == \
         pytest.approx((TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3)
     cost = fitted.step_cost("eagle3")
-    assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)     # sampling is part of the rest and cost.draft_fixed == pytest.approx(1e-3, rel=1e-3)
-    assert fitted.step_cost("ngram").ngram_share == pytest.approx(TRUE["share"], rel=1e-3)
+    assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)     # sampling is part of the rest
+    # every learned coefficient lands in its own StepCost field
+    assert (cost.target_kv, cost.target_token, cost.target_fixed) == \
+        pytest.approx((TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3)
+    assert (cost.draft_kv, cost.draft_token, cost.draft_fixed) == \
+        pytest.approx((TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3)
+    assert cost.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)      # the combined oracle drafts at its cost
+    ngram = fitted.step_cost("ngram")
+    assert ngram.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)
+    assert (ngram.draft_kv, ngram.draft_token, ngram.draft_fixed) == (0.0, 0.0, 0.0)   # n-gram has no learned draft
 
 
 def test_the_fit_states_its_error_on_noisy_steps():

@@ -100,3 +100,49 @@ def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
     path.write_bytes(content)
     with pytest.raises(ValueError, match=rf"^{path}{problem}"):
         simulate.read_study_traces(path)
+
+
+TELEMETRY = {"samples": 3, "interval_s": 0.5, "sm_clock_mhz": {"min": 1, "median": 2, "max": 3},
+             "throttle_reasons": [], "memory_used_mib": {"start": 1, "peak": 2}, "foreign_pids": []}
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"sm_clock_mhz": 5}, "gpu_telemetry: Value error, sm_clock_mhz"),
+    ({"memory_used_mib": 5}, "gpu_telemetry: Value error, memory_used_mib"),
+    ({"throttle_reasons": [["a"]]}, "gpu_telemetry: Value error, throttle_reasons.0"),
+    ({"sm_clock_mhz": {"min": 1, "median": "fast", "max": 3}}, "gpu_telemetry: Value error, sm_clock_mhz.median"),
+])
+def test_free_form_telemetry_is_typed_on_load(result_file, bad, field, tmp_path, capsys):
+    from specperf.cli import main
+
+    data = json.loads(result_file.read_text())
+    result_file.write_text(json.dumps({**data, "gpu_telemetry": TELEMETRY}))
+    read_record(result_file, ScenarioResult, "result")                   # the sampler's own shape is fine
+    result_file.write_text(json.dumps({**data, "gpu_telemetry": {**TELEMETRY, **bad}}))
+    with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \({field}"):
+        read_record(result_file, ScenarioResult, "result")
+    assert main(["report", str(tmp_path)]) == 0                           # the report names the file, no traceback
+    assert "report:" in capsys.readouterr().out
+
+
+def test_a_gate_config_difference_is_a_pair(tmp_path):
+    from specperf.records import Gate
+
+    side = {"vllm": "0.29.0", "rounds": [], "metrics": {}}
+    Gate.model_validate({"current": side, "candidate_python": "p", "pairing": "interleaved",
+                         "config_diff": {"async": [None, True]}})
+    with pytest.raises(Exception, match="config_diff.async"):
+        Gate.model_validate({"current": side, "candidate_python": "p", "pairing": "interleaved",
+                             "config_diff": {"async": [1]}})
+
+
+@pytest.mark.parametrize("environments", [{"current": {"methods": 5}}, {"current": {"vllm": "0.29.0"}}])
+def test_a_run_files_builds_are_typed_on_load(tmp_path, environments):
+    from records import write_run_file
+
+    path = write_run_file(tmp_path, "unit")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "environments": environments}))
+    from specperf.records import RunFile
+
+    with pytest.raises(ResultFileError, match=rf"^{path}: corrupt run file \(environments: Value error, methods"):
+        read_record(path, RunFile, "run file")

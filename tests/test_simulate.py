@@ -1,9 +1,9 @@
 """The speedup simulator (judge/simulate.py) on constructed traces, with step costs simple enough
 to count by hand; and `specperf simulate` over files in the study's format.
 
-The simulator reproduces the study's own (SpecDecode-Bench/simulator) on its released traces:
-checked to 4 digits for EAGLE and the combined oracle (n-gram's fixed-k modes differ by its
-random matching, within 0.01%); the README has the table."""
+How closely it reproduces the study's own simulator (SpecDecode-Bench/simulator) on the released
+traces is benchmarks/simulate_vs_study.py's to show (its figures and command are in the README), not
+these tests'."""
 
 from __future__ import annotations
 
@@ -135,3 +135,52 @@ def test_the_curves_page_draws_a_chart_per_dataset_with_a_line_per_mode():
     assert page.count('<svg class="chart"') == 2 and page.count("<polyline") == 6
     assert 'stroke-dasharray="8 3 2 3"' in page and "eagle k3, batch 8: 1.50x" in page
     assert "&lt;i&gt;cnn&lt;/i&gt;" in page and "<i>cnn</i>" not in page and "traces/&lt;dir&gt;" in page
+
+
+# Every term of the cost model non-zero and of its own size, so that dropping or changing any one
+# moves the speedup: a = target per KV token, b = per verified token, c = per forward, d = draft per
+# KV token, e = per drafted token, f = per draft, s = n-gram's share, o = overhead per step.
+A, B, C, D, E, F, S, O = 1e-3, 1e-2, 1.0, 1e-4, 0.1, 0.5, 0.05, 0.25
+EVERY_TERM = StepCost(target_kv=A, target_token=B, target_fixed=C, draft_kv=D, draft_token=E, draft_fixed=F,
+                      ngram_share=S, overhead=O)
+PROMPT, ACC = 2, [3, 1, 1, 1]       # 4 output tokens, the first from the prefill
+
+
+def by_hand_without_sd(n):
+    """Prefill (2n prompt tokens), then decode steps at KV 3n, 4n, 5n (2n prompt + n first tokens + ...)."""
+    prefill = B * PROMPT * n + C + O
+    return prefill + sum(A * kv + B * n + C + O for kv in (3 * n, 4 * n, 5 * n))
+
+
+def by_hand_with_sd(n, steps, drafting):
+    """Prefill, then each step (KV tokens, tokens verified per copy) with its forward, drafting and overhead."""
+    prefill = B * PROMPT * n + C + O
+    total = prefill
+    for kv, verified, draft in steps:
+        forward = A * kv + B * verified * n + C
+        total += forward + drafting(forward, draft) + O
+    return total
+
+
+def learned(forward, draft):
+    kv_seen, drafted = draft        # each copy drafts after the others' tokens of this step: mean (n-1)/2 of them
+    return D * kv_seen + E * drafted + F
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_the_simulator_prices_every_term_of_the_step_cost(n):
+    """Oracle: one step verifying 3 tokens per copy; k=1: steps verifying 2, producing 2 then 1.  A
+    learned drafter in its last step sees the KV its copy releases (1 + produced + prompt tokens)."""
+    base = by_hand_without_sd(n)
+    oracle = by_hand_with_sd(n, [(3 * n, 3, (3 * n + (3 - 6) * (n - 1) / 2, 3))], learned)
+    k1 = by_hand_with_sd(n, [(3 * n, 2, (3 * n + 2 * (n - 1) / 2, 2)), (5 * n, 2, (5 * n + (1 - 6) * (n - 1) / 2, 2))],
+                         learned)
+    ngram_oracle = by_hand_with_sd(n, [(3 * n, 3, None)], lambda forward, _: S * forward)
+    ngram_k1 = by_hand_with_sd(n, [(3 * n, 2, None), (5 * n, 2, None)], lambda forward, _: S * forward)
+    eagle, ngram = [request(ACC, PROMPT)], [request(ACC, PROMPT, proposer="ngram")]
+    assert simulate.speedups(eagle, "eagle", "oracle", (n,), cost=EVERY_TERM)[n] == pytest.approx(base / oracle, rel=1e-12)
+    assert simulate.speedups(eagle, "eagle", "k1", (n,), cost=EVERY_TERM)[n] == pytest.approx(base / k1, rel=1e-12)
+    assert simulate.speedups(ngram, "ngram", "oracle", (n,), cost=EVERY_TERM)[n] == \
+        pytest.approx(base / ngram_oracle, rel=1e-12)
+    assert simulate.speedups(ngram, "ngram", "k1", (n,), cost=EVERY_TERM, known_misses=True)[n] == \
+        pytest.approx(base / ngram_k1, rel=1e-12)

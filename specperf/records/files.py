@@ -2,14 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, computed_field, field_validator, model_validator
+from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
 
 from ..status import FAILING, OK
 from .base import SCHEMA_VERSION, Provenance, Record
 from .measured import (Counters, Device, Lossless, Memory, Metric, Round, ScenarioInfo, ShownOutput, StudyThroughput,
                        Timings, Trace, Validity, WorkloadFacts, checked_metrics)
+
+
+# ------------------------------------------------------------------ shapes of the plain dicts
+
+class Spread(Record):
+    min: float
+    median: float
+    max: float
+
+
+class MemoryUsed(Record):
+    start: float
+    peak: float
+
+
+class GpuTelemetry(Record):
+    """The shape of ScenarioResult.gpu_telemetry (run/telemetry.TelemetrySampler.summary())."""
+
+    samples: int = 0
+    interval_s: float | None = None
+    sm_clock_mhz: Spread | None = None
+    mem_clock_mhz: Spread | None = None
+    temperature_c: Spread | None = None
+    power_w: Spread | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+    memory_used_mib: MemoryUsed | None = None
+    foreign_pids: list[int] = Field(default_factory=list)
+
+
+class Environment(Record):
+    """The shape of one build in RunFile.environments (run/environments.describe())."""
+
+    python: str | None = None
+    vllm: str | None = None
+    distribution: str | None = None
+    methods: dict[str, str | None]          # SD method -> None (supported) or why not
+
+
+def shaped_as(model: type[Record]):
+    """A field validator that checks a plain dict (or each value of a dict of them) against `model`
+    and keeps it a dict: what the report reads of it is then there and of its type."""
+    def check(value):
+        try:
+            if value is not None:
+                model.model_validate(value)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}" if where else first["msg"]) from None
+        return value
+    return check
+
+
+def each_shaped_as(model: type[Record]):
+    check = shaped_as(model)
+    return lambda values: {key: check(value) for key, value in values.items()}
 
 
 # ------------------------------------------------------------------ how it compared
@@ -126,7 +182,8 @@ class Gate(Record):
     pairing: str                               # "interleaved", or "blocks of N rounds"
     reference: PairedSamples | None = None     # the no-SD reference's throughput, where speedup divides by it
     output_drift: int = 0                      # requests whose greedy output differs between the builds
-    config_diff: dict[str, list[Any]] = Field(default_factory=dict)   # setting -> [current, candidate]
+    config_diff: dict[str, Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=dict)                  # setting -> [current, candidate]
 
 
 # ------------------------------------------------------------------ the files
@@ -150,6 +207,7 @@ class ScenarioResult(Record):
     counters: Counters | None = None
     memory: Memory | None = None
     gpu_telemetry: dict[str, Any] | None = None
+    _telemetry_shape = field_validator("gpu_telemetry")(shaped_as(GpuTelemetry))
     output_hashes: list[str] | None = None
     outputs: list[ShownOutput] = Field(default_factory=list)
     metrics: dict[str, Metric] = Field(default_factory=dict)
@@ -226,6 +284,7 @@ class RunFile(Record):
     workers: int | None = None
     scenario_hashes: dict[str, str] = Field(default_factory=dict)     # the profile's, id -> content hash
     environments: dict[str, dict[str, Any]] = Field(default_factory=dict)   # a gate's builds (run.environments)
+    _environments_shape = field_validator("environments")(each_shaped_as(Environment))
 
 
 class NoiseEntry(Record):

@@ -1,16 +1,18 @@
 """Real regressions injected into a vLLM CPU engine are caught, on the right metric; a clean
 repeat is not flagged.
 
-A clean run stores baselines; then the same scenarios run again unchanged (A/A), with the n-gram
+A clean run stores baselines; then the n-gram scenario runs again unchanged (A/A), with the n-gram
 proposer slowed down (a sleep around every proposal), with a smaller n-gram window (fewer accepted
 tokens) and with one output token changed (not lossless), through the fault-injection vLLM plugin
 in vllm_faults/.  No fault changes the scenario definition, so every run is judged against the
-clean baselines.  The scenarios are traced, so the report also says what moved.
+clean baselines.  Each of those runs resumes a copy of the clean run without its n-gram result:
+the no-SD reference, which no fault touches, is kept from the clean run.  The scenarios are traced, so the report also says what moved.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from suite import PROFILES, only_run_dir, read_results, run_suite
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "detect.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder-traced"
+REFERENCE = "smollm2-135m-nosd-bs1-instructcoder-traced"
 DELAY = "propose_delay_ms=150"      # most of a step: far beyond the profile's 35% speed tolerance
 SMALLER_WINDOW = "ngram_window=1:1"
 LOSSY = "lossy=ngram"
@@ -31,39 +34,45 @@ def deterministic(metrics: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    store = tmp_path_factory.mktemp("baselines")
-    done = run_suite(PROFILE, tmp_path_factory.mktemp("clean"), store, "--update-baselines")
+def clean(tmp_path_factory):
+    """The clean run that stores the baselines: (baseline store, its run directory)."""
+    store, reports = tmp_path_factory.mktemp("baselines"), tmp_path_factory.mktemp("clean")
+    done = run_suite(PROFILE, reports, store, "--update-baselines")
     assert done.returncode == 0, done.stdout[-3000:]
-    return store
+    return store, only_run_dir(reports)
 
 
-def faulty_run(tmp_path_factory, store, fault=None):
-    reports = tmp_path_factory.mktemp("faulty")
-    done = run_suite(PROFILE, reports, store, fault=fault)
-    run_dir = only_run_dir(reports)
+def faulty_run(tmp_path_factory, clean, fault=None):
+    """The n-gram scenario measured again, with the fault: a copy of the clean run resumed without
+    its n-gram result, so that the untouched no-SD reference is kept, not measured again."""
+    store, clean_dir = clean
+    run_dir = tmp_path_factory.mktemp("faulty") / clean_dir.name
+    shutil.copytree(clean_dir, run_dir)
+    (run_dir / "results" / f"{NGRAM}.json").unlink()
+    done = run_suite(PROFILE, run_dir.parent, store, "--resume", str(run_dir), fault=fault)
+    assert f"[resumed] {REFERENCE}: kept" in done.stdout
     result = read_results(run_dir)[NGRAM]
     return done, result, {m["metric"]: m for m in result["verdict"]["metrics"]}, run_dir
 
 
 @pytest.fixture(scope="module")
-def repeated(tmp_path_factory, store):
-    return faulty_run(tmp_path_factory, store)
+def repeated(tmp_path_factory, clean):
+    return faulty_run(tmp_path_factory, clean)
 
 
 @pytest.fixture(scope="module")
-def lossy(tmp_path_factory, store):
-    return faulty_run(tmp_path_factory, store, LOSSY)
+def lossy(tmp_path_factory, clean):
+    return faulty_run(tmp_path_factory, clean, LOSSY)
 
 
 @pytest.fixture(scope="module")
-def slowed(tmp_path_factory, store):
-    return faulty_run(tmp_path_factory, store, DELAY)
+def slowed(tmp_path_factory, clean):
+    return faulty_run(tmp_path_factory, clean, DELAY)
 
 
 @pytest.fixture(scope="module")
-def smaller_window(tmp_path_factory, store):
-    return faulty_run(tmp_path_factory, store, SMALLER_WINDOW)
+def smaller_window(tmp_path_factory, clean):
+    return faulty_run(tmp_path_factory, clean, SMALLER_WINDOW)
 
 
 def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeated):

@@ -16,7 +16,7 @@ from specperf.judge.traces import request_positions
 
 pytestmark = pytest.mark.cpu_tier
 
-A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and not traced"
+A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and bs1 and not traced"    # batch 4 adds no check
 
 
 def history_url(store: Path) -> str:

@@ -2,7 +2,7 @@
 to count by hand; and `specperf simulate` over files in the study's format.
 
 How closely it reproduces the study's own simulator (SpecDecode-Bench/simulator) on the released
-traces is benchmarks/simulate_vs_study.py's to show (its figures and command are in the README), not
+traces is benchmarks/simulate_vs_study.py's to show (docs/methodology/simulator.md), not
 these tests'."""
 
 from __future__ import annotations

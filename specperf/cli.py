@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from .history import commands as history_commands
+from .judge.simulate import PROPOSERS as SIMULATED
 from .messages import PrintableStream
+from .methods import method_of
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
 from .judge.baselines import baseline_from_result, checked_baseline
 from .storage import ResultFileError, load_results, result_path
@@ -126,7 +128,7 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
               f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
               f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
         for method, fit in cost.drafts.items():
-            formula = (f"{fit.coefficients[0]:.3g} x the forward" if method == "ngram" else
+            formula = (f"{fit.coefficients[0]:.3g} x the forward" if method_of(method).drafting_fit == "share" else
                        "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients))
             print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
     return 0
@@ -179,11 +181,11 @@ def cmd_simulate(args) -> int:
             print(f"specperf: error: {err}", file=sys.stderr)
             return 2
         for proposer in args.proposers:
-            needs = ("ngram", "eagle") if proposer == "combined" else (proposer,)
+            needs = (simulate.NGRAM, simulate.EAGLE) if proposer == simulate.COMBINED else (proposer,)
             if not all(name in r.acc_len for r in requests for name in needs):
                 print(f"specperf: error: {path}: no {' and '.join(needs)} acceptance in every line", file=sys.stderr)
                 return 2
-            for mode in ("oracle",) if proposer == "combined" else args.modes:
+            for mode in ("oracle",) if proposer == simulate.COMBINED else args.modes:
                 values = simulate.speedups(requests, proposer, mode, batches, dataset=dataset)
                 rows.append({"dataset": dataset, "proposer": proposer, "mode": mode, "speedup": values})
                 print(f"{dataset:<14} {proposer:<9} {mode:<7}" + "".join(f"{values[b]:>7.2f}" for b in batches))
@@ -283,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                           help="fit the step-cost model to the traced results of these runs, print it and "
                                "each traced scenario's measured, simulated and oracle speedups")
     simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
-    simulate.add_argument("--proposers", nargs="+", default=["eagle", "ngram", "combined"],
-                          choices=["eagle", "ngram", "combined"],
+    simulate.add_argument("--proposers", nargs="+", default=list(SIMULATED), choices=list(SIMULATED),
                           help="eagle: the learned head the traces hold (EAGLE-3 in the study's release)")
     simulate.add_argument("--modes", nargs="+", default=list(("k1", "k3", "k5", "oracle")),
                           choices=["k1", "k3", "k5", "oracle"])

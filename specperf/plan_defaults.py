@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .methods import method_of
 from .profiles.scenarios import Scenario
 
 
@@ -60,7 +61,7 @@ def weight_bytes(scenario: Scenario) -> float:
     """Bytes of weights the engine loads: target and draft model, in the profile's dtype."""
     total = target_size_b(scenario)[0]
     draft = scenario.method.params.get("model")
-    if isinstance(draft, str) and scenario.method.name in ("draft_model", "adaptive"):    # not a small head
+    if isinstance(draft, str) and method_of(scenario.method.name).drafts_with_a_model:    # not a small head
         total += (model_size_b(draft) or (0.0, 0.0))[0]
     dtype = str(scenario.engine_args.get("dtype", "auto")).lower()
     return total * 1e9 * DTYPE_BYTES.get(dtype, 2)

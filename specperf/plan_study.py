@@ -11,6 +11,7 @@ import functools
 import math
 import statistics
 
+from .methods import method_of
 from .profiles.scenarios import Scenario
 from .report.analyses import load_reference as _load_reference
 from .report.analyses import study_panel, study_series_name
@@ -35,7 +36,6 @@ PROMPT_TOKENS = {"cnn_dailymail": 838, "gsm8k": 94, "instructcoder": 171, "share
 FIG3_DATASETS = {"GSM8K": "gsm8k", "CNN/DM": "cnn_dailymail", "ShareGPT": "sharegpt",
                  "InstructCoder": "instructcoder", "AIME22-24": "aime", "GPQA-Main": "gpqa"}
 FIG3_FAMILIES = {"Qwen3-8B-Thinking": "qwen3-8b", "GLM-4.5-Air": "glm-4.5-air"}
-FIG3_SERIES = {("ngram", 3): "N-gram", ("eagle3", 3): "EAGLE-3", ("mtp", 3): "MTP"}
 # Models without panels of their own take Qwen3-8B's, scaled by parameters per GPU (decode reads
 # every weight once per step, so a step's time grows with the bytes each GPU holds).
 SCALE_FROM = ("qwen3-8b", 8.0)
@@ -118,7 +118,7 @@ def speedup(scenario: Scenario) -> float | None:
     panel = study_panel(scenario.model.name, scenario.model.path, scenario.dataset, reference)
     if panel is not None and series in panel[1]:
         return interpolate(dict(zip(sizes, panel[1][series])), scenario.batch_size)
-    family, fig3_series = _family(scenario), FIG3_SERIES.get((method, k))
+    family, fig3_series = _family(scenario), method_of(method).figure3_series.get(k)
     if family is not None and fig3_series is not None:
         panels = _fig3(family, scenario.dataset)
         sd, none = (_fig3_series(panels, fig3_series, scenario.batch_size),

@@ -12,10 +12,11 @@ def select(profile: Profile, keyword: str | None = None, marks: str | None = Non
     """The scenarios `pytest -k/-m` would run: those matching, and the no-SD references they need."""
     from _pytest.mark.expression import Expression
 
+    from .profiles.registry import method_marker
     from .suite_run import model_marker
 
     def names(s: Scenario) -> set[str]:
-        return {"nosd" if s.method.is_reference else s.method.name, s.dataset, model_marker(s.model.name)}
+        return {method_marker(s.method.name), s.dataset, model_marker(s.model.name)}
 
     chosen = list(profile.scenarios)
     for option, expression, own in (("-k", keyword, lambda s: names(s) | {s.id}), ("-m", marks, names)):

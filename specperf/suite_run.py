@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .profiles.registry import method_marker
 from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile, traced
 from .records import RunFile
 from .run.device import has_nvidia_gpu
@@ -243,8 +244,7 @@ def model_marker(model_name: str) -> str:
 
 
 def marks(scenario: Scenario, profile: Profile) -> list:
-    method = "nosd" if scenario.method.is_reference else scenario.method.name
-    marks = [getattr(pytest.mark, method), getattr(pytest.mark, scenario.dataset),
+    marks = [getattr(pytest.mark, method_marker(scenario.method.name)), getattr(pytest.mark, scenario.dataset),
              getattr(pytest.mark, model_marker(scenario.model.name)),
              pytest.mark.xdist_group(scenario.model.name)]   # references and engines stay on one worker
     if profile.tier == "gpu":

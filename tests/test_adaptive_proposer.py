@@ -40,7 +40,7 @@ def test_ngram_where_the_context_repeats_the_draft_model_elsewhere_nothing_in_pr
     tokens[1, :6] = [1, 2, 3, 4, 5, 6]                # nothing recurs: the draft model
     drafts = made.propose([[3], [6], []], np.array([8, 6, 4]), tokens)
     assert drafts == [[4, 5, 9], [7, 7, 7], []]
-    assert made.chosen == {"ngram": 1, "draft": 1} and made.draft.calls == [(1, 6, 3)]
+    assert made.chosen == {"lookup": 1, "draft": 1} and made.draft.calls == [(1, 6, 3)]
 
 
 def test_no_draft_past_max_model_len():
@@ -62,4 +62,4 @@ def test_a_profile_must_name_the_adaptive_proposers_draft_and_window(missing):
     with pytest.raises(ValidationError) as err:
         ProfileFile.model_validate(profile)
     assert problem(err.value) == f"methods.adaptive-k3.{missing}: required for method 'adaptive' " \
-                                 "(n-gram window and draft model)"
+                                 "(it needs model, prompt_lookup_min, prompt_lookup_max)"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from ..methods import method_of
 from ..records import ScenarioResult
 from .simulate import StepCost
 
@@ -62,9 +63,11 @@ class FittedCost:
         (the combined oracle drafts at n-gram's cost); the adaptive proposer drafts with n-gram or
         the draft model, and takes the draft model's fit."""
         kv, token, fixed = self.forward.coefficients
-        learned_fit = self.drafts.get("draft_model" if method == "adaptive" else method)
-        learned = learned_fit.coefficients if learned_fit is not None and method != "ngram" else (0.0, 0.0, 0.0)
-        share = self.drafts["ngram"].coefficients[0] if "ngram" in self.drafts else 0.0
+        traits = method_of(method)
+        learned_fit = self.drafts.get(traits.fit_from or method)
+        learned = learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0, 0.0)
+        shared = next((fit for name, fit in self.drafts.items() if method_of(name).drafting_fit == "share"), None)
+        share = shared.coefficients[0] if shared is not None else 0.0
         return StepCost(target_kv=kv, target_token=token, target_fixed=fixed, draft_kv=learned[0],
                         draft_token=learned[1], draft_fixed=learned[2], ngram_share=share,
                         overhead=self.rest.coefficients[0])
@@ -83,9 +86,9 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
         pooled = {name: np.concatenate([s[name] for _, s in scenarios]) for name in scenarios[0][1]}
         everything = {name: np.concatenate([s[name] for s in with_prefill[model]]) for name in ("kv_tokens", "tokens", "forward")}
         drafts = {}
-        for method in sorted({m for m, _ in scenarios if m not in ("none", "adaptive")}):   # adaptive: mixed steps
+        for method in sorted({m for m, _ in scenarios if method_of(m).drafting_fit}):   # none for mixed steps
             steps = {name: np.concatenate([s[name] for m, s in scenarios if m == method]) for name in pooled}
-            if method == "ngram":           # a share of the forward
+            if method_of(method).drafting_fit == "share":           # a share of the forward
                 drafts[method] = fit_linear(steps["forward"][:, None], steps["draft"], constant=False)
             else:
                 drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], steps["per_request"]]), steps["draft"])

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..methods import HEAD, method_of
 from ..records import ScenarioResult
 from . import simulate
 from .cost_fit import FittedCost, decode_steps, fit_costs
 
-PROPOSER = {"ngram": "ngram", "draft_model": "draft", "adaptive": "adaptive"}    # method -> simulate's name
 
 
 @dataclass
@@ -60,7 +60,7 @@ def request_acceptance(result: ScenarioResult) -> list[simulate.RequestAcceptanc
     """The traced requests in the simulator's form: n-gram's and the draft model's per-position acceptance."""
     requests = []
     for r in result.trace.requests if result.trace else []:
-        acc = {name: values for name, values in (("ngram", r.ngram_acc), ("draft", r.draft_acc)) if values}
+        acc = {name: values for name, values in ((simulate.NGRAM, r.ngram_acc), (simulate.DRAFT, r.draft_acc)) if values}
         if acc and r.prompt_len:
             requests.append(simulate.RequestAcceptance(r.request_id, r.prompt_len, acc))
     return requests
@@ -72,14 +72,15 @@ def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
     if steps is None:
         return None
     forward = cost.forward(steps["kv_tokens"], steps["tokens"])
-    if result.scenario.method.name == "ngram":
-        draft = np.where(steps["per_request"] > 1, forward * cost.ngram_share, 0.0)   # drafted: verified more than one
-    elif result.scenario.method.name == "adaptive":
-        return None         # which steps drafted with the model is not in the step record
-    elif result.scenario.is_reference:
+    method = method_of(result.scenario.method.name)
+    if method.is_reference:
         draft = 0.0
-    else:
+    elif method.drafting_fit == "share":
+        draft = np.where(steps["per_request"] > 1, forward * cost.ngram_share, 0.0)   # drafted: verified more than one
+    elif method.drafting_fit == "learned":
         draft = cost.learned_draft(steps["kv_tokens"], steps["per_request"])
+    else:
+        return None         # mixed steps (the adaptive proposer): which drafted with the model is not recorded
     predicted = forward + draft + cost.overhead
     return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
 
@@ -105,16 +106,18 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         row = Headroom(s.id, s.batch_size, _speedup(result))
         rows.append(row)
         requests = request_acceptance(result)
-        proposer = PROPOSER.get(s.method.name)
+        method = method_of(s.method.name)
+        proposer = method.simulated_as
         if proposer is None:
             row.note = (f"{s.method.name} drafts from the target's hidden states: its acceptance is known only "
-                        "where it drafted, so no bound is simulated")
+                        "where it drafted, so no bound is simulated" if method.proposer == HEAD else
+                        f"{s.method.name}: the simulator has no model of its drafts")
             continue
         if s.model.name not in costs or not requests:
             row.note = "no fitted step cost or no per-position acceptance in the trace"
             continue
-        has_draft = all("draft" in r.acc_len for r in requests)
-        if proposer != "ngram" and not has_draft:
+        has_draft = all(simulate.DRAFT in r.acc_len for r in requests)
+        if proposer != simulate.NGRAM and not has_draft:
             row.note = "the draft model's per-position acceptance is missing from the trace"
             continue
         cost = costs[s.model.name].step_cost(s.method.name)
@@ -122,7 +125,7 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         sizes = sorted(batch_sizes[(s.model.name, s.method.label, s.dataset)] | {s.batch_size})
         modes = {"simulated": (proposer, f"k{k}"), "oracle": (proposer, "oracle")}
         if has_draft:
-            modes |= {"combined": ("combined", "oracle"), "adaptive": ("adaptive", f"k{k}")}
+            modes |= {"combined": (simulate.COMBINED, "oracle"), "adaptive": (simulate.ADAPTIVE, f"k{k}")}
         for name, (which, mode) in modes.items():
             values = simulate.speedups(requests, which, mode, sizes, cost, s.dataset, known_misses=True)
             for size, value in values.items():

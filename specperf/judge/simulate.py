@@ -23,6 +23,11 @@ from pathlib import Path
 import numpy as np
 
 MODES = ("k1", "k3", "k5", "oracle")
+# The simulator's proposers, as the study's trace files name their acceptance (acc_ngram, acc_eagle)
+# and the suite's traces add theirs: methods.py says which method each simulates.
+NGRAM, EAGLE, DRAFT = "ngram", "eagle", "draft"
+COMBINED, ADAPTIVE = "combined", "adaptive"      # the per-step best of two; n-gram where it proposes, else the draft
+PROPOSERS = (EAGLE, NGRAM, COMBINED)             # what `specperf simulate` offers on the study's traces
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 # The study's chance that n-gram finds a match where its draft would be rejected (simulator.py).
 NGRAM_MATCH = {"sharegpt": 0.2, "cnn": 0.4, "cnn_dailymail": 0.4, "gsm8k": 0.2, "instructcoder": 0.8}
@@ -83,7 +88,7 @@ def read_study_traces(path: Path) -> list[RequestAcceptance]:
             continue
         try:
             item = json.loads(line)
-            acc = {name: _lengths(item[key]["acc_len"]) for name, key in (("ngram", "acc_ngram"), ("eagle", "acc_eagle"))
+            acc = {name: _lengths(item[key]["acc_len"]) for name, key in ((NGRAM, "acc_ngram"), (EAGLE, "acc_eagle"))
                    if key in item}
             requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), acc))
         except RecursionError:
@@ -144,10 +149,10 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
 
 def learned_key(request: RequestAcceptance) -> str:
     """The learned proposer of a request's traces: the study's EAGLE, or the suite's draft model."""
-    return "eagle" if "eagle" in request.acc_len else "draft"
+    return EAGLE if EAGLE in request.acc_len else DRAFT
 
 
-def combined(request: RequestAcceptance, first: str = "ngram", second: str | None = None) -> list[int]:
+def combined(request: RequestAcceptance, first: str = NGRAM, second: str | None = None) -> list[int]:
     """The per-step best of two proposers (the study's combined oracle)."""
     a, b = request.acc_len[first], request.acc_len[second or learned_key(request)]
     return [max(x, y) for x, y in zip(a, b)]
@@ -155,7 +160,7 @@ def combined(request: RequestAcceptance, first: str = "ngram", second: str | Non
 
 def adaptive(request: RequestAcceptance) -> list[int]:
     """The adaptive proposer's rule (run/adaptive_proposer.py): n-gram where it proposes, else the draft."""
-    a, b = request.acc_len["ngram"], request.acc_len[learned_key(request)]
+    a, b = request.acc_len[NGRAM], request.acc_len[learned_key(request)]
     return [x if x > 0 else y for x, y in zip(a, b)]
 
 
@@ -186,7 +191,7 @@ def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, dr
         matched[path.maybe_unmatched] = rng.binomial(batch, match, int(path.maybe_unmatched.sum()))
         verified = np.where(path.maybe_unmatched, matched * path.verified + (batch - matched), verified)
     forward = cost.forward(kv, verified)
-    if drafter == "ngram":         # a copy that verifies its last token alone drafted nothing
+    if drafter == NGRAM:           # a copy that verifies its last token alone drafted nothing
         drafts = np.where(path.verified > 1, matched / batch * forward * cost.ngram_share, 0.0)
     elif drafter == "ngram-always":
         drafts = forward * cost.ngram_share
@@ -207,16 +212,16 @@ def speedups(requests: list[RequestAcceptance], proposer: str, mode: str, batch_
     `known_misses`: the traces mark with 0 where n-gram proposed nothing (the suite's); the study's
     do not, and a match is drawn where n-gram's draft would be rejected."""
     rng = np.random.default_rng(SEED)
-    drafter = {"ngram": "ngram", "combined": "ngram-always"}.get(proposer, "learned")
-    rule = {"combined": combined, "adaptive": adaptive}.get(proposer, lambda request: request.acc_len[proposer])
+    drafter = {NGRAM: NGRAM, COMBINED: "ngram-always"}.get(proposer, "learned")
+    rule = {COMBINED: combined, ADAPTIVE: adaptive}.get(proposer, lambda request: request.acc_len[proposer])
     paths = []
     for request in requests:
         acc = rule(request)
         if acc:
-            path = trajectory(acc, mode, proposer == "ngram" and not known_misses)
+            path = trajectory(acc, mode, proposer == NGRAM and not known_misses)
             learned = None
-            if proposer == "adaptive":          # the steps the draft model proposed
-                learned = np.array(request.acc_len["ngram"])[path.positions - 1] == 0
+            if proposer == ADAPTIVE:            # the steps the draft model proposed
+                learned = np.array(request.acc_len[NGRAM])[path.positions - 1] == 0
             paths.append((request.prompt_len, path, learned))
     result = {}
     for batch in batch_sizes:

@@ -28,10 +28,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..methods import method_of
 from .checkpoints import BUILTIN_PREFIX, CheckpointError, checkpoint_path, is_builtin
 
-#: Methods with no draft weights and no KV cache of their own ("none" is the no-SD reference).
-WEIGHTLESS_METHODS = ("none", "ngram", "suffix")
 #: Config keys that count a model's MTP layers.
 MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
@@ -252,9 +251,10 @@ def estimate(scenario, effective_dtype: str | None = None) -> MemoryEstimate:
     kv = _kv(target.ref, target.text_config, layers, kv_bytes, notes)
 
     draft_weights = draft_kv = None
-    if method in WEIGHTLESS_METHODS:
+    traits = method_of(method)
+    if not traits.has_own_weights:
         draft_weights = draft_kv = 0
-    elif method == "mtp":
+    elif traits.head_in_target:
         mtp_layers = next((target.text_config[k] for k in MTP_LAYER_KEYS if target.text_config.get(k)), None)
         if head_tensors:
             draft_weights = _weights(target, head_tensors, float_bytes, notes)
@@ -268,9 +268,10 @@ def estimate(scenario, effective_dtype: str | None = None) -> MemoryEstimate:
             notes.append(_line(err))
         else:
             draft_weights = _weights(draft, draft.tensors, float_bytes, notes)
-            # The adaptive proposer's draft keeps a transformers cache in the model's dtype.
+            # A draft run in the engine process (the adaptive proposer's) keeps a transformers cache
+            # in the model's dtype.
             draft_kv = _kv(draft.ref, draft.text_config, draft.text_config.get("num_hidden_layers"),
-                           float_bytes if method == "adaptive" else kv_bytes, notes)
+                           float_bytes if traits.draft_in_engine else kv_bytes, notes)
     else:
         notes.append(f"method {method}: no draft checkpoint named")
     return MemoryEstimate(weights, draft_weights, kv, draft_kv, weights_dtype, kv_dtype, "; ".join(notes) or None)

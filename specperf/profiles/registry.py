@@ -2,13 +2,12 @@
 batching modes. Profile validation, pytest markers and the report read them from here.
 
 Adding a workload is one entry in ``workloads/catalog.py``'s ``WORKLOADS``; adding a method one
-entry in :data:`METHODS` below.
+entry in ``specperf/methods.py``'s ``METHODS``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..methods import METHODS, REFERENCE, SDMethod, method_of
 from ..records import NO_SD    # the method name of the no-SD reference scenarios
 from .workloads.catalog import WORKLOADS, Workload
 
@@ -32,28 +31,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SDMethod:
-    """A speculative method as vLLM's ``speculative_config`` names it; also a pytest marker."""
-
-    name: str
-    description: str
-
-
-# The speculative methods this suite measures; whether the installed vLLM runs one is checked
-# when its engine starts.
-METHODS: dict[str, SDMethod] = {m.name: m for m in (
-    SDMethod("ngram", "n-gram (prompt lookup) scenarios"),
-    SDMethod("eagle", "EAGLE scenarios"),
-    SDMethod("eagle3", "EAGLE-3 scenarios"),
-    SDMethod("draft_model", "draft-model scenarios"),
-    SDMethod("mtp", "multi-token-prediction scenarios"),
-    SDMethod("suffix", "suffix-decoding scenarios"),
-    SDMethod("adaptive", "scenarios of specperf's adaptive proposer (n-gram, else a draft model)"),
-)}
-
-NO_SD_LABEL = "nosd"      # their label in scenario ids, and their pytest marker
-NO_SD_DESCRIPTION = "the no-SD reference scenarios"
+NO_SD_LABEL = REFERENCE.marker     # the reference's label in scenario ids, and its pytest marker
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200",
@@ -81,15 +59,15 @@ def method_names() -> tuple[str, ...]:
 
 
 def method_marker(method_name: str) -> str:
-    """The pytest marker of a scenario with this method: the name, or "nosd" for the reference."""
-    return NO_SD_LABEL if method_name == NO_SD else method_name
+    """The pytest marker of a scenario with this method (the reference's: "nosd")."""
+    return method_of(method_name).marker
 
 
 def markers() -> dict[str, str]:
     """Marker name -> one-line description: the methods, "nosd" and the datasets."""
     return {
-        NO_SD_LABEL: NO_SD_DESCRIPTION,
-        **{m.name: m.description for m in METHODS.values()},
+        REFERENCE.marker: REFERENCE.description,
+        **{m.marker: m.description for m in METHODS.values()},
         **{w.name: f"{w.title} workload" for w in WORKLOADS.values()},
     }
 

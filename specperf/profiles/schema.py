@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationErr
 
 from ..judge.metrics import METRICS
 from ..messages import field_path
+from ..methods import method_of
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
 from .registry import (BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, SELECTION_MODES, TIERS, method_names,
                        workload_names)
@@ -224,13 +225,13 @@ class MethodTable(_Table):
     num_speculative_tokens: DraftTokens = Field(description="draft tokens per step (k)")
 
     @model_validator(mode="after")
-    def _adaptive_names_its_parts(self) -> MethodTable:
-        """The adaptive proposer (run/adaptive_proposer.py) needs its draft model and n-gram window."""
-        if self.method == "adaptive":
-            extra = self.model_extra or {}
-            for key in ("model", "prompt_lookup_min", "prompt_lookup_max"):
-                if (self.model if key == "model" else extra.get(key)) is None:
-                    raise Invalid((key,), "required for method 'adaptive' (n-gram window and draft model)")
+    def _required_params(self) -> MethodTable:
+        """What a method cannot run without (the adaptive proposer: its draft model and n-gram window)."""
+        extra = self.model_extra or {}
+        for key in method_of(self.method).requires:
+            if (self.model if key == "model" else extra.get(key)) is None:
+                raise Invalid((key,), f"required for method {self.method!r} "
+                                      f"(it needs {', '.join(method_of(self.method).requires)})")
         return self
 
     def params(self) -> dict[str, Any]:

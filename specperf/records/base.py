@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from ..methods import REFERENCE
+
 SCHEMA_VERSION = 1
-NO_SD = "none"          # the method name of the no-SD reference scenarios
+NO_SD = REFERENCE.name  # the method name of the no-SD reference scenarios
 
 Number = float | int
 # suite_version, git_commit, python, platform, hostname, vllm, vllm_distribution, torch; engine_env

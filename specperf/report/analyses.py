@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..methods import method_of
 from ..judge.metrics import acceptance, metric_samples, sum_counters, summarise
 from ..records import Device, Memory, Metric, MetricVerdict, ScenarioResult
 from ..profiles.registry import study_dataset_label
@@ -30,9 +31,6 @@ STUDY_MODELS = (
     ("qwen3-8b", "Q3-8B"),
 )
 # A scenario's dataset -> the dataset tag in the panel titles.
-# A vLLM method at k = STUDY_K -> its series name (n-gram is "ngram-k<k>", k = 3 or 5).
-STUDY_SERIES = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "draft_model": "DraftModel"}
-STUDY_K = 3
 
 
 def _model(result: ScenarioResult) -> str:
@@ -342,7 +340,4 @@ def study_panel(model_name: str, model_path: str, dataset: str, reference: dict)
 
 def study_series_name(method_name: str, params: dict) -> str | None:
     """The figure 1 series that a method corresponds to (same vLLM method and k)."""
-    k = params.get("num_speculative_tokens")
-    if method_name == "ngram" and k in (3, 5):
-        return f"ngram-k{k}"
-    return STUDY_SERIES.get(method_name) if k == STUDY_K else None
+    return method_of(method_name).study_series.get(params.get("num_speculative_tokens"))

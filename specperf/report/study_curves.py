@@ -4,9 +4,10 @@ combined oracle, against batch size."""
 
 from __future__ import annotations
 
+from ..judge.simulate import COMBINED, EAGLE, NGRAM
 from .svg import Series, legend_entries, line_chart
 
-COLORS = {"eagle": "#0969da", "ngram": "#cf222e", "combined": "#8250df"}
+COLORS = {EAGLE: "#0969da", NGRAM: "#cf222e", COMBINED: "#8250df"}
 STYLE = {"k1": "study", "k3": "baseline", "k5": "current", "oracle": "bound"}   # dotted, dashed, solid, dash-dot
 
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from ..judge import traces
 from ..judge.headroom import headroom
+from ..methods import method_of
 from ..records import ScenarioResult
 from .svg import bar_chart, nice_ticks
 
 PART_COLORS = {"draft": "#ff7f0e", "forward": "#1f77b4", "sample": "#2ca02c", "rest": "#9a9a9a"}
-LEARNED = ("eagle", "eagle3", "draft_model", "mtp")      # methods with a learned drafter
 BAR_W = 320
 
 
@@ -119,7 +119,7 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
         if (shares := traces.time_shares(r.trace)) is not None:
             views.shares.append({"id": r.id, "label": _label(r), "shares": shares, "segments": _stacked(shares)})
         if r.trace.requests:
-            rates = traces.acceptance_by_tenth(r.trace, ngram=r.scenario.method.name == "ngram")
+            rates = traces.acceptance_by_tenth(r.trace, ngram=method_of(r.scenario.method.name).ngram_drafts)
             views.tenths.append({"id": r.id, "label": _label(r), "rates": rates,
                                  "bars": bar_chart([x or 0.0 for x in rates], PART_COLORS["draft"],
                                                    what="tenth of the output")})
@@ -137,8 +137,8 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
     for r in traced:
         groups.setdefault((r.scenario.model.name, r.scenario.dataset, r.scenario.batch_size), []).append(r)
     for (model, dataset, batch_size), members in sorted(groups.items()):
-        ngram = next((r for r in members if r.scenario.method.name == "ngram"), None)
-        learned = [r for r in members if r.scenario.method.name in LEARNED]
+        ngram = next((r for r in members if method_of(r.scenario.method.name).ngram_drafts), None)
+        learned = [r for r in members if method_of(r.scenario.method.name).learned]
         if ngram and learned and (points := _overlap_points(ngram, learned)):
             views.overlap.append({"model": model, "dataset": dataset, "batch_size": batch_size,
                                   "points": points, "chart": scatter(points)})

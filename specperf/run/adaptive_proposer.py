@@ -27,7 +27,7 @@ class AdaptiveProposer:
         self.dtype = vllm_config.model_config.dtype
         self.max_model_len = vllm_config.model_config.max_model_len
         self.draft: DraftLM | None = None
-        self.chosen = {"ngram": 0, "draft": 0}      # proposals made by each, for tests and logs
+        self.chosen = {"lookup": 0, "draft": 0}     # proposals made by n-gram lookup and by the draft model
 
     def load_model(self, *args, **kwargs) -> None:
         self.draft = DraftLM(self.draft_path, self.dtype)
@@ -45,7 +45,7 @@ class AdaptiveProposer:
             context = token_ids_cpu[row, :total]
             proposal = ngram.proposal(context, *self.window, k)
             if len(proposal):
-                self.chosen["ngram"] += 1
+                self.chosen["lookup"] += 1
                 drafts.append([int(t) for t in proposal])
             else:
                 self.chosen["draft"] += 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..judge import metrics, ngram
 from ..judge.verdicts import MIN_ROUNDS
+from ..methods import method_of
 from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
@@ -119,7 +120,7 @@ def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: lis
     if prompts is None or scenario.method.is_reference:
         return None
     window = ngram.STUDY_WINDOW
-    if scenario.method.name in ("ngram", "adaptive"):     # vLLM: either bound defaults to the other, both to 5
+    if method_of(scenario.method.name).ngram_window:     # vLLM: either bound defaults to the other, both to 5
         low, high = scenario.method.params.get("prompt_lookup_min"), scenario.method.params.get("prompt_lookup_max")
         window = (low or high or 5, high or low or 5)
     return ngram_acceptance(prompts, outputs, window)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..judge import ngram
+from ..methods import method_of
 from ..records import RequestTrace, Trace
 
 if TYPE_CHECKING:       # the engine process imports this module: it needs no workload code
@@ -28,7 +29,6 @@ PARTS = ("total", "draft", "forward", "sample")     # the step timer's first fie
 BATCH = ("tokens", "kv_tokens", "requests")         # then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000          # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000      # output positions given n-gram's acceptance per result
-DRAFTED_BY_MODEL = ("draft_model", "adaptive")     # methods whose draft model is run over the output
 
 
 # ---------------------------------------------------------------- in the engine process
@@ -67,7 +67,7 @@ def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
 def draft_path(speculative_config: dict | None) -> str | None:
     """The draft model whose acceptance a traced scenario records at every output position."""
     spec = speculative_config or {}
-    return spec.get("model") if spec.get("method") in DRAFTED_BY_MODEL else None
+    return spec.get("model") if method_of(str(spec.get("method"))).draft_over_output else None
 
 
 def add_draft_acceptance(trace: dict, draft, prompts: list[list[int]], outputs: list[list[int]],

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from specperf.judge import simulate
+from specperf.analysis import simulate
 
 DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn")
 

@@ -12,7 +12,7 @@ import io
 import sys
 from pathlib import Path
 
-from specperf.judge.simulate import read_study_traces, speedups, study_sample
+from specperf.analysis.simulate import read_study_traces, speedups, study_sample
 
 
 def main() -> int:

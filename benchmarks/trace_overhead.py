@@ -19,7 +19,7 @@ DEFAULT_SCENARIOS = ["smollm2-135m-nosd-bs1-instructcoder", "smollm2-135m-ngram-
 
 def main() -> int:
     from specperf.judge.paired import compare_paired
-    from specperf.judge.traces import time_shares
+    from specperf.analysis.traces import time_shares
     from specperf.profiles.scenarios import load_profile
     from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer

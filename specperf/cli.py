@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .history import commands as history_commands
-from .judge.simulate import PROPOSERS as SIMULATED
+from .analysis.simulate import PROPOSERS as SIMULATED
 from .messages import PrintableStream
 from .methods import method_of
 from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
@@ -114,8 +114,8 @@ def cmd_noise(args) -> int:
 
 
 def print_fitted_costs(run_dirs: list[Path]) -> int:
-    """The step-cost model fitted from the traced results of run directories (judge/cost_fit.py)."""
-    from .judge.cost_fit import fit_costs
+    """The step-cost model fitted from the traced results of run directories (analysis/cost_fit.py)."""
+    from .analysis.cost_fit import fit_costs
 
     fitted = fit_costs([r for d in run_dirs for r in load_results(d) if r.ok])
     if not fitted:
@@ -138,8 +138,8 @@ AGREE = {True: "yes", False: "no", None: "-"}     # simulated within the cost mo
 
 
 def print_headroom(run_dirs: list[Path]) -> None:
-    """Each traced scenario's measured, simulated and bound speedups (judge/headroom.py)."""
-    from .judge.headroom import headroom
+    """Each traced scenario's measured, simulated and bound speedups (analysis/headroom.py)."""
+    from .analysis.headroom import headroom
 
     def x(value):
         return f"{value:.2f}x" if value is not None else "-"
@@ -154,10 +154,10 @@ def print_headroom(run_dirs: list[Path]) -> None:
 
 
 def cmd_simulate(args) -> int:
-    """Speedup per batch size from the study's released acceptance traces (judge/simulate.py)."""
+    """Speedup per batch size from the study's released acceptance traces (analysis/simulate.py)."""
     import json
 
-    from .judge import simulate
+    from .analysis import simulate
 
     if args.fit_from:
         status = print_fitted_costs([Path(d) for d in args.fit_from])

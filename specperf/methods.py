@@ -26,13 +26,13 @@ class SDMethod:
     description: str                    # the marker's description
     proposer: str                       # one of the kinds above
     head_in_target: bool = False        # the head is layers of the target's own checkpoint (MTP)
-    ngram_drafts: bool = False          # its drafts are vLLM's n-gram rule's (judge/ngram.py predicts them)
+    ngram_drafts: bool = False          # its drafts are vLLM's n-gram rule's (analysis/ngram.py predicts them)
     ngram_window: bool = False          # prompt_lookup_min/max apply (vLLM: either defaults to the other)
     draft_in_engine: bool = False       # its draft model runs in the engine process through transformers
     draft_over_output: bool = False     # tracing runs its draft model over each output (draft_acc)
     requires: tuple[str, ...] = ()      # method parameters a profile must give
-    simulated_as: str | None = None     # judge/simulate.py's proposer for it (None: not simulated)
-    drafting_fit: str | None = None     # judge/cost_fit.py: "share" of the forward, "learned", or None
+    simulated_as: str | None = None     # analysis/simulate.py's proposer for it (None: not simulated)
+    drafting_fit: str | None = None     # analysis/cost_fit.py: "share" of the forward, "learned", or None
     fit_from: str | None = None         # the method whose fitted drafting cost it takes (its own: None)
     study_series: dict[int, str] = field(default_factory=dict)    # the study's figure 1 series, by k
     figure3_series: dict[int, str] = field(default_factory=dict)  # the study's figure 3 series, by k

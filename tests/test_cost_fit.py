@@ -1,4 +1,4 @@
-"""The step-cost fit (judge/cost_fit.py) on traced steps constructed from a known cost: the fit
+"""The step-cost fit (analysis/cost_fit.py) on traced steps constructed from a known cost: the fit
 recovers it, states its error, and turns into the simulator's StepCost."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from records import make_record, make_scenario
 from test_report import make_run
 
 from specperf import cli
-from specperf.judge import cost_fit
+from specperf.analysis import cost_fit
 from specperf.profiles.scenarios import REFERENCE_METHOD, Method
 from specperf.records import Trace
 

@@ -90,7 +90,7 @@ def test_a_baseline_of_any_wrong_shape_gives_an_error_verdict_or_is_used(tmp_pat
         (store / HARDWARE_KEY).mkdir(parents=True)
         (store / HARDWARE_KEY / f"{result.id}.json").write_text(json.dumps(mutated(baseline, path, value)))
         try:
-            verdict = StoredJudge(store, HARDWARE_KEY)(result.model_copy(deep=True))
+            verdict = StoredJudge(store, HARDWARE_KEY)(result.model_copy(deep=True)).verdict
             assert verdict.status in ("error", "pass", "incompatible", "regression", "improvement", "invalid",
                                       "no-baseline"), verdict
             if verdict.status == "error":

@@ -1,4 +1,4 @@
-"""Headroom of traced scenarios (judge/headroom.py) and the simulator's adaptive-proposer rule, on
+"""Headroom of traced scenarios (analysis/headroom.py) and the simulator's adaptive-proposer rule, on
 constructed traces: the same method simulated under the fitted cost, its oracle, the combined
 oracle, and no bound where the acceptance is not known at every position."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_cost_fit import EAGLE3, NGRAM, traced
 
-from specperf.judge import headroom, simulate
+from specperf.analysis import headroom, simulate
 from specperf.profiles.scenarios import REFERENCE_METHOD, Method
 from specperf.records import Metric, RequestTrace
 from specperf.report.traces import trace_views

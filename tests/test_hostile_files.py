@@ -9,7 +9,7 @@ import os
 import pytest
 from records import make_record
 
-from specperf.judge import simulate
+from specperf.analysis import simulate
 from specperf.profiles.scenarios import ProfileError, load_profile
 from specperf.profiles.workloads import WorkloadError, load
 from specperf.records import ScenarioResult

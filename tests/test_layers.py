@@ -13,6 +13,7 @@ LAYERS = [
     {"specperf.storage"},
     {"specperf.history"},
     {"specperf.judge"},
+    {"specperf.analysis"},
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},

@@ -1,11 +1,11 @@
-"""n-gram acceptance at every output position (judge/ngram.py), from the prompt and the output.
+"""n-gram acceptance at every output position (analysis/ngram.py), from the prompt and the output.
 tests/cpu_tier/test_ngram_rule.py checks the proposal against vLLM's own function."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from specperf.judge import ngram
+from specperf.analysis import ngram
 
 
 def propose(context, window=(2, 3), k=4):

@@ -22,7 +22,7 @@ def store(tmp_path):
 
 
 def judged(store, result, key=NEW_MACHINE, rules=DEFAULT_RULES):
-    return StoredJudge(store, key)(result, rules)
+    return StoredJudge(store, key)(result, rules).verdict
 
 
 def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):

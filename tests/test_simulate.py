@@ -1,4 +1,4 @@
-"""The speedup simulator (judge/simulate.py) on constructed traces, with step costs simple enough
+"""The speedup simulator (analysis/simulate.py) on constructed traces, with step costs simple enough
 to count by hand; and `specperf simulate` over files in the study's format.
 
 How closely it reproduces the study's own simulator (SpecDecode-Bench/simulator) on the released
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from specperf import cli
-from specperf.judge import simulate
-from specperf.judge.simulate import RequestAcceptance, StepCost
+from specperf.analysis import simulate
+from specperf.analysis.simulate import RequestAcceptance, StepCost
 
 # every forward 1 s, nothing else costs: latency counts target forwards
 STEPS_ONLY = StepCost(target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0,

@@ -14,7 +14,7 @@ from records import make_record, make_scenario
 from test_report import html_of, make_run, section, view_of
 
 from specperf import report
-from specperf.judge import traces
+from specperf.analysis import traces
 from specperf.profiles.scenarios import traced
 from specperf.profiles.workloads import Request
 from specperf.records import BaselineRef, RequestTrace, Trace, Verdict, WorkloadFacts

@@ -17,7 +17,7 @@ from ..records import MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INVALID, worst
 from .metrics import metric_samples
 from .paired import compare_paired, usable_change
-from .verdicts import DEFAULT_RULES, Rules, compare_metric, judged_samples, spec_for, unknown_note
+from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
 
 def _speedup(result: ScenarioResult, current: dict, clusters: list[int], rules: Rules) -> MetricVerdict | None:
@@ -65,3 +65,10 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
                         "request(s) (output drift)"] if result.gate.output_drift else []) + \
         list(filter(None, [unknown_note(unknown)]))
     return Verdict(scenario_id=scenario.id, status=status, metrics=verdicts, note="; ".join(notes))
+
+
+class GateJudge:
+    """The paired gate as a judge (verdicts.Judge): the candidate's rounds against the current build's."""
+
+    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
+        return Judgement(judge_gate(result, rules))

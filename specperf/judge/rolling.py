@@ -14,7 +14,7 @@ from ..history.queries import Reader, Series
 from ..messages import one_line
 from ..records import Baseline, Metric, ScenarioResult, Verdict
 from ..status import ERROR, REGRESSION, SUSPECT
-from .verdicts import DEFAULT_RULES, Rules, judge, scenario_verdict, spec_for
+from .verdicts import DEFAULT_RULES, Judgement, Rules, judge, scenario_verdict, spec_for
 
 MIN_RUNS = 3            # fewer runs in history: no rolling baseline yet
 JUDGED_BY = "history"
@@ -56,16 +56,15 @@ class RollingJudge:
         return Baseline(scenario_id=result.id, scenario_hash=result.scenario.hash, hardware_key=self.hardware_key,
                         metrics=metrics), previous
 
-    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
-        """Set result.verdict by the profile's `rules`."""
+    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
+        """The verdict by the profile's `rules`."""
         try:
             baseline, previous = self.baseline(result) if result.ok else (None, {})
             verdict = judge(result, baseline, rules=rules)
         except Exception as err:  # noqa: BLE001 - the history failing is an error verdict, not a crash
             verdict = judge(result, None, rules=rules)
             verdict.status, verdict.note = ERROR, f"{result.id}: cannot be judged against the history: {one_line(err)}"
-            result.verdict = verdict
-            return verdict
+            return Judgement(verdict)
         if baseline is None and result.ok:
             verdict.note = "; ".join(filter(None, [verdict.note, f"the history holds fewer than {MIN_RUNS} valid runs "
                                                                  f"of this scenario on {self.hardware_key}"]))
@@ -73,8 +72,7 @@ class RollingJudge:
             metric.judged_by = JUDGED_BY if metric.baseline is not None else ""
         if self.two_strike:
             verdict = self._strikes(result, verdict, previous, rules)
-        result.verdict = verdict
-        return verdict
+        return Judgement(verdict)
 
     def _strikes(self, result: ScenarioResult, verdict: Verdict, previous: dict[str, str | None],
                  rules: Rules) -> Verdict:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..messages import one_line
-from ..records import Baseline, BaselineRef, ScenarioResult, Verdict
+from ..records import Baseline, BaselineRef, ScenarioResult
 from ..status import ERROR, NO_BASELINE
 from ..storage import ResultFileError
 from .baselines import PORTABLE, baseline_path, load_baseline
 from .noise import load_noise
-from .verdicts import DEFAULT_RULES, Rules, judge
+from .verdicts import DEFAULT_RULES, Judgement, Rules, judge
 
 
 def baseline_ref(baseline: Baseline) -> BaselineRef:
@@ -35,9 +35,9 @@ class StoredJudge:
             self._noise = load_noise(self.baseline_dir, self.hardware_key)
         return self._noise
 
-    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
-        """Set result.verdict (and result.baseline where one exists) by the profile's `rules`; a
-        corrupt file is an error verdict.
+    def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
+        """The verdict by the profile's `rules`, and the baseline that judged it; a corrupt file is an
+        error verdict.
 
         Without a baseline of this hardware, the portable one judges the deterministic metrics."""
         baseline, note, source = None, "", "hardware"
@@ -51,10 +51,10 @@ class StoredJudge:
             noise = self.noise().get(result.id)
         except ResultFileError as err:
             noise, note = None, str(err)
+        shown = None
         try:
             verdict = judge(result, baseline, noise, rules)
-            if baseline is not None:
-                result.baseline = baseline_ref(baseline)
+            shown = baseline_ref(baseline) if baseline is not None else None
         except Exception as err:  # noqa: BLE001 - a result that cannot be judged is an error, not a crash
             where = baseline_path(self.baseline_dir, self.hardware_key, result.id)
             verdict = judge(result, None, rules=rules)
@@ -68,8 +68,7 @@ class StoredJudge:
                 verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline()]))
         elif verdict.status == NO_BASELINE:
             verdict.note = "; ".join(filter(None, [verdict.note, self.no_baseline()]))
-        result.verdict = verdict
-        return verdict
+        return Judgement(verdict, shown)
 
     def no_baseline(self) -> str:
         return f"no baseline yet, for {self.hardware_key} or portable: record one with --update-baselines"

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ..records import Baseline, MetricVerdict, ScenarioResult, Verdict
+from ..records import Baseline, BaselineRef, MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
 from .metrics import HIGHER, known_metric, metric_samples, spec_for
 
@@ -52,6 +53,21 @@ class Rules:
 
 
 DEFAULT_RULES = Rules()
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a judge says of a result: its verdict, and the baseline that judged it (for the report)."""
+
+    verdict: Verdict
+    baseline: BaselineRef | None = None
+
+
+class Judge(Protocol):
+    """The one judging contract: the stored, rolling and paired-gate judges each implement it, and
+    change nothing they are given; the run session calls its judge once per result."""
+
+    def __call__(self, result: ScenarioResult, rules: Rules) -> Judgement: ...
 
 
 def compare_metric(metric: str, baseline_samples: list[float], current_samples: list[float],

@@ -170,7 +170,7 @@ class Timings(Record):
 
 class RequestTrace(Record):
     """One request of the traced round: draft tokens proposed and accepted at each verification step,
-    and what n-gram (judge/ngram.py) and the scenario's draft model (run/draft_lm.py, draft-model and
+    and what n-gram (analysis/ngram.py) and the scenario's draft model (run/draft_lm.py, draft-model and
     adaptive scenarios) would produce at every output position."""
 
     request_id: str

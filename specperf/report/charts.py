@@ -18,7 +18,7 @@ def method_colors(views: list[ScenarioView]) -> dict[str, str]:
 
 
 def _bound_series(method: str, members: list[ScenarioView], color: str, bounds: dict) -> list[Series]:
-    """The simulated oracle and combined-oracle curves of a traced scenario of this method (judge.headroom)."""
+    """The simulated oracle and combined-oracle curves of a traced scenario of this method (analysis.headroom)."""
     curve = next((bounds[v.result.id] for v in members if v.result.id in bounds), {})
     series = []
     for name, label in (("oracle", "oracle"), ("combined", "combined oracle")):

@@ -21,7 +21,7 @@ from .charts import method_colors, speedup_charts
 from .svg import bar_chart
 from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_estimate, fmt_mib, fmt_num, fmt_p, fmt_pct,
                      fmt_ratio, fmt_spread, pretty_json)
-from ..judge.traces import PART_NAMES
+from ..analysis.traces import PART_NAMES
 from .traces import BAR_W, PART_COLORS
 from .trends import TREND_METRICS
 from .view import ReportView, ScenarioView, severity_rank, status_class

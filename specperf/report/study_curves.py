@@ -4,7 +4,7 @@ combined oracle, against batch size."""
 
 from __future__ import annotations
 
-from ..judge.simulate import COMBINED, EAGLE, NGRAM
+from ..analysis.simulate import COMBINED, EAGLE, NGRAM
 from .svg import Series, legend_entries, line_chart
 
 COLORS = {EAGLE: "#0969da", NGRAM: "#cf222e", COMBINED: "#8250df"}

@@ -1,4 +1,4 @@
-"""The report's views of traced scenarios (judge.traces): time shares as stacked bars, acceptance by
+"""The report's views of traced scenarios (analysis.traces): time shares as stacked bars, acceptance by
 tenth of the output, the spread of acceptance between requests, and prompt/output overlap against
 n-gram's advantage per request.  Each view is plain data for the page (_traces.html.j2) and
 summary.json alike.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..judge import traces
-from ..judge.headroom import headroom
+from ..analysis import traces
+from ..analysis.headroom import headroom
 from ..methods import method_of
 from ..records import ScenarioResult
 from .svg import bar_chart, nice_ticks
@@ -24,7 +24,7 @@ class TraceViews:
     tenths: list[dict] = field(default_factory=list)         # acceptance by tenth of the output, SD only
     spreads: list[dict] = field(default_factory=list)        # per-request acceptance length percentiles
     overlap: list[dict] = field(default_factory=list)        # per (model, dataset, batch size): scatter
-    headroom: list[dict] = field(default_factory=list)       # per traced SD scenario: judge.headroom
+    headroom: list[dict] = field(default_factory=list)       # per traced SD scenario: analysis.headroom
     notes: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..records import Device, ScenarioResult
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, OK, PASS, REGRESSION, \
     SEVERITY, SKIPPED
-from ..judge import traces
+from ..analysis import traces
 from . import analyses
 from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
 from .gate import GateView, gate_view

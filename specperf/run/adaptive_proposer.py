@@ -13,7 +13,7 @@ drafts as any other's, so it is lossless like them.
 
 from __future__ import annotations
 
-from ..judge import ngram
+from ..analysis import ngram
 from .draft_lm import DraftLM
 from .vllm_methods import PROPOSER_OPTIONS_KEY
 

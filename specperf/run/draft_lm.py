@@ -2,7 +2,7 @@
 
 Two uses: the adaptive proposer's drafts (adaptive_proposer.py), and what a draft model would
 accept at every output position of a finished request (the headroom simulator's input, as
-judge/ngram.py gives it for n-gram).  At greedy decoding the second needs one teacher-forced pass:
+analysis/ngram.py gives it for n-gram).  At greedy decoding the second needs one teacher-forced pass:
 while a draft agrees with the output, its context is the output's, so its next prediction is the
 teacher-forced one at the next position.
 """
@@ -56,7 +56,7 @@ class DraftLM:
 
     def acceptance_lengths(self, prompt: list[int], output: list[int], max_draft: int) -> list[int]:
         """For each output position p (p tokens generated), the tokens a step starting there would
-        produce with drafts of up to `max_draft` tokens: accepted drafts + 1 (judge/ngram.py's form)."""
+        produce with drafts of up to `max_draft` tokens: accepted drafts + 1 (analysis/ngram.py's form)."""
         tokens = list(prompt) + list(output)
         agrees = self.predictions(tokens)[:-1] == np.asarray(tokens[1:])     # prediction at j is token j+1
         lengths = []

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..judge.baselines import write_baseline, write_portable_baseline
-from ..judge.gate import judge_gate
+from ..judge.gate import GateJudge
 from ..judge.stored import StoredJudge
-from ..judge.verdicts import Rules
+from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
@@ -120,8 +120,11 @@ class RunSession:
         self.results: list[ScenarioResult] = []
         self.write_run_file(finished=False)
 
-    def _judge_from(self):
-        """Baselines from baselines/, or with rolling_runs from the history (opened for the whole run)."""
+    def _judge_from(self) -> Judge:
+        """The paired gate's judge; else baselines from baselines/, or with rolling_runs from the
+        history (opened for the whole run)."""
+        if self.candidate_python:
+            return GateJudge()
         if not self.rolling_runs:
             return StoredJudge(self.baseline_dir, self.device["hardware_key"])
         from ..history import History
@@ -288,11 +291,10 @@ class RunSession:
 
     def _judge(self, result: ScenarioResult, scenario: Scenario) -> None:
         """Judged by the profile in force: a kept result's own tolerances play no part."""
-        rules = Rules.of(scenario)
-        if self.candidate_python:
-            result.verdict = judge_gate(result, rules)
-        else:
-            self.judge(result, rules)
+        judged = self.judge(result, Rules.of(scenario))
+        result.verdict = judged.verdict
+        if judged.baseline is not None:
+            result.baseline = judged.baseline
         write_result(self.run_dir, result)
         self.results.append(result)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..judge import metrics, ngram
+from ..judge import metrics
+from ..analysis import ngram
 from ..judge.verdicts import MIN_ROUNDS
 from ..methods import method_of
 from ..profiles import workloads

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..judge import ngram
+from ..analysis import ngram
 from ..methods import method_of
 from ..records import RequestTrace, Trace
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from suite import ROOT, command, only_run_dir, read_results, run_suite
 
-from specperf.judge.traces import request_positions
+from specperf.analysis.traces import request_positions
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -1,10 +1,10 @@
-"""The suite's n-gram proposal (judge/ngram.py) is the installed vLLM's: the same draft for random
+"""The suite's n-gram proposal (analysis/ngram.py) is the installed vLLM's: the same draft for random
 contexts, many with repeats, for several windows and draft lengths (no engine starts)."""
 
 import numpy as np
 import pytest
 
-from specperf.judge import ngram
+from specperf.analysis import ngram
 
 pytestmark = pytest.mark.cpu_tier
 

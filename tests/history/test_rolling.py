@@ -22,7 +22,8 @@ def result(n: int, throughput: float):
 def night(history: History, n: int, throughput: float, judge: RollingJudge | None = None):
     """Judge run n (when a judge is given), then record it with its verdict, as a suite run does."""
     record = result(n, throughput)
-    verdict = judge(record) if judge else None
+    verdict = judge(record).verdict if judge else None
+    record.verdict = verdict
     run = run_file(f"night-{n:03d}", record)
     history.record(run.run_id, run, [record])
     return verdict
@@ -51,7 +52,7 @@ def test_the_baseline_is_the_median_of_the_last_n_runs(history):
 def test_a_slower_run_regresses_against_the_history(history):
     for n in range(5):
         night(history, n, 100 + n % 2)
-    verdict = judge_for(history, 5)(result(5, 80))
+    verdict = judge_for(history, 5)(result(5, 80)).verdict
     throughput = next(m for m in verdict.metrics if m.metric == "throughput_tok_s")
     assert (verdict.status, throughput.status, throughput.judged_by) == (REGRESSION, REGRESSION, "history")
     assert throughput.baseline == pytest.approx(100)
@@ -60,7 +61,7 @@ def test_a_slower_run_regresses_against_the_history(history):
 def test_too_little_history_is_no_baseline_yet(history):
     for n in range(MIN_RUNS - 1):
         night(history, n, 100)
-    verdict = judge_for(history, MIN_RUNS - 1)(result(MIN_RUNS - 1, 50))
+    verdict = judge_for(history, MIN_RUNS - 1)(result(MIN_RUNS - 1, 50)).verdict
     assert verdict.status == NO_BASELINE
     assert f"fewer than {MIN_RUNS} valid runs" in verdict.note
 

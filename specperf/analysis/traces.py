@@ -32,7 +32,7 @@ def time_shares(trace: Trace) -> dict[str, float] | None:
 def request_positions(drafted: list[int], accepted: list[int], ngram_acc: list[int] | None = None) -> list[int]:
     """The output position at which each verification step started: the first token comes from the
     prefill, and a step that accepted a drafts adds a + 1 tokens.  For n-gram, give its acceptance
-    per position (judge/ngram.py): where it proposed nothing (0) a step added one token and vLLM
+    per position (analysis/ngram.py): where it proposed nothing (0) a step added one token and vLLM
     recorded no step."""
     positions, position = [], 1
     for a in accepted:

@@ -1,5 +1,5 @@
 """What n-gram speculation would accept at every output position, computed from the prompt and
-the greedy output: the oracle simulator's input (judge/simulate.py) for n-gram, exact wherever n-gram
+the greedy output: the oracle simulator's input (analysis/simulate.py) for n-gram, exact wherever n-gram
 did not run.
 
 The proposal is vLLM's (v1/spec_decode/ngram_proposer.py, `_find_longest_matched_ngram_and_propose_tokens`,

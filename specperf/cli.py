@@ -14,7 +14,7 @@ from .history import commands as history_commands
 from .analysis.simulate import PROPOSERS as SIMULATED
 from .messages import PrintableStream
 from .methods import method_of
-from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from . import paths
 from .judge.baselines import baseline_from_result, checked_baseline
 from .storage import ResultFileError, load_results, result_path
 from .judge.verdicts import DEFAULT_RULES, Rules, judge
@@ -87,7 +87,7 @@ def cmd_noise(args) -> int:
     import subprocess
 
     from .judge.noise import measure_noise, noise_table, write_noise
-    from .storage import SUITE_ROOT, new_run_id
+    from .storage import new_run_id
 
     run_dirs = [Path(d) for d in args.run_dirs]
     if not run_dirs:
@@ -98,7 +98,7 @@ def cmd_noise(args) -> int:
         extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
         for i in range(args.runs):
             reports = folder / f"run{i + 1}"
-            command = [sys.executable, "-m", "pytest", str(SUITE_ROOT / "tests_perf"), "--profile", args.profile,
+            command = [sys.executable, "-m", "pytest", str(paths.perf_tests()), "--profile", args.profile,
                        "--reports-dir", str(reports), "-q", "-p", "no:cacheprovider", *extra]
             print(f"noise run {i + 1}/{args.runs}: {' '.join(command)}", flush=True)
             subprocess.run(command, check=False)
@@ -109,7 +109,7 @@ def cmd_noise(args) -> int:
         return 2
     print("\n".join(noise_table(noise)))
     if args.write:
-        print(f"noise written: {write_noise(Path(args.baseline_dir or DEFAULT_BASELINE_DIR), noise)}")
+        print(f"noise written: {write_noise(Path(args.baseline_dir or paths.baseline_dir()), noise)}")
     return 0
 
 

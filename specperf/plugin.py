@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .judge.baselines import DEFAULT_DIR as DEFAULT_BASELINE_DIR
+from . import paths
 from .profiles.registry import markers
-from .profiles.workloads import default_dataset_dir
 from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
@@ -42,7 +41,7 @@ def pytest_addoption(parser):
     group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
     group.addoption("--reports-dir", default="reports", help="where run directories are written (default: reports)")
     group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
-    group.addoption("--dataset-dir", default=default_dataset_dir(),
+    group.addoption("--dataset-dir", default=paths.dataset_dir(),
                     help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR, else a shared/datasets "
                          "folder beside the checkout, else the dataset hub)")
     group.addoption("--update-baselines", action="store_true",
@@ -167,7 +166,7 @@ def specperf_session(request):
     session = RunSession(
         profile=profile.name,
         reports_dir=Path(config.getoption("reports_dir")),
-        baseline_dir=Path(config.getoption("baseline_dir") or DEFAULT_BASELINE_DIR),
+        baseline_dir=Path(config.getoption("baseline_dir") or paths.baseline_dir()),
         dataset_dir=config.getoption("dataset_dir"),
         rounds=config.getoption("rounds"),
         update_baselines=config.getoption("update_baselines"),

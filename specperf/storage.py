@@ -19,12 +19,11 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from . import __version__
+from . import __version__, paths
 from .messages import field_path
 from .records import SCHEMA_VERSION, Record, RunFile, ScenarioResult
 
 R = TypeVar("R", bound=Record)
-SUITE_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ResultFileError(Exception):
@@ -224,13 +223,13 @@ def read_run_dir(run_dir: Path) -> RunDir:
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=SUITE_ROOT, capture_output=True,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.suite_root(), capture_output=True,
                              text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=SUITE_ROOT,
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.suite_root(),
                            capture_output=True, text=True, timeout=10).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 

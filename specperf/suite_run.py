@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from . import paths
 from .profiles.registry import method_marker
 from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile, traced
 from .records import RunFile
@@ -23,7 +24,6 @@ ENVIRONMENTS_KEY = pytest.StashKey[dict]()
 SCENARIO_PROPERTY = "specperf_scenario"
 
 
-SUITE_TESTS = Path(__file__).resolve().parent.parent / "tests_perf"
 
 
 def is_suite_run(config) -> bool:
@@ -31,9 +31,10 @@ def is_suite_run(config) -> bool:
     inside tests_perf/ (or above it, as `pytest .` in the checkout)."""
     if config.getoption("profile") or config.getoption("resume"):
         return True
+    suite_tests = paths.perf_tests().resolve()
     for arg in config.args:
         path = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
-        if path == SUITE_TESTS or SUITE_TESTS in path.parents or path in SUITE_TESTS.parents:
+        if path == suite_tests or suite_tests in path.parents or path in suite_tests.parents:
             return True
     return False
 

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
 
 # Lowest first.  A module may import its own layer's and lower layers' modules only.
 LAYERS = [
-    {"specperf.status", "specperf.records", "specperf.messages", "specperf.methods"},
+    {"specperf.status", "specperf.records", "specperf.messages", "specperf.methods", "specperf.paths"},
     {"specperf.storage"},
     {"specperf.history"},
     {"specperf.judge"},

@@ -84,10 +84,10 @@ def test_portable_baselines_hold_deterministic_metrics_only():
 
 
 def test_committed_portable_baselines_match_cpu_smoke():
-    from specperf.judge.baselines import DEFAULT_DIR
+    from specperf.paths import baseline_dir
 
     sd = [s for s in load_profile("cpu-smoke").scenarios if not s.method.is_reference]
     for scenario in sd:
-        baseline = load_baseline(DEFAULT_DIR, PORTABLE, scenario.id)
+        baseline = load_baseline(baseline_dir(), PORTABLE, scenario.id)
         assert baseline is not None, scenario.id
         assert baseline.scenario_hash == scenario.content_hash, scenario.id

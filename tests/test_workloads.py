@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from specperf import paths
 from specperf.profiles import workloads as wl
 from specperf.profiles.workloads import (
     WORKLOADS,
@@ -569,9 +570,9 @@ def test_overlap_bleu4():
 # --------------------------------------------------------------------------
 
 
-SHARED = wl.default_dataset_dir()
+SHARED = paths.dataset_dir()
 # Named but missing is a broken set-up (.ci/run names it): fail, never skip silently.
-NAMED_BUT_MISSING = os.environ.get(wl.DATASET_DIR_VARIABLE) and not SHARED.is_dir()
+NAMED_BUT_MISSING = os.environ.get(paths.DATASET_DIR_VARIABLE) and not SHARED.is_dir()
 if SHARED is not None and not SHARED.is_dir():
     SHARED = None
 

@@ -16,7 +16,6 @@ from ..records import Baseline, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
 from .metrics import METRICS, known_metric, metric_samples, spec_for, summarise
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "baselines"
 PORTABLE = "portable"       # the folder of the deterministic metrics' baselines, for every machine
 
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .. import paths
 from .checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from .registry import NO_SD, NO_SD_LABEL
 from .schema import CellTable, ProfileFile, check_slug, problem
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 
 
 class ProfileError(Exception):
@@ -184,11 +184,11 @@ def profile_path(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml":
         return candidate
-    return PROFILE_DIR / f"{name_or_path}.toml"
+    return paths.profile_dir() / f"{name_or_path}.toml"
 
 
 def available_profiles() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+    return sorted(p.stem for p in paths.profile_dir().glob("*.toml"))
 
 
 def load_profile(name_or_path: str) -> Profile:

@@ -9,7 +9,8 @@ import pytest
 
 from specperf.profiles import checkpoints
 from specperf.profiles.scenarios import load_profile
-from specperf.profiles.workloads import count_tokens, default_dataset_dir, render_prompt
+from specperf.paths import dataset_dir
+from specperf.profiles.workloads import count_tokens, render_prompt
 from specperf.run.calls import CallPreparer
 from specperf.run.engine import Engine, EngineConfig, default_env
 
@@ -63,7 +64,7 @@ def test_the_profiles_env_reaches_the_engine_and_calls_say_how_they_ended():
 def test_the_studys_selection_through_the_real_chat_template(tmp_path):
     path = tmp_path / "study-settings.toml"
     path.write_text(PROFILE)
-    prepare = CallPreparer(default_dataset_dir())
+    prepare = CallPreparer(dataset_dir())
     for scenario in load_profile(str(path)).scenarios:
         calls = prepare(scenario)
         tokenizer = prepare.tokenizer(scenario)

@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator
 
 from filelock import FileLock
 
+from ... import paths
+
 #: File written into every built folder: recipe name, version, parameters and file hashes.
 MANIFEST_NAME = "specperf-checkpoint.json"
 
@@ -26,12 +28,7 @@ class CheckpointError(Exception):
     """A builtin checkpoint is unknown or cannot be built; the message names it and the cause."""
 
 
-def cache_dir() -> pathlib.Path:
-    """Root of specperf's cache: ``$SPECPERF_CACHE`` if set, else ``~/.cache/specperf``."""
-    env = os.environ.get("SPECPERF_CACHE")
-    if env:
-        return pathlib.Path(env).expanduser().absolute()
-    return (pathlib.Path.home() / ".cache" / "specperf").absolute()
+cache_dir = paths.cache_dir
 
 
 def verify(folder: str | os.PathLike[str]) -> list[str]:

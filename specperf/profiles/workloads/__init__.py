@@ -35,11 +35,10 @@ the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
 from .prompts import Request, overlap_bleu4, render_prompt
 from .sampling import Prompting, WorkloadSample, WorkloadUnavailable, count_tokens, load
-from .sources import DATASET_DIR_VARIABLE, WorkloadError, default_dataset_dir
+from .sources import WorkloadError
 from .synthetic import synthetic_gpqa_records
 
 __all__ = [
-    "DATASET_DIR_VARIABLE",
     "WORKLOADS",
     "HubSource",
     "LocalFile",
@@ -50,7 +49,6 @@ __all__ = [
     "WorkloadSample",
     "WorkloadUnavailable",
     "count_tokens",
-    "default_dataset_dir",
     "load",
     "overlap_bleu4",
     "render_prompt",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,20 +15,6 @@ from .prompts import FieldError, Item, describe, id_field
 
 if TYPE_CHECKING:
     from .catalog import Workload
-
-
-DATASET_DIR_VARIABLE = "SPECPERF_DATASET_DIR"
-BESIDE_CHECKOUT = Path(__file__).resolve().parents[4] / "shared" / "datasets"   # ../shared/datasets
-
-
-def default_dataset_dir() -> Path | None:
-    """Where offline workload files are looked for by default: $SPECPERF_DATASET_DIR when set (a
-    missing folder is then an error of the set-up, left for the caller to report), else a
-    `shared/datasets` folder beside the checkout when there is one, else None (the hub)."""
-    named = os.environ.get(DATASET_DIR_VARIABLE)
-    if named:
-        return Path(named)
-    return BESIDE_CHECKOUT if BESIDE_CHECKOUT.is_dir() else None
 
 
 class WorkloadError(Exception):

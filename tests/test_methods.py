@@ -18,7 +18,7 @@ ALLOWED = {"methods.py", "run/vllm_methods.py", "analysis/simulate.py"}
 NAMES = {m.name for m in METHODS.values()} | {m.marker for m in METHODS.values()} | {REFERENCE.marker}
 # Words that are a method's name but name something else there: the adaptive proposer's simulated
 # bound, a field of analysis/headroom.Headroom, its column and its key in the report's view.
-OTHER_MEANING = {("cli.py", "adaptive"), ("analysis/headroom.py", "adaptive"), ("report/traces.py", "adaptive")}
+OTHER_MEANING = {("cli/simulate.py", "adaptive"), ("analysis/headroom.py", "adaptive"), ("report/traces.py", "adaptive")}
 
 
 def literals(path: Path) -> list[tuple[int, str]]:

@@ -8,9 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-from . import History, HistoryError, history_url, shown
-from .queries import Reader
-from .record import as_utc
+from ..history import History, HistoryError, history_url, shown
+from ..history.queries import Reader
+from ..history.record import as_utc
 
 DEFAULT_METRIC = "throughput_tok_s"
 DRIFT_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "lossless_fraction")

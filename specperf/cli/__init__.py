@@ -1,0 +1,37 @@
+"""The `specperf` command: one module per subcommand (report, compare, noise, simulate, history, plan).
+
+Measuring is pytest's job (`pytest tests_perf --profile NAME`); these commands only read run
+directories (or acceptance traces), so a crashed, sharded or old run can still be reported and
+compared.  Every command exits 0 when all is well, 1 on a regression, 2 on bad input or usage;
+bad input is one line naming the file and the problem, and control characters in what is printed
+are escaped (ids, prompts and errors come from files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..messages import PrintableStream
+from ..storage import ResultFileError
+from . import compare, history, noise, plan, report, simulate
+
+COMMANDS = (report, compare, noise, simulate, history, plan)
+EXIT_CODES = "exit codes: 0 all is well, 1 a regression, 2 bad input or usage"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specperf", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    args = parser.parse_args(argv)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(stdout), PrintableStream(stderr)
+    try:
+        return args.func(args)
+    except ResultFileError as err:
+        print(f"specperf: error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr

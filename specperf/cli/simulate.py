@@ -1,0 +1,117 @@
+"""`specperf simulate`: speedup bounds from acceptance traces (the study's, or a traced run's with
+the step cost fitted to it, and each traced scenario's headroom)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..analysis.simulate import MODES, PROPOSERS as SIMULATED
+from ..methods import method_of
+from ..storage import load_results
+
+
+def print_fitted_costs(run_dirs: list[Path]) -> int:
+    """The step-cost model fitted from the traced results of run directories (analysis/cost_fit.py)."""
+    from ..analysis.cost_fit import fit_costs
+
+    fitted = fit_costs([r for d in run_dirs for r in load_results(d) if r.ok])
+    if not fitted:
+        print("specperf: error: no traced results with per-step batch counts in "
+              + ", ".join(map(str, run_dirs)), file=sys.stderr)
+        return 2
+    for cost in fitted:
+        kv, token, fixed = cost.forward.coefficients
+        print(f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
+              f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
+              f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
+        for method, fit in cost.drafts.items():
+            formula = (f"{fit.coefficients[0]:.3g} x the forward" if method_of(method).drafting_fit == "share" else
+                       "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients))
+            print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
+    return 0
+
+
+AGREE = {True: "yes", False: "no", None: "-"}     # simulated within the cost model's error of measured
+
+
+def print_headroom(run_dirs: list[Path]) -> None:
+    """Each traced scenario's measured, simulated and bound speedups (analysis/headroom.py)."""
+    from ..analysis.headroom import headroom
+
+    def x(value):
+        return f"{value:.2f}x" if value is not None else "-"
+
+    rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
+    print(f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
+          f"{'adaptive':>8}  agree")
+    for h in rows:
+        error = f"{h.speedup_error:.0%}" if h.speedup_error is not None else "-"
+        print(f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
+              f"{x(h.combined):>8} {x(h.adaptive):>8}  {AGREE[h.within_error]:<5}" + (f"  ({h.note})" if h.note else ""))
+
+
+def run(args) -> int:
+    """Speedup per batch size from the study's released acceptance traces (analysis/simulate.py)."""
+    import json
+
+    from ..analysis import simulate
+
+    if args.fit_from:
+        status = print_fitted_costs([Path(d) for d in args.fit_from])
+        if not status:
+            print_headroom([Path(d) for d in args.fit_from])
+        if status or not args.study_traces:
+            return status
+    if not args.study_traces:
+        print("specperf: error: simulate needs --study-traces DIR or --fit-from RUN_DIR", file=sys.stderr)
+        return 2
+    folder, batches, rows = Path(args.study_traces), args.batch_sizes, []
+    print(f"{'dataset':<14} {'proposer':<9} {'mode':<7}" + "".join(f"{f'bs{b}':>7}" for b in batches))
+    for dataset in args.datasets:
+        path = folder / f"combined_{dataset}.jsonl"
+        if not path.is_file():
+            print(f"specperf: error: {path}: no such trace file (expected combined_<dataset>.jsonl)", file=sys.stderr)
+            return 2
+        try:
+            requests = simulate.study_sample(simulate.read_study_traces(path))
+        except ValueError as err:
+            print(f"specperf: error: {err}", file=sys.stderr)
+            return 2
+        for proposer in args.proposers:
+            needs = (simulate.NGRAM, simulate.EAGLE) if proposer == simulate.COMBINED else (proposer,)
+            if not all(name in r.acc_len for r in requests for name in needs):
+                print(f"specperf: error: {path}: no {' and '.join(needs)} acceptance in every line", file=sys.stderr)
+                return 2
+            for mode in ("oracle",) if proposer == simulate.COMBINED else args.modes:
+                values = simulate.speedups(requests, proposer, mode, batches, dataset=dataset)
+                rows.append({"dataset": dataset, "proposer": proposer, "mode": mode, "speedup": values})
+                print(f"{dataset:<14} {proposer:<9} {mode:<7}" + "".join(f"{values[b]:>7.2f}" for b in batches))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"written: {args.json}")
+    if args.html:
+        from ..report.study_curves import render_study_curves
+        from ..storage import atomic_write_text
+
+        atomic_write_text(Path(args.html), render_study_curves(rows, str(folder)))
+        print(f"written: {args.html}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    simulate = sub.add_parser("simulate", help="speedup per batch size from acceptance traces: fixed k, oracle, "
+                                               "the per-step best of n-gram and EAGLE")
+    simulate.add_argument("--study-traces", metavar="DIR",
+                          help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)")
+    simulate.add_argument("--fit-from", nargs="+", metavar="RUN_DIR",
+                          help="fit the step-cost model to the traced results of these runs, print it and "
+                               "each traced scenario's measured, simulated and oracle speedups")
+    simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
+    simulate.add_argument("--proposers", nargs="+", default=list(SIMULATED), choices=list(SIMULATED),
+                          help="eagle: the learned head the traces hold (EAGLE-3 in the study's release)")
+    simulate.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
+    simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    simulate.add_argument("--html", metavar="FILE", help="also draw the curves, a chart per dataset, as an HTML page")
+    simulate.set_defaults(func=run)

@@ -55,25 +55,32 @@ def main() -> int:
         sides[name] = (scenario, slowed_python(folder / name, fraction))
     pool = EnginePool(log=lambda line: None)
     try:
-        measured = measure_rounds(pool, sides, calls.calls, scenario.output_len, scenario.warmup, args.pairs,
-                                  instances=args.instances)
+        measured = measure_rounds(
+            pool, sides, calls.calls, scenario.output_len, scenario.warmup, args.pairs, instances=args.instances
+        )
     finally:
         pool.close()
 
     base = [r.throughput for r in measured.rounds["A"]]
     if args.json:
-        Path(args.json).write_text(json.dumps({name: [r.throughput for r in rounds]
-                                               for name, rounds in measured.rounds.items()}) + "\n")
-    print(f"{scenario.id}: {args.instances} engines per side, {args.pairs} pairs, "
-          f"round {measured.measure_s / (3 * args.pairs):.2f} s")
+        Path(args.json).write_text(
+            json.dumps({name: [r.throughput for r in rounds] for name, rounds in measured.rounds.items()}) + "\n"
+        )
+    print(
+        f"{scenario.id}: {args.instances} engines per side, {args.pairs} pairs, "
+        f"round {measured.measure_s / (3 * args.pairs):.2f} s"
+    )
     for name in list(sides)[1:]:
         log_ratios = [math.log(b / a) for a, b in zip(base, (r.throughput for r in measured.rounds[name]))]
         change = paired_change(log_ratios, [j % args.instances for j in range(len(log_ratios))])
         offset_var, noise_var = (change.between_engines or 0.0) ** 2, (change.between_pairs or 0.0) ** 2
-        print(f"{name} / A: change {math.exp(change.log_change) - 1:+.2%}, offset-difference SD "
-              f"{offset_var ** 0.5:.2%}, per-pair noise SD {noise_var ** 0.5:.2%}; per instance "
-              + " ".join(f"{math.exp(statistics.fmean(log_ratios[i::args.instances])) - 1:+.1%}"
-                         for i in range(args.instances)))
+        print(
+            f"{name} / A: change {math.exp(change.log_change) - 1:+.2%}, offset-difference SD "
+            f"{offset_var**0.5:.2%}, per-pair noise SD {noise_var**0.5:.2%}; per instance "
+            + " ".join(
+                f"{math.exp(statistics.fmean(log_ratios[i :: args.instances])) - 1:+.1%}" for i in range(args.instances)
+            )
+        )
         for k, n in ((1, 16), (2, 16), (4, 16), (4, 24), (8, 32)) if args.instances > 1 else ():
             print(f"    gate SD with {k} engine pairs, {n} pairs: {math.sqrt(offset_var / k + noise_var / n):.2%}")
     return 0

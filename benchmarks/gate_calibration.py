@@ -32,8 +32,15 @@ def independent_pairs(current: list[float], candidate: list[float]) -> tuple[flo
     from specperf.judge.paired import hodges_lehmann
 
     logs = np.log(np.asarray(candidate) / np.asarray(current))
-    result = bootstrap((logs,), hodges_lehmann, confidence_level=0.95, n_resamples=2000, method="percentile",
-                       vectorized=True, random_state=0)
+    result = bootstrap(
+        (logs,),
+        hodges_lehmann,
+        confidence_level=0.95,
+        n_resamples=2000,
+        method="percentile",
+        vectorized=True,
+        random_state=0,
+    )
     low, high = result.confidence_interval
     return math.expm1(float(hodges_lehmann(logs))), math.expm1(low), math.expm1(high)
 
@@ -69,16 +76,21 @@ def main() -> int:
                 table.setdefault((result.id, metric, "after"), []).append((v.change, v.ci_low, v.ci_high, v.status))
                 before = independent_pairs(current[metric], candidate[metric])
                 table.setdefault((result.id, metric, "before"), []).append(
-                    (*before, status(*before, result.scenario.gate_tolerance)))
-    print(f"{'scenario':<42} {'metric':<16} {'judged':<6} {'repeats: change [interval] verdict':<90} "
-          f"{'inside':>7} {'agree':>6}")
+                    (*before, status(*before, result.scenario.gate_tolerance))
+                )
+    print(
+        f"{'scenario':<42} {'metric':<16} {'judged':<6} {'repeats: change [interval] verdict':<90} "
+        f"{'inside':>7} {'agree':>6}"
+    )
     for (sid, metric, judged), repeats in sorted(table.items()):
         ordered = list(itertools.permutations(repeats, 2))
         inside = sum(b[1] <= a[0] <= b[2] for a, b in ordered)
         agree = sum(a[3] == b[3] for a, b in itertools.combinations(repeats, 2))
         shown = "; ".join(f"{c:+.1%} [{lo:+.1%}, {hi:+.1%}] {s}" for c, lo, hi, s in repeats)
-        print(f"{sid:<42} {metric:<16} {judged:<6} {shown:<90} {inside:>3}/{len(ordered):<3} "
-              f"{agree:>2}/{math.comb(len(repeats), 2)}")
+        print(
+            f"{sid:<42} {metric:<16} {judged:<6} {shown:<90} {inside:>3}/{len(ordered):<3} "
+            f"{agree:>2}/{math.comb(len(repeats), 2)}"
+        )
     return 0
 
 

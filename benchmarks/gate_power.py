@@ -43,14 +43,22 @@ def one_gate(scenario, calls, current: str, candidate: str, pairs: int, instance
 
     pool = EnginePool(log=lambda line: None)
     try:
-        measured = measure_rounds(pool, {"current": (scenario, current), "candidate": (scenario, candidate)},
-                                  calls.calls, scenario.output_len, scenario.warmup, pairs, instances=instances,
-                                  sets=sets)
+        measured = measure_rounds(
+            pool,
+            {"current": (scenario, current), "candidate": (scenario, candidate)},
+            calls.calls,
+            scenario.output_len,
+            scenario.warmup,
+            pairs,
+            instances=instances,
+            sets=sets,
+        )
     finally:
         pool.close()
-    return {side: [{"wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.output_tokens, "cluster": r.instance}
-                   for r in rounds] for side, rounds in measured.rounds.items()} | {
-        "start_s": measured.start_s, "measure_s": measured.measure_s}
+    return {
+        side: [{"wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.output_tokens, "cluster": r.instance} for r in rounds]
+        for side, rounds in measured.rounds.items()
+    } | {"start_s": measured.start_s, "measure_s": measured.measure_s}
 
 
 def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
@@ -59,8 +67,14 @@ def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
     def speed(side):
         return [r["tokens"] / r[f"{clock}_s"] for r in gate[side]]
 
-    return compare_paired("throughput_tok_s", speed("current"), speed("candidate"), tolerance,
-                          [r["cluster"] for r in gate["candidate"]], offset_floor)
+    return compare_paired(
+        "throughput_tok_s",
+        speed("current"),
+        speed("candidate"),
+        tolerance,
+        [r["cluster"] for r in gate["candidate"]],
+        offset_floor,
+    )
 
 
 def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
@@ -71,26 +85,37 @@ def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
             verdict = judge(gate, clock, tolerance, offset_floor)
             rows.setdefault((gate["scenario"], gate["arm"], clock), []).append(verdict)
     print(f"\npaired gate, tolerance {tolerance:.0%}, engine-offset floor {offset_floor:.1%}")
-    print(f"{'scenario':<40} {'arm':>6} {'clock':>5} {'gates':>5} {'flagged':>7} {'improv.':>7} {'0 in CI':>7} "
-          f"{'median change':>13} {'range':>15} {'CI width':>8} {'SD engines':>10} {'SD pairs':>8}")
+    print(
+        f"{'scenario':<40} {'arm':>6} {'clock':>5} {'gates':>5} {'flagged':>7} {'improv.':>7} {'0 in CI':>7} "
+        f"{'median change':>13} {'range':>15} {'CI width':>8} {'SD engines':>10} {'SD pairs':>8}"
+    )
     for (sid, arm, clock), verdicts in sorted(rows.items()):
         changes = [v.change for v in verdicts]
         widths = [v.ci_high - v.ci_low for v in verdicts]
         engines = [v.between_engines for v in verdicts if v.between_engines is not None]
         pairs = [v.between_pairs for v in verdicts if v.between_pairs is not None]
-        print(f"{sid:<40} {arm:>6} {clock:>5} {len(verdicts):>5} "
-              f"{sum(v.status == 'regression' for v in verdicts):>7} "
-              f"{sum(v.status == 'improvement' for v in verdicts):>7} "
-              f"{sum(v.ci_low <= 0 <= v.ci_high for v in verdicts):>7} {statistics.median(changes):>+13.1%} "
-              f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>15} {statistics.median(widths):>8.1%} "
-              f"{statistics.median(engines) if engines else math.nan:>10.1%} "
-              f"{statistics.median(pairs) if pairs else math.nan:>8.1%}")
+        print(
+            f"{sid:<40} {arm:>6} {clock:>5} {len(verdicts):>5} "
+            f"{sum(v.status == 'regression' for v in verdicts):>7} "
+            f"{sum(v.status == 'improvement' for v in verdicts):>7} "
+            f"{sum(v.ci_low <= 0 <= v.ci_high for v in verdicts):>7} {statistics.median(changes):>+13.1%} "
+            f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>15} {statistics.median(widths):>8.1%} "
+            f"{statistics.median(engines) if engines else math.nan:>10.1%} "
+            f"{statistics.median(pairs) if pairs else math.nan:>8.1%}"
+        )
     for sid, clock in sorted({(k[0], k[2]) for k in rows}):
-        caught = sorted(float(arm.rstrip("%")) / 100 for (s, arm, c), vs in rows.items()
-                        if s == sid and c == clock and not arm.startswith("A/A")
-                        and sum(v.status == "regression" for v in vs) >= POWER * len(vs))
-        print(f"{sid}, {clock} time: smallest slowdown flagged in >= {POWER:.0%} of gates: "
-              f"{f'{caught[0]:.0%}' if caught else 'none of those tried'}")
+        caught = sorted(
+            float(arm.rstrip("%")) / 100
+            for (s, arm, c), vs in rows.items()
+            if s == sid
+            and c == clock
+            and not arm.startswith("A/A")
+            and sum(v.status == "regression" for v in vs) >= POWER * len(vs)
+        )
+        print(
+            f"{sid}, {clock} time: smallest slowdown flagged in >= {POWER:.0%} of gates: "
+            f"{f'{caught[0]:.0%}' if caught else 'none of those tried'}"
+        )
 
 
 def lean(gates: list[dict]) -> None:
@@ -107,12 +132,15 @@ def lean(gates: list[dict]) -> None:
             seen[cluster] = turn + 1
             log_ratio = math.log((b["tokens"] / b["wall_s"]) / (a["tokens"] / a["wall_s"]))
             split.setdefault(("started first", "current" if cluster % 2 == 0 else "candidate"), []).append(log_ratio)
-            split.setdefault(("ran first", "current" if (cluster + turn) % 2 == 0 else "candidate"),
-                             []).append(log_ratio)
+            split.setdefault(("ran first", "current" if (cluster + turn) % 2 == 0 else "candidate"), []).append(
+                log_ratio
+            )
     for (what, side), values in sorted(split.items()):
         sem = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-        print(f"A/A, {side} {what}: candidate {math.expm1(statistics.fmean(values)):+.2%} "
-              f"(+- {sem:.2%} per pair as independent), {len(values)} pairs")
+        print(
+            f"A/A, {side} {what}: candidate {math.expm1(statistics.fmean(values)):+.2%} "
+            f"(+- {sem:.2%} per pair as independent), {len(values)} pairs"
+        )
 
 
 def main() -> int:
@@ -146,7 +174,7 @@ def main() -> int:
     prepare = CallPreparer(default_dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
     (wrappers / "current").mkdir()
-    current = slowed_python(wrappers / "current", 0.0)          # a path of its own: another engine slot
+    current = slowed_python(wrappers / "current", 0.0)  # a path of its own: another engine slot
     gates = []
     for scenario in scenarios:
         calls = prepare(scenario)
@@ -156,18 +184,27 @@ def main() -> int:
         if args.candidate and "A/A" in arms:
             arms["A/A"] = (args.candidate, sys.executable) if args.swap else (sys.executable, args.candidate)
         t0 = time.monotonic()
-        for repeat in range(args.repeats):      # slowdowns interleaved: every row sees the same hours
+        for repeat in range(args.repeats):  # slowdowns interleaved: every row sees the same hours
             for arm, (a, b) in arms.items():
                 gate = one_gate(scenario, calls, a, b, pairs, instances, sets)
-                gate |= {"scenario": scenario.id, "arm": arm, "repeat": repeat, "pairs": pairs,
-                         "instances": instances, "sets": sets}
+                gate |= {
+                    "scenario": scenario.id,
+                    "arm": arm,
+                    "repeat": repeat,
+                    "pairs": pairs,
+                    "instances": instances,
+                    "sets": sets,
+                }
                 gates.append(gate)
                 if args.json:
                     with open(args.json, "a", encoding="utf-8") as out:
                         out.write(json.dumps(gate) + "\n")
                 verdict = judge(gate, "wall", scenario.gate_tolerance, floor)
-                print(f"  repeat {repeat + 1}, {arm}: {verdict.line()}; starts {gate['start_s']:.0f} s, "
-                      f"rounds {gate['measure_s']:.0f} s", flush=True)
+                print(
+                    f"  repeat {repeat + 1}, {arm}: {verdict.line()}; starts {gate['start_s']:.0f} s, "
+                    f"rounds {gate['measure_s']:.0f} s",
+                    flush=True,
+                )
         print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats * len(arms)} gate runs)", flush=True)
     report(gates, first.gate_tolerance, floor)
     lean(gates)

@@ -26,12 +26,11 @@ from postgres_server import postgres_server  # noqa: E402
 from records import HARDWARE_KEY, make_record, make_scenario  # noqa: E402
 
 DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn_dailymail")
-START = datetime.datetime(2025, 12, 1, 2, 0, tzinfo=datetime.timezone.utc)
+START = datetime.datetime(2025, 12, 1, 2, 0, tzinfo=datetime.UTC)
 
 
 def scenarios(count: int) -> list:
-    return [make_scenario(batch_size=1 + i // len(DATASETS), dataset=DATASETS[i % len(DATASETS)])
-            for i in range(count)]
+    return [make_scenario(batch_size=1 + i // len(DATASETS), dataset=DATASETS[i % len(DATASETS)]) for i in range(count)]
 
 
 def templates(chosen: list) -> list:
@@ -59,8 +58,14 @@ def night(n: int, base: list, rng: random.Random):
         samples = [level * (1 + 0.01 * rng.gauss(0, 1)) for _ in range(5)]
         metrics = {**template.metrics, "throughput_tok_s": Metric(value=statistics.median(samples), samples=samples)}
         records.append(template.model_copy(update={"finished_at": when, "provenance": provenance, "metrics": metrics}))
-    run = RunFile(run_id=f"nightly-{n:04d}", profile="bench", started_at=when, finished_at=when,
-                  device=records[0].device, provenance=provenance)
+    run = RunFile(
+        run_id=f"nightly-{n:04d}",
+        profile="bench",
+        started_at=when,
+        finished_at=when,
+        device=records[0].device,
+        provenance=provenance,
+    )
     return run, records
 
 
@@ -93,10 +98,15 @@ def bench(backend: str, url: str, nights: int, count: int) -> None:
         history.record(run.run_id, run, records)
         record_times.append(time.perf_counter() - t0)
         if n in (0, 29, nights - 1):
-            print(f"{backend}: after {n + 1} runs, recording one run of {count} scenarios: "
-                  f"{record_times[-1]:.2f} s", flush=True)
-    print(f"{backend}: recording a {count}-scenario run, all {nights}: median {statistics.median(record_times):.2f} s, "
-          f"max {max(record_times):.2f} s (filled in {time.perf_counter() - t_fill:.0f} s)", flush=True)
+            print(
+                f"{backend}: after {n + 1} runs, recording one run of {count} scenarios: {record_times[-1]:.2f} s",
+                flush=True,
+            )
+    print(
+        f"{backend}: recording a {count}-scenario run, all {nights}: median {statistics.median(record_times):.2f} s, "
+        f"max {max(record_times):.2f} s (filled in {time.perf_counter() - t_fill:.0f} s)",
+        flush=True,
+    )
     reader = history.reader()
     picks = [rng.choice(chosen).id for _ in range(20)]
     for last in (30, None):
@@ -105,8 +115,11 @@ def bench(backend: str, url: str, nights: int, count: int) -> None:
             t0 = time.perf_counter()
             series = reader.series(scenario_id, "throughput_tok_s", HARDWARE_KEY, last=last)
             query_times.append(time.perf_counter() - t0)
-        print(f"{backend}: trend query, last {last or 'all'} runs ({len(series.points)} points): "
-              f"{ms(query_times)} over {len(picks)} scenarios", flush=True)
+        print(
+            f"{backend}: trend query, last {last or 'all'} runs ({len(series.points)} points): "
+            f"{ms(query_times)} over {len(picks)} scenarios",
+            flush=True,
+        )
     since = START + datetime.timedelta(days=nights - 30)
     drift_times = timed(lambda: reader.drift(since, ["throughput_tok_s", "speedup"]), 3)
     print(f"{backend}: drift over the last 30 days, 2 metrics x {count} scenarios: {ms(drift_times)}", flush=True)

@@ -29,6 +29,7 @@ DATA = Path(__file__).with_name("data") / "aa_pairs_smollm2_ngram.json"
 
 def median_estimate(log_ratios, axis=-1):
     import numpy as np
+
     return np.median(log_ratios, axis=axis)
 
 
@@ -43,8 +44,10 @@ def main() -> int:
     logs = [math.log(b / a) for a, b in zip(data["current"], data["candidate"])]
     centre = statistics.median(logs)
     logs = [x - centre for x in logs]
-    print(f"{data['what']} ({data['machine']}): {len(logs)} pairs, per-pair log-ratio SD "
-          f"{statistics.stdev(logs):.2%}, median offset {centre:+.2%} (removed)")
+    print(
+        f"{data['what']} ({data['machine']}): {len(logs)} pairs, per-pair log-ratio SD "
+        f"{statistics.stdev(logs):.2%}, median offset {centre:+.2%} (removed)"
+    )
     print(f"{'pairs':>5} {'slowdown':>8} {'median':>8} {'Hodges-Lehmann':>15}")
     for n in args.pairs:
         for slowdown in args.slowdowns:

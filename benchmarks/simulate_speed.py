@@ -30,8 +30,10 @@ def main() -> int:
         steps += sum(len(r.acc_len["eagle"]) for r in requests)
     simulate_s = time.perf_counter() - started
     requests = sum(len(r) for r in traces.values())
-    print(f"{requests} requests ({steps:,} output tokens) in {len(DATASETS)} trace files: read in {read_s:.2f} s; "
-          f"{runs} simulations x {len(simulate.BATCH_SIZES)} batch sizes in {simulate_s:.2f} s")
+    print(
+        f"{requests} requests ({steps:,} output tokens) in {len(DATASETS)} trace files: read in {read_s:.2f} s; "
+        f"{runs} simulations x {len(simulate.BATCH_SIZES)} batch sizes in {simulate_s:.2f} s"
+    )
     return 0
 
 

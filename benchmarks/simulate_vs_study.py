@@ -21,21 +21,31 @@ def main() -> int:
     from predictor import AccLenPredictMethod
     from simulator import AccLenGroundTruth, SpecSimulator
 
-    truth = {"eagle": AccLenGroundTruth.EAGLE, "ngram": AccLenGroundTruth.NGRAM,
-             "combined": AccLenGroundTruth.COMBINE_NGRAM_EAGLE}[proposer]
+    truth = {
+        "eagle": AccLenGroundTruth.EAGLE,
+        "ngram": AccLenGroundTruth.NGRAM,
+        "combined": AccLenGroundTruth.COMBINE_NGRAM_EAGLE,
+    }[proposer]
     path = Path(checkout) / "data" / "llama3.1-8B" / f"combined_{dataset}.jsonl"
     sizes = [int(b) for b in batches.split(",")]
     requests = study_sample(read_study_traces(path))
     for mode in modes.split(","):
-        method = {"k1": AccLenPredictMethod.FIXED_1, "k3": AccLenPredictMethod.FIXED_3,
-                  "k5": AccLenPredictMethod.FIXED_5, "oracle": AccLenPredictMethod.ORACLE}[mode]
+        method = {
+            "k1": AccLenPredictMethod.FIXED_1,
+            "k3": AccLenPredictMethod.FIXED_3,
+            "k5": AccLenPredictMethod.FIXED_5,
+            "oracle": AccLenPredictMethod.ORACLE,
+        }[mode]
         study = SpecSimulator(str(path), method, truth, dataset)
         ours = speedups(requests, proposer, mode, sizes, dataset=dataset)
         for batch in sizes:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 theirs = study.simulate_like_experiment(batch)
-            print(f"{dataset} {proposer} {mode} bs{batch}: study {theirs:.4f}, suite {ours[batch]:.4f} "
-                  f"({ours[batch] / theirs - 1:+.3%})", flush=True)
+            print(
+                f"{dataset} {proposer} {mode} bs{batch}: study {theirs:.4f}, suite {ours[batch]:.4f} "
+                f"({ours[batch] / theirs - 1:+.3%})",
+                flush=True,
+            )
     return 0
 
 

@@ -50,8 +50,11 @@ def main() -> int:
                 fault = f"propose_delay_ms={delay:g}" if delay else None
                 run_suite(PROFILE, reports, store, fault=fault, echo=False)
                 metrics = verdicts(reports)
-                print(f"{delay:>4g}ms  {repeat + 1:>3}  {cell(metrics['throughput_tok_s']):<34}  "
-                      f"{cell(metrics['speedup']):<34}", flush=True)
+                print(
+                    f"{delay:>4g}ms  {repeat + 1:>3}  {cell(metrics['throughput_tok_s']):<34}  "
+                    f"{cell(metrics['speedup']):<34}",
+                    flush=True,
+                )
     return 0
 
 

@@ -38,15 +38,19 @@ import time
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 
-DEFAULT_SCENARIOS = ["smollm2-135m-nosd-bs1-instructcoder", "smollm2-135m-ngram-k3-bs1-instructcoder",
-                     "smollm2-135m-ngram-k3-bs4-instructcoder"]
+DEFAULT_SCENARIOS = [
+    "smollm2-135m-nosd-bs1-instructcoder",
+    "smollm2-135m-ngram-k3-bs1-instructcoder",
+    "smollm2-135m-ngram-k3-bs4-instructcoder",
+]
 GOAL = 0.01
-BARE = "bare"                  # the pool's "python" of the bare side: the start hook below reads it
+BARE = "bare"  # the pool's "python" of the bare side: the start hook below reads it
 SOURCE = str(Path(__file__).resolve().parents[1])
 NO_COUNTERS = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
 
 
 # ---------------------------------------------------------------- the bare process
+
 
 def serve_bare(fd: int, config_json: str, read_counters: bool) -> None:
     """Build `LLM` as the suite's engine does, then answer (prompts, max_tokens) with the time of
@@ -92,12 +96,21 @@ class BareEngine:
 
         self.config = config
         self._conn, theirs = Pipe()
-        env = dict(os.environ, **config.env,
-                   PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")])))
+        env = dict(
+            os.environ, **config.env, PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")]))
+        )
         self._process = subprocess.Popen(
-            [sys.executable, __file__, "--serve-bare", str(theirs.fileno()), json.dumps(dataclasses.asdict(config)),
-             str(int(read_counters))],
-            pass_fds=[theirs.fileno()], env=env)
+            [
+                sys.executable,
+                __file__,
+                "--serve-bare",
+                str(theirs.fileno()),
+                json.dumps(dataclasses.asdict(config)),
+                str(int(read_counters)),
+            ],
+            pass_fds=[theirs.fileno()],
+            env=env,
+        )
         theirs.close()
         deadline = time.monotonic() + start_timeout_s
         while not self._conn.poll(1.0):
@@ -114,8 +127,14 @@ class BareEngine:
             wall_s, token_ids = self._conn.recv()
         except EOFError:
             raise EngineError(f"bare engine died (exit code {self._process.wait()})") from None
-        return {"wall_s": wall_s, "output_tokens": sum(len(ids) for ids in token_ids), "token_ids": token_ids,
-                "texts": [""] * len(token_ids), "counters_before": NO_COUNTERS, "counters_after": NO_COUNTERS}
+        return {
+            "wall_s": wall_s,
+            "output_tokens": sum(len(ids) for ids in token_ids),
+            "token_ids": token_ids,
+            "texts": [""] * len(token_ids),
+            "counters_before": NO_COUNTERS,
+            "counters_after": NO_COUNTERS,
+        }
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -129,6 +148,7 @@ class BareEngine:
 
 
 # ---------------------------------------------------------------- the parent
+
 
 class Recorded:
     """An engine whose generate calls are timed from the parent's side too: (kind, parent s, engine s)."""
@@ -176,8 +196,11 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=16)
     parser.add_argument("--instances", type=int, default=2, help="engines of each kind, side by side")
     parser.add_argument("--repeats", type=int, default=1, help="measurements of each scenario, fresh engines each")
-    parser.add_argument("--bare-metrics", action="store_true",
-                        help="the bare process reads the spec-decode counters around each call, as the suite does")
+    parser.add_argument(
+        "--bare-metrics",
+        action="store_true",
+        help="the bare process reads the spec-decode counters around each call, as the suite does",
+    )
     args = parser.parse_args()
 
     log: list = []
@@ -187,7 +210,7 @@ def main() -> int:
             return Recorded(BareEngine(config, start_timeout_s, args.bare_metrics), "bare", log)
         return Recorded(Engine(config, start_timeout_s), "suite", log)
 
-    def rounds_runner(step, count):     # after the warm-up: only the measured rounds are logged
+    def rounds_runner(step, count):  # after the warm-up: only the measured rounds are logged
         log.clear()
         for _ in range(count):
             step()
@@ -199,28 +222,51 @@ def main() -> int:
         calls = prepare(scenario)
         pool = EnginePool(start=start, log=lambda line: None)
         try:
-            measured = measure_rounds(pool, {"suite": (scenario, None), "bare": (scenario, BARE)}, calls.calls,
-                                      scenario.output_len, scenario.warmup, args.pairs, instances=args.instances,
-                                      rounds_runner=rounds_runner)
+            measured = measure_rounds(
+                pool,
+                {"suite": (scenario, None), "bare": (scenario, BARE)},
+                calls.calls,
+                scenario.output_len,
+                scenario.warmup,
+                args.pairs,
+                instances=args.instances,
+                rounds_runner=rounds_runner,
+            )
         finally:
             pool.close()
         suite, bare = ([r.throughput for r in measured.rounds[kind]] for kind in ("suite", "bare"))
         verdict = compare_paired("throughput_tok_s", bare, suite, 0.0)
         outputs = {json.dumps(r.token_ids) for kind in ("suite", "bare") for r in measured.rounds[kind]}
-        rows.append((scenario.id, measured.measure_s / (2 * args.pairs), statistics.median(suite),
-                     statistics.median(bare), statistics.median(ratios(bare, suite)) - 1, verdict,
-                     outside_share(log, "suite"), outside_share(log, "bare"), len(outputs) == 1))
+        rows.append(
+            (
+                scenario.id,
+                measured.measure_s / (2 * args.pairs),
+                statistics.median(suite),
+                statistics.median(bare),
+                statistics.median(ratios(bare, suite)) - 1,
+                verdict,
+                outside_share(log, "suite"),
+                outside_share(log, "bare"),
+                len(outputs) == 1,
+            )
+        )
 
-    print(f"\n{args.pairs} pairs, {args.instances} engine(s) of each kind"
-          f"{', the bare one reading counters' if args.bare_metrics else ''}; change = suite / bare - 1 "
-          f"(Hodges-Lehmann, 95% bootstrap interval); goal: within {GOAL:.0%}")
-    print(f"{'scenario':<42} {'round s':>7} {'suite tok/s':>11} {'bare tok/s':>10} {'median':>7} {'change':>7} "
-          f"{'95% interval':>17} {'goal':>8} {'outside, suite':>18} {'outside, bare':>18} {'outputs':>7}")
+    print(
+        f"\n{args.pairs} pairs, {args.instances} engine(s) of each kind"
+        f"{', the bare one reading counters' if args.bare_metrics else ''}; change = suite / bare - 1 "
+        f"(Hodges-Lehmann, 95% bootstrap interval); goal: within {GOAL:.0%}"
+    )
+    print(
+        f"{'scenario':<42} {'round s':>7} {'suite tok/s':>11} {'bare tok/s':>10} {'median':>7} {'change':>7} "
+        f"{'95% interval':>17} {'goal':>8} {'outside, suite':>18} {'outside, bare':>18} {'outputs':>7}"
+    )
     for sid, round_s, s_tps, b_tps, median, v, (s_share, s_ms), (b_share, b_ms), same in rows:
-        print(f"{sid:<42} {round_s:>7.2f} {s_tps:>11.1f} {b_tps:>10.1f} {median:>+7.1%} {v.change:>+7.1%} "
-              f"{f'[{v.ci_low:+.1%}, {v.ci_high:+.1%}]':>17} {goal_line(v):>8} "
-              f"{f'{s_share:.2%}, {s_ms:.1f} ms/call':>18} {f'{b_share:.2%}, {b_ms:.1f} ms/call':>18} "
-              f"{'same' if same else 'DIFFER':>7}")
+        print(
+            f"{sid:<42} {round_s:>7.2f} {s_tps:>11.1f} {b_tps:>10.1f} {median:>+7.1%} {v.change:>+7.1%} "
+            f"{f'[{v.ci_low:+.1%}, {v.ci_high:+.1%}]':>17} {goal_line(v):>8} "
+            f"{f'{s_share:.2%}, {s_ms:.1f} ms/call':>18} {f'{b_share:.2%}, {b_ms:.1f} ms/call':>18} "
+            f"{'same' if same else 'DIFFER':>7}"
+        )
     return 0
 
 

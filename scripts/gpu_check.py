@@ -54,8 +54,10 @@ def main() -> int:
     try:
         import pynvml  # noqa: F401
     except ImportError:
-        print("nvidia-ml-py is not installed (no module pynvml): pip install nvidia-ml-py; "
-              "gpus.preflight() gives None without it.")
+        print(
+            "nvidia-ml-py is not installed (no module pynvml): pip install nvidia-ml-py; "
+            "gpus.preflight() gives None without it."
+        )
     started = time.monotonic()
     device = hardware.describe_device()
     show(f"describe_device ({time.monotonic() - started:.2f} s)", device)

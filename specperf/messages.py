@@ -10,7 +10,7 @@ def one_line(err: BaseException, limit: int | None = None) -> str:
     while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
         err = err.__cause__ or err.__context__
     text = f"{type(err).__name__}: {' '.join(str(err).split()) or repr(err)}"
-    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Parts of a pydantic error location that name no field: the mark of an invalid dict key, and the

@@ -12,29 +12,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # How a method proposes its draft.
-NO_DRAFT = "no draft"           # the no-SD reference
-MODEL_FREE = "model-free"       # from the context alone (n-gram, suffix): no weights, no KV cache
-HEAD = "head"                   # a learned head on the target's hidden states (EAGLE, EAGLE-3, MTP)
-DRAFT_MODEL = "draft model"     # a small model of its own
-COMBINED = "combined"           # per step, model-free where it has a match, else a draft model
+NO_DRAFT = "no draft"  # the no-SD reference
+MODEL_FREE = "model-free"  # from the context alone (n-gram, suffix): no weights, no KV cache
+HEAD = "head"  # a learned head on the target's hidden states (EAGLE, EAGLE-3, MTP)
+DRAFT_MODEL = "draft model"  # a small model of its own
+COMBINED = "combined"  # per step, model-free where it has a match, else a draft model
 
 
 @dataclass(frozen=True)
 class SDMethod:
-    name: str                           # as a profile writes it, and vLLM's speculative_config method
-    marker: str                         # its pytest marker (the reference: "nosd", also its id label)
-    description: str                    # the marker's description
-    proposer: str                       # one of the kinds above
-    head_in_target: bool = False        # the head is layers of the target's own checkpoint (MTP)
-    ngram_drafts: bool = False          # its drafts are vLLM's n-gram rule's (analysis/ngram.py predicts them)
-    ngram_window: bool = False          # prompt_lookup_min/max apply (vLLM: either defaults to the other)
-    draft_in_engine: bool = False       # its draft model runs in the engine process through transformers
-    draft_over_output: bool = False     # tracing runs its draft model over each output (draft_acc)
-    requires: tuple[str, ...] = ()      # method parameters a profile must give
-    simulated_as: str | None = None     # analysis/simulate.py's proposer for it (None: not simulated)
-    drafting_fit: str | None = None     # analysis/cost_fit.py: "share" of the forward, "learned", or None
-    fit_from: str | None = None         # the method whose fitted drafting cost it takes (its own: None)
-    study_series: dict[int, str] = field(default_factory=dict)    # the study's figure 1 series, by k
+    name: str  # as a profile writes it, and vLLM's speculative_config method
+    marker: str  # its pytest marker (the reference: "nosd", also its id label)
+    description: str  # the marker's description
+    proposer: str  # one of the kinds above
+    head_in_target: bool = False  # the head is layers of the target's own checkpoint (MTP)
+    ngram_drafts: bool = False  # its drafts are vLLM's n-gram rule's (analysis/ngram.py predicts them)
+    ngram_window: bool = False  # prompt_lookup_min/max apply (vLLM: either defaults to the other)
+    draft_in_engine: bool = False  # its draft model runs in the engine process through transformers
+    draft_over_output: bool = False  # tracing runs its draft model over each output (draft_acc)
+    requires: tuple[str, ...] = ()  # method parameters a profile must give
+    simulated_as: str | None = None  # analysis/simulate.py's proposer for it (None: not simulated)
+    drafting_fit: str | None = None  # analysis/cost_fit.py: "share" of the forward, "learned", or None
+    fit_from: str | None = None  # the method whose fitted drafting cost it takes (its own: None)
+    study_series: dict[int, str] = field(default_factory=dict)  # the study's figure 1 series, by k
     figure3_series: dict[int, str] = field(default_factory=dict)  # the study's figure 3 series, by k
 
     @property
@@ -61,23 +61,65 @@ REFERENCE = SDMethod("none", "nosd", "the no-SD reference scenarios", NO_DRAFT)
 
 # The speculative methods this suite measures; whether the installed vLLM runs one is checked
 # when its engine starts.
-METHODS: dict[str, SDMethod] = {m.name: m for m in (
-    SDMethod("ngram", "ngram", "n-gram (prompt lookup) scenarios", MODEL_FREE, ngram_drafts=True,
-             ngram_window=True, simulated_as="ngram", drafting_fit="share",
-             study_series={3: "ngram-k3", 5: "ngram-k5"}, figure3_series={3: "N-gram"}),
-    SDMethod("eagle", "eagle", "EAGLE scenarios", HEAD, drafting_fit="learned", study_series={3: "EAGLE"}),
-    SDMethod("eagle3", "eagle3", "EAGLE-3 scenarios", HEAD, drafting_fit="learned",
-             study_series={3: "EAGLE-3"}, figure3_series={3: "EAGLE-3"}),
-    SDMethod("draft_model", "draft_model", "draft-model scenarios", DRAFT_MODEL, draft_over_output=True,
-             simulated_as="draft", drafting_fit="learned", study_series={3: "DraftModel"}),
-    SDMethod("mtp", "mtp", "multi-token-prediction scenarios", HEAD, head_in_target=True, drafting_fit="learned",
-             figure3_series={3: "MTP"}),
-    SDMethod("suffix", "suffix", "suffix-decoding scenarios", MODEL_FREE),
-    SDMethod("adaptive", "adaptive", "scenarios of specperf's adaptive proposer (n-gram, else a draft model)",
-             COMBINED, ngram_window=True, draft_in_engine=True, draft_over_output=True,
-             requires=("model", "prompt_lookup_min", "prompt_lookup_max"), simulated_as="adaptive",
-             fit_from="draft_model"),
-)}
+METHODS: dict[str, SDMethod] = {
+    m.name: m
+    for m in (
+        SDMethod(
+            "ngram",
+            "ngram",
+            "n-gram (prompt lookup) scenarios",
+            MODEL_FREE,
+            ngram_drafts=True,
+            ngram_window=True,
+            simulated_as="ngram",
+            drafting_fit="share",
+            study_series={3: "ngram-k3", 5: "ngram-k5"},
+            figure3_series={3: "N-gram"},
+        ),
+        SDMethod("eagle", "eagle", "EAGLE scenarios", HEAD, drafting_fit="learned", study_series={3: "EAGLE"}),
+        SDMethod(
+            "eagle3",
+            "eagle3",
+            "EAGLE-3 scenarios",
+            HEAD,
+            drafting_fit="learned",
+            study_series={3: "EAGLE-3"},
+            figure3_series={3: "EAGLE-3"},
+        ),
+        SDMethod(
+            "draft_model",
+            "draft_model",
+            "draft-model scenarios",
+            DRAFT_MODEL,
+            draft_over_output=True,
+            simulated_as="draft",
+            drafting_fit="learned",
+            study_series={3: "DraftModel"},
+        ),
+        SDMethod(
+            "mtp",
+            "mtp",
+            "multi-token-prediction scenarios",
+            HEAD,
+            head_in_target=True,
+            drafting_fit="learned",
+            figure3_series={3: "MTP"},
+        ),
+        SDMethod("suffix", "suffix", "suffix-decoding scenarios", MODEL_FREE),
+        SDMethod(
+            "adaptive",
+            "adaptive",
+            "scenarios of specperf's adaptive proposer (n-gram, else a draft model)",
+            COMBINED,
+            ngram_window=True,
+            draft_in_engine=True,
+            draft_over_output=True,
+            requires=("model", "prompt_lookup_min", "prompt_lookup_max"),
+            simulated_as="adaptive",
+            fit_from="draft_model",
+        ),
+    )
+}
 
 
 def method_of(name: str) -> SDMethod:

@@ -48,7 +48,7 @@ def perf_tests() -> Path:
     return suite_root() / "tests_perf"
 
 
-DEFAULT_REPORTS_DIR = "reports"      # run directories, relative to the working directory (--reports-dir)
+DEFAULT_REPORTS_DIR = "reports"  # run directories, relative to the working directory (--reports-dir)
 
 
 def dataset_dir() -> Path | None:

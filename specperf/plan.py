@@ -28,12 +28,19 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from . import plan_study as study
 from .history.queries import TimedResult
+from .plan_defaults import (
+    CPU,
+    DEFAULT_PROMPT_TOKENS,
+    H100,
+    Machine,
+    default_throughput,
+    engine_start_default,
+    target_size_b,
+)
 from .profiles.scenarios import REFERENCE_METHOD, Profile, Scenario
 from .run import sharding
-from . import plan_study as study
-from .plan_defaults import (CPU, DEFAULT_PROMPT_TOKENS, H100, Machine, default_throughput, engine_start_default,
-                            target_size_b)
 
 HISTORY, STUDY, FITTED, DEFAULT = "history", "study", "fitted", "default"
 TRACES, OUTPUT_LEN = "study traces", "output_len"
@@ -47,8 +54,11 @@ def sequences(scenario: Scenario) -> int:
 
 
 def calls(scenario: Scenario) -> int:
-    return scenario.num_requests if scenario.batching == "replicate" else math.ceil(
-        scenario.num_requests / scenario.batch_size)
+    return (
+        scenario.num_requests
+        if scenario.batching == "replicate"
+        else math.ceil(scenario.num_requests / scenario.batch_size)
+    )
 
 
 @dataclass
@@ -62,8 +72,8 @@ class Estimate:
     """One scenario's predicted cost (engine start not included: that is the engine key's)."""
 
     scenario: Scenario
-    tokens: Figure              # output tokens per sequence
-    throughput: Figure          # output tokens/s
+    tokens: Figure  # output tokens per sequence
+    throughput: Figure  # output tokens/s
     warmup_s: Figure
     measure_s: float
     overhead_s: float
@@ -91,7 +101,7 @@ class Planner:
             self.by_hash.setdefault(row.scenario_hash, []).append(row)
         self.scenario_s = Figure(*self._scenario_overhead())
         self._factors: dict[str, tuple[float, int, bool] | None] = {}
-        self._estimates: dict[int, Estimate] = {}      # by id() of a scenario of the profile
+        self._estimates: dict[int, Estimate] = {}  # by id() of a scenario of the profile
 
     # ---------------------------------------------------------------- per scenario
 
@@ -108,15 +118,19 @@ class Planner:
             round_s += reference.measure_s / scenario.rounds
             engines = 2
         warmup = _median(r.warmup_s for r in own)
-        warmup_s = Figure(warmup, HISTORY) if warmup is not None else Figure(
-            scenario.warmup * engines * round_s / calls(scenario), throughput.source)
+        warmup_s = (
+            Figure(warmup, HISTORY)
+            if warmup is not None
+            else Figure(scenario.warmup * engines * round_s / calls(scenario), throughput.source)
+        )
         estimate = Estimate(scenario, tokens, throughput, warmup_s, scenario.rounds * round_s, self.scenario_s.value)
         self._estimates[id(scenario)] = estimate
         return estimate
 
     def tokens(self, scenario: Scenario, own: list[TimedResult]) -> Figure:
-        measured = _median(r.output_tokens / r.rounds / r.sequences for r in own
-                           if r.output_tokens and r.rounds and r.sequences)
+        measured = _median(
+            r.output_tokens / r.rounds / r.sequences for r in own if r.output_tokens and r.rounds and r.sequences
+        )
         if measured is not None:
             return Figure(measured, HISTORY)
         typical = study.expected_output_tokens(scenario.dataset, scenario.output_len)
@@ -142,8 +156,11 @@ class Planner:
         """SD over no-SD: this model and method's history here (nearest batch size), else the study's, else 1."""
         if scenario.method.is_reference:
             return 1.0
-        rows = [r for r in self.history if r.model == scenario.model.name and r.method == scenario.method.label
-                and r.speedup and r.batch_size]
+        rows = [
+            r
+            for r in self.history
+            if r.model == scenario.model.name and r.method == scenario.method.label and r.speedup and r.batch_size
+        ]
         if rows:
             nearest = min(abs(math.log(r.batch_size / scenario.batch_size)) for r in rows)
             return _median(r.speedup for r in rows if abs(math.log(r.batch_size / scenario.batch_size)) == nearest)
@@ -215,12 +232,13 @@ def _like(row: TimedResult, profile: Profile) -> Scenario | None:
 
 # -------------------------------------------------------------------- shards and GPUs
 
+
 @dataclass
 class EngineLine:
-    label: str                  # model / method
+    label: str  # model / method
     scenarios: list[Estimate]
     start: Figure
-    starts: int                 # engines started (paired references start one more)
+    starts: int  # engines started (paired references start one more)
     engine_key: str = ""
 
     @property
@@ -234,8 +252,8 @@ class ShardPlan:
     engines: list[EngineLine]
     run_s: float
     gpus: int
-    start_at: float = 0.0       # minutes into the run, when scheduled on GPUs
-    command: str = ""           # the pytest options that run this shard
+    start_at: float = 0.0  # minutes into the run, when scheduled on GPUs
+    command: str = ""  # the pytest options that run this shard
 
     @property
     def scenarios(self) -> int:
@@ -255,7 +273,7 @@ class Plan:
     profile: Profile
     planner: Planner
     shards: list[ShardPlan]
-    skipped: list[Scenario] = field(default_factory=list)      # need more GPUs than --gpus gives
+    skipped: list[Scenario] = field(default_factory=list)  # need more GPUs than --gpus gives
     gpus: int | None = None
 
     @property
@@ -282,8 +300,15 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
         paired = any(s.paired_reference and not s.method.is_reference for s in members)
         instances = max(s.gate_instances * s.gate_engine_sets for s in members) if paired else 1
         label = f"{first.model.name} / {first.method.label}" + (" (traced)" if first.trace else "")
-        engines.append(EngineLine(label, [planner.estimate(s) for s in members],
-                                  planner.engine_start(members), instances * (2 if paired else 1), key))
+        engines.append(
+            EngineLine(
+                label,
+                [planner.estimate(s) for s in members],
+                planner.engine_start(members),
+                instances * (2 if paired else 1),
+                key,
+            )
+        )
     gpus = max((s.model.tp for s in scenarios), default=0)
     return ShardPlan(index, engines, planner.machine.run_s, gpus, command=command)
 
@@ -291,15 +316,17 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
 def split(planner: Planner, scenarios: list[Scenario], count: int, selection: str = "") -> list[ShardPlan]:
     """The shards `pytest [selection] --shard I/count` runs (run/sharding.py's split), planned."""
     parts = sharding.assign(scenarios, count)
-    return [plan_shard(planner, i + 1, part, f"{selection}--shard {i + 1}/{count}" if count > 1 else selection.strip())
-            for i, part in enumerate(parts)]
+    return [
+        plan_shard(planner, i + 1, part, f"{selection}--shard {i + 1}/{count}" if count > 1 else selection.strip())
+        for i, part in enumerate(parts)
+    ]
 
 
 def schedule(shards: list[ShardPlan], gpus: int) -> None:
     """Start shards whenever GPUs are free: each time, the longest waiting shard that fits in the free
     GPUs (no GPU idles while a waiting shard fits); sets each shard's start_at."""
     waiting = sorted((s for s in shards if s.engines), key=lambda s: (-s.seconds, s.index))
-    running: list[tuple[float, int]] = []          # (end in seconds, GPUs it holds)
+    running: list[tuple[float, int]] = []  # (end in seconds, GPUs it holds)
     now, free = 0.0, gpus
     while waiting:
         fits = next((s for s in waiting if s.gpus <= free), None)
@@ -320,12 +347,15 @@ def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
     groups: dict[int, list[Scenario]] = {}
     for s in scenarios:
         groups.setdefault(s.model.tp, []).append(s)
-    return {tp: ('-m "' + " or ".join(sorted({model_marker(s.model.name) for s in members})) + '" ', members)
-            for tp, members in sorted(groups.items())}
+    return {
+        tp: ('-m "' + " or ".join(sorted({model_marker(s.model.name) for s in members})) + '" ', members)
+        for tp, members in sorted(groups.items())
+    }
 
 
-def make_plan(profile: Profile, scenarios: list[Scenario], planner: Planner, shards: int | None = None,
-              gpus: int | None = None) -> Plan:
+def make_plan(
+    profile: Profile, scenarios: list[Scenario], planner: Planner, shards: int | None = None, gpus: int | None = None
+) -> Plan:
     """The plan of `scenarios` (a profile's selection) in `shards` shards; with `gpus`, scheduled on
     that many GPUs (scenarios needing more are skipped, as a run there skips them) and, without
     `shards`, the split with the shortest wall time: `--shard I/N` of the whole selection for N in
@@ -339,8 +369,9 @@ def make_plan(profile: Profile, scenarios: list[Scenario], planner: Planner, sha
     groups = _by_tp(runnable)
     if gpus is not None and shards is None and len(groups) > 1:
         for counts in itertools.product(*[range(1, gpus // tp + 1) for tp in groups]):
-            options.append([(selection, members, count)
-                            for (selection, members), count in zip(groups.values(), counts)])
+            options.append(
+                [(selection, members, count) for (selection, members), count in zip(groups.values(), counts)]
+            )
     best = None
     for option in options:
         parts = [shard for selection, members, count in option for shard in split(planner, members, count, selection)]

@@ -15,26 +15,42 @@ class Machine:
     """Cost constants of a tier when nothing measured says better (rough, stated, replaceable by history)."""
 
     name: str
-    step_overhead_s: float      # per decode step whatever the model: scheduling, sampling, launches
-    bandwidth: float            # weight bytes a device reads per second (decode is memory-bound)
-    flops: float                # effective FLOP/s of a device (prefill, and the growth of a step with batch)
-    start_s: float              # engine start: process, imports, memory profiling, KV cache (GPU: compile, graphs)
-    start_s_per_gb: float       # engine start: per GB of weights a device loads
-    scenario_s: float           # per scenario: workload sample, tokenising, judging, writing the result
-    run_s: float                # per run (shard): pytest start, vLLM import, report
+    step_overhead_s: float  # per decode step whatever the model: scheduling, sampling, launches
+    bandwidth: float  # weight bytes a device reads per second (decode is memory-bound)
+    flops: float  # effective FLOP/s of a device (prefill, and the growth of a step with batch)
+    start_s: float  # engine start: process, imports, memory profiling, KV cache (GPU: compile, graphs)
+    start_s_per_gb: float  # engine start: per GB of weights a device loads
+    scenario_s: float  # per scenario: workload sample, tokenising, judging, writing the result
+    run_s: float  # per run (shard): pytest start, vLLM import, report
 
 
 # A 2-core x86 VM: ~10 GB/s of memory bandwidth, ~20 GFLOP/s per core in float32 matmuls.
-CPU = Machine("CPU", step_overhead_s=0.010, bandwidth=10e9, flops=40e9, start_s=10.0, start_s_per_gb=10.0,
-              scenario_s=1.0, run_s=30.0)
+CPU = Machine(
+    "CPU",
+    step_overhead_s=0.010,
+    bandwidth=10e9,
+    flops=40e9,
+    start_s=10.0,
+    start_s_per_gb=10.0,
+    scenario_s=1.0,
+    run_s=30.0,
+)
 # One H100 80GB: 3.35 TB/s HBM3 (80% reached), ~400 TFLOP/s dense bf16 in practice; compile and
 # CUDA-graph capture dominate a start.
-H100 = Machine("H100 80GB", step_overhead_s=0.0025, bandwidth=2.7e12, flops=400e12, start_s=60.0,
-               start_s_per_gb=1.0, scenario_s=2.0, run_s=90.0)
-DEFAULT_PROMPT_TOKENS = 200     # a workload without a released trace
+H100 = Machine(
+    "H100 80GB",
+    step_overhead_s=0.0025,
+    bandwidth=2.7e12,
+    flops=400e12,
+    start_s=60.0,
+    start_s_per_gb=1.0,
+    scenario_s=2.0,
+    run_s=90.0,
+)
+DEFAULT_PROMPT_TOKENS = 200  # a workload without a released trace
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "auto": 2}
 # Models whose name does not say their size: (total, active) parameters in billions.
-KNOWN_SIZES = {"glm-4.5-air": (106.0, 12.0), "tiny-": (0.0064, 0.0064)}   # the suite's tiny checkpoints: ~6.4M
+KNOWN_SIZES = {"glm-4.5-air": (106.0, 12.0), "tiny-": (0.0064, 0.0064)}  # the suite's tiny checkpoints: ~6.4M
 
 
 def model_size_b(path: str | None) -> tuple[float, float] | None:
@@ -61,14 +77,15 @@ def weight_bytes(scenario: Scenario) -> float:
     """Bytes of weights the engine loads: target and draft model, in the profile's dtype."""
     total = target_size_b(scenario)[0]
     draft = scenario.method.params.get("model")
-    if isinstance(draft, str) and method_of(scenario.method.name).drafts_with_a_model:    # not a small head
+    if isinstance(draft, str) and method_of(scenario.method.name).drafts_with_a_model:  # not a small head
         total += (model_size_b(draft) or (0.0, 0.0))[0]
     dtype = str(scenario.engine_args.get("dtype", "auto")).lower()
     return total * 1e9 * DTYPE_BYTES.get(dtype, 2)
 
 
-def default_throughput(scenario: Scenario, machine: Machine, tokens: float, prompt_tokens: float,
-                       speedup: float) -> float:
+def default_throughput(
+    scenario: Scenario, machine: Machine, tokens: float, prompt_tokens: float, speedup: float
+) -> float:
     """Output tokens/s of one call of B sequences: prefill, then `tokens` decode steps each reading the
     weights once and computing B tokens; SD divides the decode time by its speedup."""
     total, active = target_size_b(scenario)

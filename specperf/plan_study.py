@@ -16,7 +16,7 @@ from .profiles.scenarios import Scenario
 from .report.analyses import load_reference as _load_reference
 from .report.analyses import study_panel, study_series_name
 
-load_reference = functools.cache(_load_reference)      # read once per process
+load_reference = functools.cache(_load_reference)  # read once per process
 
 # Mean output tokens per request when outputs stop at EOS or at the cap, for caps 16..8192, and the
 # mean prompt tokens (chat template included).  Source: the study's released per-request traces,
@@ -33,8 +33,14 @@ OUTPUT_TOKENS = {
 PROMPT_TOKENS = {"cnn_dailymail": 838, "gsm8k": 94, "instructcoder": 171, "sharegpt": 355}
 
 # Figure 3's panel titles: the workload of each, and the model families it covers.
-FIG3_DATASETS = {"GSM8K": "gsm8k", "CNN/DM": "cnn_dailymail", "ShareGPT": "sharegpt",
-                 "InstructCoder": "instructcoder", "AIME22-24": "aime", "GPQA-Main": "gpqa"}
+FIG3_DATASETS = {
+    "GSM8K": "gsm8k",
+    "CNN/DM": "cnn_dailymail",
+    "ShareGPT": "sharegpt",
+    "InstructCoder": "instructcoder",
+    "AIME22-24": "aime",
+    "GPQA-Main": "gpqa",
+}
 FIG3_FAMILIES = {"Qwen3-8B-Thinking": "qwen3-8b", "GLM-4.5-Air": "glm-4.5-air"}
 # Models without panels of their own take Qwen3-8B's, scaled by parameters per GPU (decode reads
 # every weight once per step, so a step's time grows with the bytes each GPU holds).
@@ -81,7 +87,7 @@ def _fig3(family: str, dataset: str) -> list[dict[int, dict[str, float]]]:
         name = title.split(") ", 1)[-1]
         for label, fam in FIG3_FAMILIES.items():
             if fam == family and name.startswith(label + " "):
-                panels[FIG3_DATASETS.get(name[len(label) + 1:])] = {int(b): v for b, v in by_batch.items()}
+                panels[FIG3_DATASETS.get(name[len(label) + 1 :])] = {int(b): v for b, v in by_batch.items()}
     return [panels[dataset]] if dataset in panels else list(panels.values())
 
 
@@ -121,12 +127,17 @@ def speedup(scenario: Scenario) -> float | None:
     family, fig3_series = _family(scenario), method_of(method).figure3_series.get(k)
     if family is not None and fig3_series is not None:
         panels = _fig3(family, scenario.dataset)
-        sd, none = (_fig3_series(panels, fig3_series, scenario.batch_size),
-                    _fig3_series(panels, "None", scenario.batch_size))
+        sd, none = (
+            _fig3_series(panels, fig3_series, scenario.batch_size),
+            _fig3_series(panels, "None", scenario.batch_size),
+        )
         if sd is not None and none:
             return sd / none
-    others = [interpolate(dict(zip(sizes, values[series])), scenario.batch_size)
-              for values in figure1.get("panels", {}).values() if series in values]
+    others = [
+        interpolate(dict(zip(sizes, values[series])), scenario.batch_size)
+        for values in figure1.get("panels", {}).values()
+        if series in values
+    ]
     return statistics.median(others) if others else None
 
 

@@ -8,7 +8,6 @@ options.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,26 @@ from . import paths
 from .profiles.registry import markers
 from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
-from .suite_run import (PLANNED_KEY, PROFILE_CHANGES_KEY, SCENARIO_PROPERTY, ScenarioOutcomes, check_options,
-                        run_history_url,
-                        chosen_profile, gate_environments, is_suite_run, marks, model_marker, nothing_measured,
-                        order_scenarios, own_gpus, scenario_of, terminate_as_interrupt, worker_input,
-                        write_report)
+from .suite_run import (
+    PLANNED_KEY,
+    PROFILE_CHANGES_KEY,
+    SCENARIO_PROPERTY,
+    ScenarioOutcomes,
+    check_options,
+    chosen_profile,
+    gate_environments,
+    is_suite_run,
+    marks,
+    model_marker,
+    nothing_measured,
+    order_scenarios,
+    own_gpus,
+    run_history_url,
+    scenario_of,
+    terminate_as_interrupt,
+    worker_input,
+    write_report,
+)
 
 SESSION_KEY = pytest.StashKey["RunSession"]()
 DEVICE_KEY = pytest.StashKey[dict]()
@@ -35,38 +49,83 @@ NOTHING_MEASURED_KEY = pytest.StashKey[bool]()
 
 def pytest_addoption(parser):
     group = parser.getgroup("specperf", "speculative-decoding performance regression suite")
-    group.addoption("--profile", default=None,
-                    help="scenario profile name in fixtures/scenarios/ or a .toml path "
-                         "(default: cpu-smoke without an NVIDIA GPU, h100-nightly with one)")
+    group.addoption(
+        "--profile",
+        default=None,
+        help="scenario profile name in fixtures/scenarios/ or a .toml path "
+        "(default: cpu-smoke without an NVIDIA GPU, h100-nightly with one)",
+    )
     group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
     group.addoption("--reports-dir", default="reports", help="where run directories are written (default: reports)")
     group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
-    group.addoption("--dataset-dir", default=paths.dataset_dir(),
-                    help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR, else a shared/datasets "
-                         "folder beside the checkout, else the dataset hub)")
-    group.addoption("--update-baselines", action="store_true",
-                    help="store this run's valid results as the new baselines (complete runs only)")
-    group.addoption("--scenario-timeout", type=float, default=3600.0,
-                    help="seconds one scenario's warm-up and rounds may take before its engine is killed "
-                         "and a timeout recorded (default: 3600)")
-    group.addoption("--resume", default=None, metavar="RUN_DIR",
-                    help="continue an interrupted run: keep its finished results, measure the rest")
-    group.addoption("--shard", default=None, metavar="I/N",
-                    help="run shard I of N of the selection (for N machines; merge with `specperf report`)")
-    group.addoption("--candidate", default=None, metavar="PYTHON",
-                    help="upgrade gate: also run every scenario on the vLLM of this interpreter's environment "
-                         "(with specperf installed), rounds alternating, and judge it against this one")
-    group.addoption("--gate-blocks", type=int, default=None, metavar="N",
-                    help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive")
-    group.addoption("--history", default=None, metavar="URL",
-                    help="run history database: sqlite:///FILE or postgresql://... (default: $SPECPERF_HISTORY, "
-                         "else <reports-dir>/history.sqlite); 'off' records nothing")
-    group.addoption("--rolling-baseline", type=int, default=None, metavar="N",
-                    help="judge against the median of the last N valid runs in the history instead of baselines/")
-    group.addoption("--two-strike", action="store_true",
-                    help="with --rolling-baseline: a speed regression fails only when the next run confirms it")
-    group.addoption("--sd-trace", action="store_true",
-                    help="trace every scenario (per-step acceptance, step time breakdown); ids end in -traced")
+    group.addoption(
+        "--dataset-dir",
+        default=paths.dataset_dir(),
+        help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR, else a shared/datasets "
+        "folder beside the checkout, else the dataset hub)",
+    )
+    group.addoption(
+        "--update-baselines",
+        action="store_true",
+        help="store this run's valid results as the new baselines (complete runs only)",
+    )
+    group.addoption(
+        "--scenario-timeout",
+        type=float,
+        default=3600.0,
+        help="seconds one scenario's warm-up and rounds may take before its engine is killed "
+        "and a timeout recorded (default: 3600)",
+    )
+    group.addoption(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue an interrupted run: keep its finished results, measure the rest",
+    )
+    group.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run shard I of N of the selection (for N machines; merge with `specperf report`)",
+    )
+    group.addoption(
+        "--candidate",
+        default=None,
+        metavar="PYTHON",
+        help="upgrade gate: also run every scenario on the vLLM of this interpreter's environment "
+        "(with specperf installed), rounds alternating, and judge it against this one",
+    )
+    group.addoption(
+        "--gate-blocks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive",
+    )
+    group.addoption(
+        "--history",
+        default=None,
+        metavar="URL",
+        help="run history database: sqlite:///FILE or postgresql://... (default: $SPECPERF_HISTORY, "
+        "else <reports-dir>/history.sqlite); 'off' records nothing",
+    )
+    group.addoption(
+        "--rolling-baseline",
+        type=int,
+        default=None,
+        metavar="N",
+        help="judge against the median of the last N valid runs in the history instead of baselines/",
+    )
+    group.addoption(
+        "--two-strike",
+        action="store_true",
+        help="with --rolling-baseline: a speed regression fails only when the next run confirms it",
+    )
+    group.addoption(
+        "--sd-trace",
+        action="store_true",
+        help="trace every scenario (per-step acceptance, step time breakdown); ids end in -traced",
+    )
 
 
 def pytest_configure(config):
@@ -77,22 +136,23 @@ def pytest_configure(config):
     config.pluginmanager.register(config.stash[OUTCOMES_KEY], "specperf-outcomes")
     for name, text in markers().items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    config.addinivalue_line("markers", "requires_gpu(min_class=None, count=1, min_memory_gib=None): "
-                                       "skip unless this machine has such GPUs")
+    config.addinivalue_line(
+        "markers", "requires_gpu(min_class=None, count=1, min_memory_gib=None): skip unless this machine has such GPUs"
+    )
     check_options(config)
-    chosen_profile(config)                      # a profile error is one usage line, before collection
+    chosen_profile(config)  # a profile error is one usage line, before collection
     terminate_as_interrupt()
     if config.getoption("dist", "no") == "load":
-        config.option.dist = "loadgroup"        # -n N: each model's scenarios stay on one worker
+        config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
     if config.getoption("dist", "no") == "loadgroup":
         problem = xdist_grouping_problem(installed_version("pytest"), installed_version("pytest-xdist"))
         if problem:
             raise pytest.UsageError(problem)
     worker = worker_input(config)
     if worker is not None and worker.get("specperf_loadgroup"):
-        config.option.loadgroup = True          # workers parse the command line, not the line above
+        config.option.loadgroup = True  # workers parse the command line, not the line above
     if worker is not None or config.getoption("dist", "no") == "no":
-        own_gpus(config)                       # not in an xdist controller: it runs no engine
+        own_gpus(config)  # not in an xdist controller: it runs no engine
 
 
 def pytest_report_header(config):
@@ -110,8 +170,9 @@ def pytest_generate_tests(metafunc):
     profile = chosen_profile(metafunc.config)
     for name in sorted({s.model.name for s in profile.scenarios}):
         metafunc.config.addinivalue_line("markers", f"{model_marker(name)}: scenarios of model {name}")
-    metafunc.parametrize("specperf_scenario",
-                         [pytest.param(s, id=s.id, marks=marks(s, profile)) for s in profile.scenarios])
+    metafunc.parametrize(
+        "specperf_scenario", [pytest.param(s, id=s.id, marks=marks(s, profile)) for s in profile.scenarios]
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -130,7 +191,7 @@ def pytest_runtest_setup(item):
     """A scenario (or any test) marked requires_gpu is skipped, with the reason, where the box lacks it."""
     if SUITE_RUN_KEY not in item.config.stash:
         return
-    if (scenario := scenario_of(item)) is not None:      # tells the controller which reports are scenarios
+    if (scenario := scenario_of(item)) is not None:  # tells the controller which reports are scenarios
         item.user_properties.append((SCENARIO_PROPERTY, scenario.id))
     from .run.device import describe_device
     from .run.gpus import unmet_requirement
@@ -238,11 +299,15 @@ def pytest_sessionfinish(session, exitstatus):
     if run is not None:
         lines = run.finish(interrupted=interrupted)
         if worker_input(config) is not None:
-            config.workeroutput["specperf"] = {"run_dir": str(run.run_dir), "lines": lines,
-                                               "run": run.run_file(True, interrupted).to_json()}
+            config.workeroutput["specperf"] = {
+                "run_dir": str(run.run_dir),
+                "lines": lines,
+                "run": run.run_file(True, interrupted).to_json(),
+            }
             return
-        config.stash[FINISHED_KEY] = write_report(run.run_dir, run.run_file(True, interrupted), lines,
-                                                  run_history_url(config))
+        config.stash[FINISHED_KEY] = write_report(
+            run.run_dir, run.run_file(True, interrupted), lines, run_history_url(config)
+        )
     elif config.stash.get(WORKERS_KEY, None):
         from .run.session import merge_run_files
         from .storage import write_record
@@ -251,8 +316,9 @@ def pytest_sessionfinish(session, exitstatus):
         run_dir = Path(outputs[0]["run_dir"])
         merged = merge_run_files([RunFile.model_validate(o["run"]) for o in outputs])
         write_record(run_dir / "run.json", merged)
-        config.stash[FINISHED_KEY] = write_report(run_dir, merged, [line for o in outputs for line in o["lines"]],
-                                                  run_history_url(config))
+        config.stash[FINISHED_KEY] = write_report(
+            run_dir, merged, [line for o in outputs for line in o["lines"]], run_history_url(config)
+        )
 
 
 def pytest_terminal_summary(terminalreporter):

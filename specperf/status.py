@@ -1,21 +1,21 @@
 """Status words, defined once: of a result (did the scenario run?) and of a verdict (how did it compare?)."""
 
 # A result's status.
-OK = "ok"               # measured; judged against its baseline
-SKIPPED = "skipped"     # its workload was unavailable; never judged
-UNSUPPORTED = "unsupported"   # the candidate vLLM of a gate lacks the scenario's method (also a verdict)
+OK = "ok"  # measured; judged against its baseline
+SKIPPED = "skipped"  # its workload was unavailable; never judged
+UNSUPPORTED = "unsupported"  # the candidate vLLM of a gate lacks the scenario's method (also a verdict)
 # ERROR (below) also marks a result whose engine or input failed.
 
 # Why a result has status ERROR.
 ERROR_TIMEOUT = "timeout"
 ERROR_ENGINE = "engine"
 ERROR_INPUT = "input"
-ERROR_INTERNAL = "internal"     # a fault of the suite itself, caught so the run goes on
+ERROR_INTERNAL = "internal"  # a fault of the suite itself, caught so the run goes on
 
 # A verdict's status, per metric and per scenario.
 PASS = "pass"
 REGRESSION = "regression"
-SUSPECT = "suspect"     # a speed regression seen once, under the two-strike rule: fails when the next run confirms it
+SUSPECT = "suspect"  # a speed regression seen once, under the two-strike rule: fails when the next run confirms it
 IMPROVEMENT = "improvement"
 NO_BASELINE = "no-baseline"
 INCOMPATIBLE = "incompatible"

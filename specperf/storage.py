@@ -60,8 +60,8 @@ def atomic_write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, text + "\n")
 
 
-MAX_FILE_BYTES = 16 * 2**20     # the largest stored file read: a GPU result with traces is well under 1 MiB
-MAX_DEPTH = 32                  # the deepest nesting of a stored file (a result's is 6)
+MAX_FILE_BYTES = 16 * 2**20  # the largest stored file read: a GPU result with traces is well under 1 MiB
+MAX_DEPTH = 32  # the deepest nesting of a stored file (a result's is 6)
 
 
 def _no_constant(name: str):
@@ -99,8 +99,9 @@ def read_bounded_bytes(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> by
         if not stat.S_ISREG(info.st_mode):
             raise ResultFileError(f"{path}: cannot read {what}: not a regular file")
         if info.st_size > limit:
-            raise ResultFileError(f"{path}: cannot read {what}: {info.st_size} bytes, more than the "
-                                  f"{limit} this suite reads")
+            raise ResultFileError(
+                f"{path}: cannot read {what}: {info.st_size} bytes, more than the {limit} this suite reads"
+            )
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as err:
@@ -116,7 +117,7 @@ def read_json(path: Path, what: str) -> dict:
     data = read_bounded_bytes(path, what)
     try:
         data = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
-    except (ValueError, UnicodeDecodeError) as err:       # JSONDecodeError is a ValueError
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
         raise ResultFileError(f"{path}: corrupt {what} (not valid JSON: {err})") from None
     except RecursionError:
         raise ResultFileError(f"{path}: corrupt {what} (nested more than {MAX_DEPTH} deep)") from None
@@ -126,7 +127,9 @@ def read_json(path: Path, what: str) -> dict:
         raise ResultFileError(f"{path}: corrupt {what} (expected a JSON object)")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ResultFileError(f"{path}: {what} has schema version {version!r}; this suite reads version {SCHEMA_VERSION}")
+        raise ResultFileError(
+            f"{path}: {what} has schema version {version!r}; this suite reads version {SCHEMA_VERSION}"
+        )
     return data
 
 
@@ -164,8 +167,9 @@ def inside(folder: Path, *parts: str) -> Path:
         step = Path(folder).joinpath(*parts[:count])
         if step.is_symlink():
             raise ResultFileError(f"{step}: refusing to read or write through a symbolic link")
-    if any(part in ("", ".", "..") or "/" in part or "\\" in part for part in parts) or \
-            not path.resolve().is_relative_to(Path(folder).resolve()):
+    if any(
+        part in ("", ".", "..") or "/" in part or "\\" in part for part in parts
+    ) or not path.resolve().is_relative_to(Path(folder).resolve()):
         raise ResultFileError(f"{path}: refusing a path outside {folder}")
     return path
 
@@ -223,27 +227,35 @@ def read_run_dir(run_dir: Path) -> RunDir:
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.suite_root(), capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=paths.suite_root(), capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.suite_root(),
-                           capture_output=True, text=True, timeout=10).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=paths.suite_root(),
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def suite_provenance() -> dict:
     return {
-        "suite_version": __version__, "git_commit": git_commit(),
-        "python": platform.python_version(), "platform": platform.platform(),
+        "suite_version": __version__,
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "hostname": platform.node(),
     }
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:
@@ -254,4 +266,4 @@ def parse_time(text: str | None) -> datetime.datetime | None:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)

@@ -11,19 +11,17 @@ from pathlib import Path
 import pytest
 
 from . import paths
+from .messages import one_line
 from .profiles.registry import method_marker
 from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile, traced
 from .records import RunFile
 from .run.device import has_nvidia_gpu
-from .messages import one_line
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 PLANNED_KEY = pytest.StashKey[int]()
 PROFILE_CHANGES_KEY = pytest.StashKey[str | None]()
 ENVIRONMENTS_KEY = pytest.StashKey[dict]()
 SCENARIO_PROPERTY = "specperf_scenario"
-
-
 
 
 def is_suite_run(config) -> bool:
@@ -55,8 +53,9 @@ def own_gpus(config) -> None:
     tp = max(s.model.tp for s in chosen_profile(config).scenarios)
     worker = worker_input(config) or {}
     try:
-        os.environ["CUDA_VISIBLE_DEVICES"] = process_gpus(visible, tp, worker.get("workerid"),
-                                                          worker.get("workercount", 1))
+        os.environ["CUDA_VISIBLE_DEVICES"] = process_gpus(
+            visible, tp, worker.get("workerid"), worker.get("workercount", 1)
+        )
     except ValueError as err:
         raise pytest.UsageError(str(err)) from None
 
@@ -72,14 +71,17 @@ def check_options(config) -> None:
     if rounds is not None and rounds < 1:
         raise pytest.UsageError(f"--rounds must be at least 1, got {rounds}")
     if rounds is not None and rounds < MIN_ROUNDS and config.getoption("update_baselines"):
-        raise pytest.UsageError(f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
-                                f"(the significance test needs them), got --rounds {rounds}")
+        raise pytest.UsageError(
+            f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
+            f"(the significance test needs them), got --rounds {rounds}"
+        )
     timeout = config.getoption("scenario_timeout")
-    if not 0 < timeout <= MAX_SCENARIO_TIMEOUT_S:       # NaN fails this too
-        raise pytest.UsageError(f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} "
-                                f"(a week), got {timeout}")
+    if not 0 < timeout <= MAX_SCENARIO_TIMEOUT_S:  # NaN fails this too
+        raise pytest.UsageError(
+            f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} (a week), got {timeout}"
+        )
     if config.getoption("resume") is not None:
-        chosen_profile(config)                        # the run file must be readable and of the same profile
+        chosen_profile(config)  # the run file must be readable and of the same profile
     if config.getoption("shard") is not None:
         from .run.sharding import parse_shard
 
@@ -97,18 +99,22 @@ def check_options(config) -> None:
         from .history import History, HistoryError
 
         try:
-            History(url).close()              # reachable, and of a schema this suite reads
+            History(url).close()  # reachable, and of a schema this suite reads
         except HistoryError as err:
             raise pytest.UsageError(f"--rolling-baseline: {err}") from None
     elif config.getoption("two_strike"):
-        raise pytest.UsageError("--two-strike goes with --rolling-baseline N (it looks at the run before in the history)")
+        raise pytest.UsageError(
+            "--two-strike goes with --rolling-baseline N (it looks at the run before in the history)"
+        )
     blocks = config.getoption("gate_blocks")
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
     if config.getoption("candidate"):
         if config.getoption("update_baselines"):
-            raise pytest.UsageError("--update-baselines cannot go with --candidate: a gate judges the candidate "
-                                    "against the current build, and records no baseline")
+            raise pytest.UsageError(
+                "--update-baselines cannot go with --candidate: a gate judges the candidate "
+                "against the current build, and records no baseline"
+            )
         gate_environments(config)
 
 
@@ -149,8 +155,10 @@ def terminate_as_interrupt() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
         def interrupt(signum, frame):
             raise KeyboardInterrupt("SIGTERM")
+
         signal.signal(signal.SIGTERM, interrupt)
 
 
@@ -173,14 +181,17 @@ def chosen_profile(config) -> Profile:
         resume = config.getoption("resume")
         run = resumed_run(Path(resume)) if resume else None
         if run is not None and not config.getoption("profile") and run.profile not in available_profiles():
-            raise pytest.UsageError(f"--resume {resume}: its profile {run.profile!r} is not one of "
-                                    f"{', '.join(available_profiles())}; name its file with --profile PATH")
+            raise pytest.UsageError(
+                f"--resume {resume}: its profile {run.profile!r} is not one of "
+                f"{', '.join(available_profiles())}; name its file with --profile PATH"
+            )
         profile = load_profile_or_fail(config.getoption("profile") or (run.profile if run else default_profile()))
         if config.getoption("sd_trace"):
             profile = traced(profile)
         if run is not None and profile.name != run.profile:
-            raise pytest.UsageError(f"--resume {resume}: that run measured profile {run.profile!r}, "
-                                    f"not {profile.name!r}")
+            raise pytest.UsageError(
+                f"--resume {resume}: that run measured profile {run.profile!r}, not {profile.name!r}"
+            )
         check_vllm_names(profile)
         if run is not None:
             check_resumed_hardware(resume, run)
@@ -197,25 +208,42 @@ def check_vllm_names(profile: Profile) -> None:
 
     from .run import vllm_methods
     from .run.versions import installed_vllm
-    from .run.vllm_fields import (SET_BY_THE_SUITE, SPECULATIVE_BY_THE_SUITE, engine_arg_names, problem_with,
-                                  speculative_field_names)
+    from .run.vllm_fields import (
+        SET_BY_THE_SUITE,
+        SPECULATIVE_BY_THE_SUITE,
+        engine_arg_names,
+        problem_with,
+        speculative_field_names,
+    )
 
     data = tomllib.loads(profile.path.read_text(encoding="utf-8"))
     tables = [("profile.engine_args", data.get("profile", {}).get("engine_args", {}), "engine")]
-    tables += [(f"cells[{i}].engine_args", cell.get("engine_args", {}), "engine")
-               for i, cell in enumerate(data.get("cells", []))]
+    tables += [
+        (f"cells[{i}].engine_args", cell.get("engine_args", {}), "engine")
+        for i, cell in enumerate(data.get("cells", []))
+    ]
     tables += [(f"methods.{label}", spec, "method") for label, spec in data.get("methods", {}).items()]
-    tables += [(f"models.{name}.methods.{label}", spec, "method")
-               for name, model in data.get("models", {}).items() for label, spec in model.get("methods", {}).items()]
+    tables += [
+        (f"models.{name}.methods.{label}", spec, "method")
+        for name, model in data.get("models", {}).items()
+        for label, spec in model.get("methods", {}).items()
+    ]
     installed = installed_vllm()
     for where, table, kind in tables:
-        if kind == "method" and installed and vllm_methods.unsupported_reason(
-                table.get("method", ""), None, installed[1], importable=None):
-            continue        # its scenarios are "unsupported" on this vLLM, whatever their fields
+        if (
+            kind == "method"
+            and installed
+            and vllm_methods.unsupported_reason(table.get("method", ""), None, installed[1], importable=None)
+        ):
+            continue  # its scenarios are "unsupported" on this vLLM, whatever their fields
         for key in table:
-            problem = (problem_with(key, engine_arg_names(), SET_BY_THE_SUITE) if kind == "engine" else
-                       None if key == "method" else
-                       problem_with(key, speculative_field_names(), SPECULATIVE_BY_THE_SUITE))
+            problem = (
+                problem_with(key, engine_arg_names(), SET_BY_THE_SUITE)
+                if kind == "engine"
+                else None
+                if key == "method"
+                else problem_with(key, speculative_field_names(), SPECULATIVE_BY_THE_SUITE)
+            )
             if problem:
                 raise pytest.UsageError(f"{profile.path}: {where}.{key}: {problem}")
 
@@ -225,8 +253,9 @@ def check_resumed_hardware(resume: str, run: RunFile) -> None:
 
     here = describe_device()["hardware_key"]
     if run.device.hardware_key != here:
-        raise pytest.UsageError(f"--resume {resume}: that run was measured on {run.device.hardware_key}, "
-                                f"this machine is {here}")
+        raise pytest.UsageError(
+            f"--resume {resume}: that run was measured on {run.device.hardware_key}, this machine is {here}"
+        )
 
 
 def profile_changes(recorded: dict[str, str], profile: Profile) -> str | None:
@@ -234,9 +263,15 @@ def profile_changes(recorded: dict[str, str], profile: Profile) -> str | None:
     current = {s.id: s.content_hash for s in profile.scenarios}
     if not recorded or recorded == current:
         return None
-    parts = [f"{label}: {', '.join(sorted(ids))}" for label, ids in (
-        ("changed", {i for i in current.keys() & recorded.keys() if current[i] != recorded[i]}),
-        ("added", current.keys() - recorded.keys()), ("removed", recorded.keys() - current.keys())) if ids]
+    parts = [
+        f"{label}: {', '.join(sorted(ids))}"
+        for label, ids in (
+            ("changed", {i for i in current.keys() & recorded.keys() if current[i] != recorded[i]}),
+            ("added", current.keys() - recorded.keys()),
+            ("removed", recorded.keys() - current.keys()),
+        )
+        if ids
+    ]
     return "the profile changed since this run began (changed scenarios are measured again); " + "; ".join(parts)
 
 
@@ -245,9 +280,12 @@ def model_marker(model_name: str) -> str:
 
 
 def marks(scenario: Scenario, profile: Profile) -> list:
-    marks = [getattr(pytest.mark, method_marker(scenario.method.name)), getattr(pytest.mark, scenario.dataset),
-             getattr(pytest.mark, model_marker(scenario.model.name)),
-             pytest.mark.xdist_group(scenario.model.name)]   # references and engines stay on one worker
+    marks = [
+        getattr(pytest.mark, method_marker(scenario.method.name)),
+        getattr(pytest.mark, scenario.dataset),
+        getattr(pytest.mark, model_marker(scenario.model.name)),
+        pytest.mark.xdist_group(scenario.model.name),
+    ]  # references and engines stay on one worker
     if profile.tier == "gpu":
         marks.append(pytest.mark.requires_gpu(min_class=profile.requires_gpu, count=scenario.model.tp))
     return marks
@@ -350,13 +388,16 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
     try:
         data = add_trends(load_run([run_dir]), history_url)
         lines += data.trends.problems
-        note = reference_vllm_note([r.scenario.vllm for r in data.results],
-                                   next((r.provenance.get("vllm") for r in data.results if r.provenance.get("vllm")), None))
+        note = reference_vllm_note(
+            [r.scenario.vllm for r in data.results],
+            next((r.provenance.get("vllm") for r in data.results if r.provenance.get("vllm")), None),
+        )
         lines += [note] if note else []
         report = write_run_report(data, run_dir)
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
-        return {"lines": summary_lines(run) + lines + [
-            f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]}
+        return {
+            "lines": summary_lines(run)
+            + lines
+            + [f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]
+        }
     return {"lines": summary_lines(run, data.results) + lines + [f"report: {report}"]}
-
-

@@ -10,11 +10,11 @@ import pytest
 from specperf.run.nvml import REASONS
 
 MIB = 2**20
-FOREIGN_PID = 4_194_304          # pid_max is at most 2**22, so no process has this pid
+FOREIGN_PID = 4_194_304  # pid_max is at most 2**22, so no process has this pid
 
 
 class NVMLError(Exception):
-    def __init__(self, value=3):   # 3: NVML_ERROR_NOT_SUPPORTED
+    def __init__(self, value=3):  # 3: NVML_ERROR_NOT_SUPPORTED
         super().__init__(value)
         self.value = value
 
@@ -22,6 +22,7 @@ class NVMLError(Exception):
 @dataclass
 class FakeGPU:
     """One GPU; a field may be a zero-argument callable whose value changes per call."""
+
     uuid: str
     name: object = b"NVIDIA H100 80GB HBM3"
     total_mib: int = 81559
@@ -50,9 +51,15 @@ def fake_nvml(gpu_list, driver_works=True, old_api=False):
     nvml = types.ModuleType("pynvml")
     nvml.NVMLError = NVMLError
     nvml.calls = {"init": 0, "shutdown": 0}
-    for constant, value in dict(NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
-                                NVML_FEATURE_ENABLED=1, NVML_DEVICE_MIG_ENABLE=1,
-                                NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1, NVML_VOLATILE_ECC=0).items():
+    for constant, value in dict(
+        NVML_CLOCK_SM=1,
+        NVML_CLOCK_MEM=2,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_FEATURE_ENABLED=1,
+        NVML_DEVICE_MIG_ENABLE=1,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_VOLATILE_ECC=0,
+    ).items():
         setattr(nvml, constant, value)
     prefix = "nvmlClocksThrottleReason" if old_api else "nvmlClocksEventReason"
     for _, suffix, bit in REASONS:
@@ -64,13 +71,15 @@ def fake_nvml(gpu_list, driver_works=True, old_api=False):
                 if function_name in handle.unsupported:
                     raise NVMLError(3)
                 return fn(handle, *args)
+
             setattr(nvml, function_name, call)
             return call
+
         return wrap
 
     def init():
         if not driver_works:
-            raise NVMLError(12)   # NVML_ERROR_LIBRARY_NOT_FOUND
+            raise NVMLError(12)  # NVML_ERROR_LIBRARY_NOT_FOUND
         nvml.calls["init"] += 1
 
     def shutdown():
@@ -84,8 +93,7 @@ def fake_nvml(gpu_list, driver_works=True, old_api=False):
     nvml.nvmlSystemGetCudaDriverVersion = lambda: 12080
     nvml.nvmlDeviceGetUUID = lambda h: h.uuid.encode()
     api("nvmlDeviceGetName")(lambda h: h.name)
-    api("nvmlDeviceGetMemoryInfo")(lambda h: SimpleNamespace(total=h.total_mib * MIB,
-                                                             used=_value(h.used_mib) * MIB))
+    api("nvmlDeviceGetMemoryInfo")(lambda h: SimpleNamespace(total=h.total_mib * MIB, used=_value(h.used_mib) * MIB))
     api("nvmlDeviceGetEccMode")(lambda h: h.ecc)
     api("nvmlDeviceGetTotalEccErrors")(lambda h, kind, counter: h.ecc_errors if (kind, counter) == (1, 0) else -1)
     api("nvmlDeviceGetPersistenceMode")(lambda h: h.persistence)
@@ -95,8 +103,9 @@ def fake_nvml(gpu_list, driver_works=True, old_api=False):
     api("nvmlDeviceGetTemperature")(lambda h, sensor: _value(h.temp))
     api("nvmlDeviceGetPowerUsage")(lambda h: _value(h.power_mw))
     api("nvmlDeviceGetEnforcedPowerLimit")(lambda h: h.limit_mw)
-    api("nvmlDeviceGetComputeRunningProcesses")(lambda h: [SimpleNamespace(pid=p, usedGpuMemory=m)
-                                                           for p, m in _value(h.processes)])
+    api("nvmlDeviceGetComputeRunningProcesses")(
+        lambda h: [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in _value(h.processes)]
+    )
     reasons = "nvmlDeviceGetCurrentClocksThrottleReasons" if old_api else "nvmlDeviceGetCurrentClocksEventReasons"
     api(reasons)(lambda h: _value(h.reasons))
     return nvml
@@ -115,10 +124,10 @@ def install(monkeypatch):
         nvml = fake_nvml(gpu_list, **kwargs)
         monkeypatch.setitem(sys.modules, "pynvml", nvml)
         return nvml
+
     return install_
 
 
 @pytest.fixture
 def no_nvml(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", None)   # `import pynvml` raises ImportError
-
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-ENV_URL = "SPECPERF_TEST_POSTGRES"      # a server of your own instead (a URL whose user may create databases)
+ENV_URL = "SPECPERF_TEST_POSTGRES"  # a server of your own instead (a URL whose user may create databases)
 
 
 def server_binaries() -> Path | None:
@@ -41,16 +41,47 @@ def postgres_server(fsync: bool = False):
         shutil.chown(folder, "postgres", "postgres")
     data, port = folder / "data", _free_port()
     try:
-        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "specperf", "--auth=trust",
-                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                *as_user,
+                str(binaries / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "specperf",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'}"
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                        str(folder / "server.log"), "-w", "start"], check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                *as_user,
+                str(binaries / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(folder / "server.log"),
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         try:
             yield f"postgresql+psycopg://specperf@127.0.0.1:{port}/postgres"
         finally:
-            subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                           capture_output=True)
+            subprocess.run(
+                [*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -18,6 +18,7 @@ from specperf.run.engine import EngineConfig
 CONFIG = EngineConfig(model="none", tokenizer=None, tensor_parallel_size=1, seed=0, speculative_config=None)
 
 if os.environ.get("SPAWNING_SERVE_NO_PRCTL") == "1":
+
     def _no_libc(*args, **kwargs):
         raise OSError("libc hidden by the test")
 
@@ -34,8 +35,9 @@ def serve_with_worker(conn, config) -> None:
     except BaseException as err:  # noqa: BLE001 - reported to the parent like an engine start failure
         conn.send(("error", one_line(err), ""))
         return
-    conn.send(("ready", {"start_s": 0.0, "pid": os.getpid(), "provenance": {"worker": worker.pid},
-                         "effective_config": {}}))
+    conn.send(
+        ("ready", {"start_s": 0.0, "pid": os.getpid(), "provenance": {"worker": worker.pid}, "effective_config": {}})
+    )
     while True:
         try:
             request = conn.recv()

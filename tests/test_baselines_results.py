@@ -8,11 +8,11 @@ import re
 
 import pytest
 from pydantic import ValidationError
-
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
-from specperf.run import device as hardware
+
 from specperf.judge.baselines import baseline_from_result, baseline_path, load_baseline, write_baseline
 from specperf.records import Baseline, ScenarioResult
+from specperf.run import device as hardware
 from specperf.storage import (
     SCHEMA_VERSION,
     ResultFileError,
@@ -36,8 +36,9 @@ def write_own_baseline(baseline_dir, result):
 
 def test_a_baseline_is_only_written_under_this_machines_key(tmp_path):
     record = make_record(hardware_key="cpu-elsewhere-4c")
-    with pytest.raises(ValueError, match="refusing to write a baseline for cpu-test-xeon-2c from a result measured "
-                                         "on cpu-elsewhere-4c"):
+    with pytest.raises(
+        ValueError, match="refusing to write a baseline for cpu-test-xeon-2c from a result measured on cpu-elsewhere-4c"
+    ):
         write_baseline(tmp_path, record, HARDWARE_KEY)
     assert not any(tmp_path.rglob("*.json"))
 
@@ -61,7 +62,7 @@ def test_atomic_write_json_round_trips_and_leaves_no_temp_files(tmp_path):
     atomic_write_json(path, data)
     assert read_json(path, "thing") == data
     assert os.listdir(path.parent) == ["data.json"]
-    atomic_write_json(path, {**data, "b": []})                   # overwrite in place
+    atomic_write_json(path, {**data, "b": []})  # overwrite in place
     assert read_json(path, "thing")["b"] == []
     assert os.listdir(path.parent) == ["data.json"]
     assert path.read_text(encoding="utf-8").endswith("}\n")
@@ -76,14 +77,17 @@ def test_atomic_write_json_failure_keeps_old_file_and_no_temp(tmp_path):
     assert read_json(path, "thing")["n"] == 1
 
 
-@pytest.mark.parametrize("content, words", [
-    ('{"schema_version": 1, "metrics": {"throughput', "not valid JSON"),          # truncated
-    ("not json at all", "not valid JSON"),
-    ("", "not valid JSON"),
-    ('[{"schema_version": 1}]', "expected a JSON object"),
-    ('{"schema_version": 2}', "schema version 2"),
-    ('{"metrics": {}}', "schema version None"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ('{"schema_version": 1, "metrics": {"throughput', "not valid JSON"),  # truncated
+        ("not json at all", "not valid JSON"),
+        ("", "not valid JSON"),
+        ('[{"schema_version": 1}]', "expected a JSON object"),
+        ('{"schema_version": 2}', "schema version 2"),
+        ('{"metrics": {}}', "schema version None"),
+    ],
+)
 def test_read_json_rejects_bad_files(tmp_path, content, words):
     path = tmp_path / "bad.json"
     path.write_text(content, encoding="utf-8")
@@ -108,8 +112,7 @@ def test_read_json_refuses_non_finite_numbers(tmp_path, constant):
     path.write_text('{"schema_version": 1, "x": [1.0, %s]}' % constant, encoding="utf-8")
     with pytest.raises(ResultFileError) as info:
         read_json(path, "result")
-    assert one_line_naming(info, path) == (
-        f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
+    assert one_line_naming(info, path) == (f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
 
 
 def test_read_json_missing_file(tmp_path):
@@ -182,8 +185,7 @@ def test_result_file_with_non_finite_number_is_refused(tmp_path, constant):
     path.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
     with pytest.raises(ResultFileError) as info:
         load_results(tmp_path)
-    assert one_line_naming(info, path) == (
-        f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
+    assert one_line_naming(info, path) == (f"{path}: corrupt result (not valid JSON: {constant} is not a number)")
 
 
 def set_in(data, keys, value):
@@ -192,15 +194,18 @@ def set_in(data, keys, value):
     data[keys[-1]] = value
 
 
-@pytest.mark.parametrize("keys, value, where", [
-    (("scenario",), None, "scenario: Input should be a valid dictionary"),
-    (("rounds", 0, "wall_s"), "fast", "rounds[0].wall_s: Input should be a valid number"),
-    (("metrics", "throughput_tok_s", "samples", 1), "fast", "metrics.throughput_tok_s.samples[1]"),
-    (("metrics", "throughput_tok_s", "value"), "fast", "metrics.throughput_tok_s.value"),
-    (("device", "hardware_key"), 3, "device.hardware_key: Input should be a valid string"),
-    (("scenario", "id"), "", "scenario.id: String should have at least 1 character"),
-    (("status",), None, "status: Input should be a valid string"),
-])
+@pytest.mark.parametrize(
+    "keys, value, where",
+    [
+        (("scenario",), None, "scenario: Input should be a valid dictionary"),
+        (("rounds", 0, "wall_s"), "fast", "rounds[0].wall_s: Input should be a valid number"),
+        (("metrics", "throughput_tok_s", "samples", 1), "fast", "metrics.throughput_tok_s.samples[1]"),
+        (("metrics", "throughput_tok_s", "value"), "fast", "metrics.throughput_tok_s.value"),
+        (("device", "hardware_key"), 3, "device.hardware_key: Input should be a valid string"),
+        (("scenario", "id"), "", "scenario.id: String should have at least 1 character"),
+        (("status",), None, "status: Input should be a valid string"),
+    ],
+)
 def test_result_file_of_the_wrong_type_names_the_file_and_field(tmp_path, keys, value, where):
     path = stored_result(tmp_path, lambda data: set_in(data, keys, value))
     with pytest.raises(ResultFileError) as info:
@@ -220,8 +225,9 @@ def test_read_run_dir_skips_and_names_a_result_of_the_wrong_type(tmp_path):
     path = stored_result(tmp_path, lambda data: data.__setitem__("scenario", None))
     found = read_run_dir(tmp_path)
     assert [r.id for r in found.results] == ["tiny-llama-nosd-bs4-gsm8k"]
-    assert found.problems == [f"{path}: corrupt result (scenario: Input should be a valid dictionary or "
-                              f"instance of ScenarioInfo)"]
+    assert found.problems == [
+        f"{path}: corrupt result (scenario: Input should be a valid dictionary or instance of ScenarioInfo)"
+    ]
 
 
 def test_model_validate_of_a_built_dict_refuses_wrong_types():
@@ -248,7 +254,7 @@ def test_inside_refuses_parts_that_leave_the_folder(tmp_path, part):
 
 def test_inside_allows_plain_names_and_refuses_a_link_out(tmp_path):
     assert inside(tmp_path, HARDWARE_KEY, "s.json") == tmp_path / HARDWARE_KEY / "s.json"
-    assert inside(tmp_path, "..s.json") == tmp_path / "..s.json"           # dots inside a name are a name
+    assert inside(tmp_path, "..s.json") == tmp_path / "..s.json"  # dots inside a name are a name
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "link").symlink_to(tmp_path / "elsewhere")
@@ -292,8 +298,9 @@ def test_write_and_load_baseline(tmp_path):
     assert baseline.scenario_id == record.scenario.id == record.id
     assert baseline.hardware_key == HARDWARE_KEY
     assert baseline.metrics == record.metrics
-    assert {k: m.to_json() for k, m in baseline.metrics.items()} == json.loads(json.dumps(
-        {k: m.to_json() for k, m in record.metrics.items()}))
+    assert {k: m.to_json() for k, m in baseline.metrics.items()} == json.loads(
+        json.dumps({k: m.to_json() for k, m in record.metrics.items()})
+    )
     assert baseline.provenance["vllm"] == "0.32.0"
     assert baseline.recorded_at == record.finished_at
     assert baseline == baseline_from_result(record)
@@ -329,15 +336,22 @@ def test_write_baseline_keeps_old_one_when_refused(tmp_path):
 BASELINE_KEYS = '"scenario_id": "s", "hardware_key": "%s"' % HARDWARE_KEY
 
 
-@pytest.mark.parametrize("content, words", [
-    ('{"schema_version": 1, "metr', "not valid JSON"),
-    ('{"schema_version": 1, %s, "metrics": {}}' % BASELINE_KEYS,
-     "corrupt baseline (scenario_hash: Field required)"),
-    ('{"schema_version": 1, %s, "scenario_hash": "abc"}' % BASELINE_KEYS,
-     "corrupt baseline (metrics: Field required)"),
-    ('{"schema_version": 1, "metrics": {}}', "corrupt baseline (scenario_id: Field required)"),
-    ('{"schema_version": 7, "scenario_hash": "abc", "metrics": {}}', "schema version 7"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ('{"schema_version": 1, "metr', "not valid JSON"),
+        (
+            '{"schema_version": 1, %s, "metrics": {}}' % BASELINE_KEYS,
+            "corrupt baseline (scenario_hash: Field required)",
+        ),
+        (
+            '{"schema_version": 1, %s, "scenario_hash": "abc"}' % BASELINE_KEYS,
+            "corrupt baseline (metrics: Field required)",
+        ),
+        ('{"schema_version": 1, "metrics": {}}', "corrupt baseline (scenario_id: Field required)"),
+        ('{"schema_version": 7, "scenario_hash": "abc", "metrics": {}}', "schema version 7"),
+    ],
+)
 def test_load_baseline_corrupt(tmp_path, content, words):
     path = baseline_path(tmp_path, HARDWARE_KEY, "s")
     path.parent.mkdir(parents=True)
@@ -374,17 +388,19 @@ def test_baseline_with_non_finite_number_is_refused(tmp_path, constant):
     path.write_text(text.replace('"value": 100.0', f'"value": {constant}', 1), encoding="utf-8")
     with pytest.raises(ResultFileError) as info:
         load_baseline(tmp_path, HARDWARE_KEY, SD_ID)
-    assert one_line_naming(info, path) == (
-        f"{path}: corrupt baseline (not valid JSON: {constant} is not a number)")
+    assert one_line_naming(info, path) == (f"{path}: corrupt baseline (not valid JSON: {constant} is not a number)")
 
 
-@pytest.mark.parametrize("keys, value, where", [
-    (("metrics", "throughput_tok_s", "samples", 0), "fast", "metrics.throughput_tok_s.samples[0]"),
-    (("metrics", "speedup", "value"), "fast", "metrics.speedup.value"),
-    (("metrics",), None, "metrics: Input should be a valid dictionary"),
-    (("scenario_hash",), 123, "scenario_hash: Input should be a valid string"),
-    (("memory",), "lots", "memory: Input should be a valid dictionary"),
-])
+@pytest.mark.parametrize(
+    "keys, value, where",
+    [
+        (("metrics", "throughput_tok_s", "samples", 0), "fast", "metrics.throughput_tok_s.samples[0]"),
+        (("metrics", "speedup", "value"), "fast", "metrics.speedup.value"),
+        (("metrics",), None, "metrics: Input should be a valid dictionary"),
+        (("scenario_hash",), 123, "scenario_hash: Input should be a valid string"),
+        (("memory",), "lots", "memory: Input should be a valid dictionary"),
+    ],
+)
 def test_baseline_of_the_wrong_type_names_the_file_and_field(tmp_path, keys, value, where):
     path = stored_baseline(tmp_path, lambda data: set_in(data, keys, value))
     with pytest.raises(ResultFileError) as info:
@@ -423,14 +439,17 @@ def test_baseline_paths_refuse_scenario_ids_that_leave_the_store(tmp_path, scena
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "intel-xeon-platinum-8480"),
-    ("Intel(R) Core(TM) i7-9700K CPU @ 3.60GHz", "intel-core-i7-9700k"),
-    ("AMD EPYC 7763 64-Core Processor", "amd-epyc-7763-64-core-processor"),
-    ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
-    ("NVIDIA H200", "nvidia-h200"),
-    ("aarch64", "aarch64"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "intel-xeon-platinum-8480"),
+        ("Intel(R) Core(TM) i7-9700K CPU @ 3.60GHz", "intel-core-i7-9700k"),
+        ("AMD EPYC 7763 64-Core Processor", "amd-epyc-7763-64-core-processor"),
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+        ("NVIDIA H200", "nvidia-h200"),
+        ("aarch64", "aarch64"),
+    ],
+)
 def test_slug(name, expected):
     assert hardware.slug(name) == expected
 
@@ -440,8 +459,14 @@ def test_describe_cpu(monkeypatch):
     monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
     monkeypatch.setattr(hardware, "_host_memory_gib", lambda: 16)
     device = hardware.describe_cpu()
-    assert device == {"kind": "cpu", "name": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "count": 2,
-                      "memory_gib": 16, "driver": None, "hardware_key": "cpu-intel-xeon-platinum-8480-2c"}
+    assert device == {
+        "kind": "cpu",
+        "name": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz",
+        "count": 2,
+        "memory_gib": 16,
+        "driver": None,
+        "hardware_key": "cpu-intel-xeon-platinum-8480-2c",
+    }
 
 
 def test_describe_cpu_on_this_machine():

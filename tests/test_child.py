@@ -55,7 +55,7 @@ def engine():
 def test_the_engine_process_can_start_a_worker(engine):
     pids = tree(engine.pid)
     assert engine.provenance["worker"] in pids
-    assert os.getpgid(engine.pid) == engine.pid            # it leads its own group ...
+    assert os.getpgid(engine.pid) == engine.pid  # it leads its own group ...
     assert {os.getpgid(pid) for pid in pids} == {engine.pid}  # ... which holds all it started
 
 
@@ -83,13 +83,13 @@ def test_kill_removes_the_engine_and_its_worker(engine):
 def test_close_removes_the_engine_and_its_worker(engine):
     pids = tree(engine.pid)
     engine.close()
-    assert engine._process.exitcode == 0                     # it exited on "close", not by the kill
+    assert engine._process.exitcode == 0  # it exited on "close", not by the kill
     assert survivors(pids) == []
 
 
 def test_a_worker_left_by_a_dead_engine_is_removed(engine):
     pids = tree(engine.pid)
-    os.kill(engine.pid, signal.SIGKILL)                      # only the engine: the reaper takes the rest
+    os.kill(engine.pid, signal.SIGKILL)  # only the engine: the reaper takes the rest
     assert survivors(pids) == []
 
 
@@ -106,7 +106,7 @@ def test_an_engine_started_from_a_thread_outlives_the_thread():
     thread.join()
     engine = started[0]
     try:
-        time.sleep(1)                       # the kernel's parent-death signal would have come by now
+        time.sleep(1)  # the kernel's parent-death signal would have come by now
         assert alive(engine.pid) and alive(engine.provenance["worker"])
     finally:
         engine.kill()
@@ -130,8 +130,11 @@ if __name__ == "__main__":
 def test_a_sigkilled_parent_leaves_no_engine_or_worker(tmp_path, prctl):
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]),
-               SPAWNING_SERVE_NO_PRCTL="1" if prctl == "no prctl" else "0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]),
+        SPAWNING_SERVE_NO_PRCTL="1" if prctl == "no prctl" else "0",
+    )
     parent = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         started = json.loads(parent.stdout.readline())

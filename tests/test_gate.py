@@ -25,9 +25,18 @@ BOTH_SUPPORT = {"current": {"vllm": "0.29.0", "methods": {}}, "candidate": {"vll
 
 def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, **kwargs) -> RunSession:
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
-    return RunSession(profile="unit", reports_dir=tmp_path / "reports", baseline_dir=tmp_path / "baselines",
-                      log=lambda line: None, prepare=canned_calls, pool=pool, device=dict(DEVICE),
-                      candidate_python=CANDIDATE, environments=environments, **kwargs)
+    return RunSession(
+        profile="unit",
+        reports_dir=tmp_path / "reports",
+        baseline_dir=tmp_path / "baselines",
+        log=lambda line: None,
+        prepare=canned_calls,
+        pool=pool,
+        device=dict(DEVICE),
+        candidate_python=CANDIDATE,
+        environments=environments,
+        **kwargs,
+    )
 
 
 def statuses(result) -> dict[str, str]:
@@ -47,10 +56,10 @@ def test_two_equal_builds_pass_with_intervals(tmp_path):
     assert result.gate.output_drift == 0 and result.gate.config_diff == {}
     assert result.baseline.vllm == "0.0-fake" and len(result.gate.current.rounds) == len(result.rounds) == 8
     assert {e.python for e in starter.started} == {None, CANDIDATE}
-    sd = order[2 * (1 + 8):]                                   # after the reference scenario's calls
+    sd = order[2 * (1 + 8) :]  # after the reference scenario's calls
     b = f"{SD.method.label}@{CANDIDATE}"
     a = SD.method.label
-    assert sd == [a, b] + [a, b, b, a] * 4                     # warm-up of both, then rounds A B B A ...
+    assert sd == [a, b] + [a, b, b, a] * 4  # warm-up of both, then rounds A B B A ...
 
 
 def test_a_slower_candidate_is_a_paired_regression(tmp_path):
@@ -83,12 +92,12 @@ def test_output_drift_and_config_differences_are_reported(tmp_path):
     assert result.gate.output_drift == SD.batch_size
     assert result.gate.config_diff == {"async_scheduling": [None, True]}
     assert "output drift" in result.verdict.note
-    assert result.metrics["lossless_fraction"].value == 1.0      # against the candidate's own reference
+    assert result.metrics["lossless_fraction"].value == 1.0  # against the candidate's own reference
     run.finish()
     from specperf.report import write_report
 
     page = write_report([run.run_dir]).read_text()
-    assert "Upgrade gate" in page and "SD methods each build supports" not in page   # no methods listed here
+    assert "Upgrade gate" in page and "SD methods each build supports" not in page  # no methods listed here
     assert "async_scheduling" in page and "differs between the builds" in page and "judged by" in page
     summary = (run.run_dir / "summary.md").read_text()
     assert "**Upgrade gate**: current vLLM 0.29.0 → candidate vLLM 0.32.0" in summary
@@ -110,8 +119,8 @@ def test_blocks_keep_one_engine_alive_and_still_pair_rounds(tmp_path):
     result = run.run(REF)
     assert result.gate.pairing == "blocks of 2 rounds"
     assert len(result.rounds) == len(result.gate.current.rounds) == 8
-    assert len(starter.started) == 5                      # blocks A B B A A B B A: a build is restarted
-    assert all(e.closed for e in starter.started[:-1])    # for each of its blocks but a back-to-back one
+    assert len(starter.started) == 5  # blocks A B B A A B B A: a build is restarted
+    assert all(e.closed for e in starter.started[:-1])  # for each of its blocks but a back-to-back one
     assert result.verdict.status == "pass"
 
 
@@ -123,15 +132,15 @@ def test_instances_run_side_by_side_and_pairs_take_them_in_turn(tmp_path):
     order.clear()
     result = run.run(dataclasses.replace(SD, gate_instances=2))
     assert result.status == OK and result.gate.pairing == "interleaved, 2 engine pairs (2 per side alive, 1 set(s))"
-    engines = starter.started[2:]                          # after the reference scenario's two
+    engines = starter.started[2:]  # after the reference scenario's two
     assert len(engines) == 4 and not any(e.closed for e in engines)
-    assert [e.python for e in engines] == [None, CANDIDATE, CANDIDATE, None]    # who starts first alternates
+    assert [e.python for e in engines] == [None, CANDIDATE, CANDIDATE, None]  # who starts first alternates
     assert len(result.rounds) == len(result.gate.current.rounds) == 8
     a, b = SD.method.label, f"{SD.method.label}@{CANDIDATE}"
     # warm-up in start order, then pairs on engine pair 0, 1, 0, 1, ...; within each engine pair the
     # side that runs first flips every pair, starting with the side that started first
     assert order == [a, b, b, a] + [a, b, b, a, b, a, a, b] * 2
-    assert [e.calls for e in engines] == [5, 5, 5, 5]       # each: warm-up and four rounds
+    assert [e.calls for e in engines] == [5, 5, 5, 5]  # each: warm-up and four rounds
     assert [r.engine_instance for r in result.rounds] == [0, 1] * 4
     assert [r.engine_instance for r in result.gate.current.rounds] == [0, 1] * 4
     assert result.verdict.status == "pass"
@@ -142,13 +151,13 @@ def test_engine_sets_start_fresh_engines_for_each_set_of_pairs(tmp_path):
     run = gate(tmp_path, starter)
     result = run.run(dataclasses.replace(REF, gate_instances=2, gate_engine_sets=2))
     assert result.status == OK and result.gate.pairing == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
-    assert len(starter.started) == 8                       # two sets of two engines per side
+    assert len(starter.started) == 8  # two sets of two engines per side
     assert all(e.closed for e in starter.started[:4]) and not any(e.closed for e in starter.started[4:])
     assert [e.python for e in starter.started] == [None, CANDIDATE, CANDIDATE, None] * 2
     assert [r.engine_instance for r in result.rounds] == [0, 1, 0, 1, 2, 3, 2, 3]
     throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
     assert throughput.note.startswith("8 pairs on 4 engine pair(s)")
-    assert (throughput.between_engines, throughput.between_pairs) == (0.0, 0.0)     # fakes: no noise at all
+    assert (throughput.between_engines, throughput.between_pairs) == (0.0, 0.0)  # fakes: no noise at all
     run.finish()
     from specperf.report import write_report
 
@@ -174,9 +183,16 @@ def test_paired_reference_measures_speedup_per_pair(tmp_path):
     paired = dataclasses.replace(SD, paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
-    run = RunSession(profile="unit", reports_dir=tmp_path / "r", baseline_dir=tmp_path / "b", log=lambda line: None,
-                     prepare=canned_calls, pool=pool, device=dict(DEVICE))
-    result = run.run(paired)                          # no reference scenario measured before it
+    run = RunSession(
+        profile="unit",
+        reports_dir=tmp_path / "r",
+        baseline_dir=tmp_path / "b",
+        log=lambda line: None,
+        prepare=canned_calls,
+        pool=pool,
+        device=dict(DEVICE),
+    )
+    result = run.run(paired)  # no reference scenario measured before it
     assert result.valid, result.validity
     assert result.metrics["speedup"].samples == pytest.approx([2.0] * 8)
     assert result.metrics["lossless_fraction"].value == 1.0
@@ -206,18 +222,20 @@ def test_an_environment_without_specperf_is_named(tmp_path):
 
     from specperf.run import environments
 
-    bare = tmp_path / "python"          # this interpreter without site-packages: no specperf there
+    bare = tmp_path / "python"  # this interpreter without site-packages: no specperf there
     bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     bare.chmod(bare.stat().st_mode | stat.S_IXUSR)
-    with pytest.raises(environments.EnvironmentProblem,
-                       match=r"specperf does not run in that environment \(ModuleNotFoundError: No module named"):
+    with pytest.raises(
+        environments.EnvironmentProblem,
+        match=r"specperf does not run in that environment \(ModuleNotFoundError: No module named",
+    ):
         environments.describe(str(bare))
 
 
 def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_scenario(tmp_path):
     import threading
 
-    together = threading.Barrier(2, timeout=10)     # a start waits here for the other: one at a time would hang
+    together = threading.Barrier(2, timeout=10)  # a start waits here for the other: one at a time would hang
 
     class TogetherStarter(Starter):
         def __call__(self, config, start_timeout_s, python=None):
@@ -228,9 +246,17 @@ def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_sce
 
     starter = TogetherStarter()
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=2)
-    run = RunSession(profile="unit", reports_dir=tmp_path / "r", baseline_dir=tmp_path / "b", log=lambda line: None,
-                     prepare=canned_calls, pool=pool, device=dict(DEVICE), candidate_python=CANDIDATE,
-                     environments=BOTH_SUPPORT)
+    run = RunSession(
+        profile="unit",
+        reports_dir=tmp_path / "r",
+        baseline_dir=tmp_path / "b",
+        log=lambda line: None,
+        prepare=canned_calls,
+        pool=pool,
+        device=dict(DEVICE),
+        candidate_python=CANDIDATE,
+        environments=BOTH_SUPPORT,
+    )
     assert run.run(REF).status == OK and len(starter.started) == 2
     starter.options["fail"] = True
     failed = run.run(dataclasses.replace(SD, gate_instances=1))

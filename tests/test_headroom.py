@@ -14,43 +14,59 @@ from specperf.records import Metric, RequestTrace
 from specperf.report.traces import trace_views
 
 DRAFT = Method(label="draft-k3", name="draft_model", params={"num_speculative_tokens": 3, "model": "d"})
-ADAPTIVE = Method(label="adaptive-k3", name="adaptive",
-                  params={"num_speculative_tokens": 3, "model": "d", "prompt_lookup_min": 3, "prompt_lookup_max": 7})
+ADAPTIVE = Method(
+    label="adaptive-k3",
+    name="adaptive",
+    params={"num_speculative_tokens": 3, "model": "d", "prompt_lookup_min": 3, "prompt_lookup_max": 7},
+)
 # Per output position: n-gram proposes in the first half only; the draft model accepts a little everywhere.
 NGRAM_ACC = [4, 5, 0, 6, 3, 1, 2, 4] * 4 + [0] * 32
 DRAFT_ACC = [2, 1, 2, 1, 3, 1, 2, 1] * 8
 
 
 def with_requests(result, measured: float):
-    result.trace.requests = [RequestTrace(request_id=f"r{i}", drafted=[3], accepted=[1], ngram_acc=NGRAM_ACC,
-                                          draft_acc=DRAFT_ACC if result.scenario.method.name != "ngram" else [],
-                                          prompt_len=200) for i in range(2)]
+    result.trace.requests = [
+        RequestTrace(
+            request_id=f"r{i}",
+            drafted=[3],
+            accepted=[1],
+            ngram_acc=NGRAM_ACC,
+            draft_acc=DRAFT_ACC if result.scenario.method.name != "ngram" else [],
+            prompt_len=200,
+        )
+        for i in range(2)
+    ]
     result.metrics["speedup"] = Metric(value=measured, samples=[measured])
     return result
 
 
 def run():
-    return [traced(REFERENCE_METHOD), with_requests(traced(NGRAM, seed=1), 1.3),
-            with_requests(traced(DRAFT, seed=2), 0.9), with_requests(traced(ADAPTIVE, seed=3), 1.1),
-            with_requests(traced(EAGLE3, seed=4), 1.2)]
+    return [
+        traced(REFERENCE_METHOD),
+        with_requests(traced(NGRAM, seed=1), 1.3),
+        with_requests(traced(DRAFT, seed=2), 0.9),
+        with_requests(traced(ADAPTIVE, seed=3), 1.1),
+        with_requests(traced(EAGLE3, seed=4), 1.2),
+    ]
 
 
 def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds():
     results = run()
     rows = {row.scenario_id: row for row in headroom.headroom(results)}
-    assert len(rows) == 4                               # the reference has none
+    assert len(rows) == 4  # the reference has none
     draft = rows[results[2].id]
     requests = headroom.request_acceptance(results[2])
     cost = headroom.fit_costs(results)[0].step_cost("draft_model")
     assert draft.simulated == pytest.approx(
-        simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", known_misses=True)[4])
+        simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", known_misses=True)[4]
+    )
     assert draft.measured == 0.9 and draft.oracle > draft.simulated
     assert draft.combined >= draft.oracle and draft.adaptive is not None
-    assert draft.step_error < 1e-3 and draft.reference_error < 1e-3      # noiseless constructed steps
+    assert draft.step_error < 1e-3 and draft.reference_error < 1e-3  # noiseless constructed steps
     assert draft.speedup_error == draft.step_error + draft.reference_error
     assert draft.within_error == (abs(draft.simulated / 0.9 - 1) <= draft.speedup_error)
     assert set(draft.curve) == {4} and set(draft.curve[4]) == {"simulated", "oracle", "combined", "adaptive"}
-    ngram = rows[results[1].id]          # no draft model's acceptance: no combined bound
+    ngram = rows[results[1].id]  # no draft model's acceptance: no combined bound
     assert ngram.simulated is not None and ngram.combined is None and ngram.oracle >= ngram.simulated
     adaptive = rows[results[3].id]
     assert adaptive.simulated == pytest.approx(adaptive.adaptive) and adaptive.step_error is None
@@ -62,7 +78,7 @@ def test_the_report_shows_headroom_and_draws_the_bounds():
     views = trace_views(run())
     assert len(views.headroom) == 4 and views.to_json()["headroom"][0]["id"]
     curves = views.bound_curves()
-    assert all(curve for curve in curves.values()) and len(curves) == 3      # EAGLE-3 has no curve
+    assert all(curve for curve in curves.values()) and len(curves) == 3  # EAGLE-3 has no curve
 
 
 def test_the_adaptive_rule_takes_ngram_where_it_proposes_and_prices_each_step_by_its_drafter():
@@ -71,10 +87,12 @@ def test_the_adaptive_rule_takes_ngram_where_it_proposes_and_prices_each_step_by
     never = simulate.RequestAcceptance("b", 100, {"ngram": [0] * 40, "draft": [2] * 40})
     assert simulate.adaptive(always) == [3] * 40 and simulate.adaptive(never) == [2] * 40
     batches = [1, 8]
-    assert simulate.speedups([always], "adaptive", "k3", batches, cost, known_misses=True) == \
-        pytest.approx(simulate.speedups([always], "ngram", "k3", batches, cost, known_misses=True))
-    assert simulate.speedups([never], "adaptive", "k3", batches, cost) == \
-        pytest.approx(simulate.speedups([never], "draft", "k3", batches, cost))
+    assert simulate.speedups([always], "adaptive", "k3", batches, cost, known_misses=True) == pytest.approx(
+        simulate.speedups([always], "ngram", "k3", batches, cost, known_misses=True)
+    )
+    assert simulate.speedups([never], "adaptive", "k3", batches, cost) == pytest.approx(
+        simulate.speedups([never], "draft", "k3", batches, cost)
+    )
 
 
 def test_known_misses_draw_nothing():

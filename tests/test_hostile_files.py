@@ -27,14 +27,16 @@ def result_file(tmp_path):
 
 def test_depth_counts_levels():
     assert (depth(1), depth([]), depth({"a": [1]}), depth([[{"b": []}]])) == (0, 1, 2, 4)
-    assert depth(json.loads(nested(500))) == MAX_DEPTH + 1          # counting stops past the limit
+    assert depth(json.loads(nested(500))) == MAX_DEPTH + 1  # counting stops past the limit
 
 
 @pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 1000, 100_000])
 def test_json_nested_too_deep_is_one_line(result_file, levels):
     data = json.loads(result_file.read_text())
     result_file.write_text(json.dumps(data)[:-1] + f', "extra": {nested(levels)}}}')
-    with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \(nested more than {MAX_DEPTH} deep\)$"):
+    with pytest.raises(
+        ResultFileError, match=rf"^{result_file}: corrupt result \(nested more than {MAX_DEPTH} deep\)$"
+    ):
         read_record(result_file, ScenarioResult, "result")
 
 
@@ -61,7 +63,7 @@ def test_a_fifo_is_refused_without_waiting(tmp_path):
     path = tmp_path / "fifo.json"
     os.mkfifo(path)
     with pytest.raises(ResultFileError, match="not a regular file"):
-        read_json(path, "result")          # opening a FIFO would block until a writer came
+        read_json(path, "result")  # opening a FIFO would block until a writer came
 
 
 def test_a_file_over_the_size_limit_is_refused(tmp_path, monkeypatch):
@@ -88,13 +90,22 @@ def test_a_workload_line_nested_too_deep_is_one_line(tmp_path):
         load("gsm8k", 1, 42, tmp_path)
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": [1, "x"]}}\n', r":1: not a study trace line \(TypeError"),
-    (b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": ' + nested(100_000).encode() + b"}}\n",
-     r":1: not a study trace line"),
-    (b'{"id": "0\xff"}\n', r": not valid UTF-8 \(byte 10\)"),
-    (b"", r": no trace lines"),
-], ids=["text-length", "nested", "bad-byte", "empty"])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (
+            b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": [1, "x"]}}\n',
+            r":1: not a study trace line \(TypeError",
+        ),
+        (
+            b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": ' + nested(100_000).encode() + b"}}\n",
+            r":1: not a study trace line",
+        ),
+        (b'{"id": "0\xff"}\n', r": not valid UTF-8 \(byte 10\)"),
+        (b"", r": no trace lines"),
+    ],
+    ids=["text-length", "nested", "bad-byte", "empty"],
+)
 def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
     path = tmp_path / "combined_gsm8k.jsonl"
     path.write_bytes(content)
@@ -102,26 +113,35 @@ def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
         simulate.read_study_traces(path)
 
 
-TELEMETRY = {"samples": 3, "interval_s": 0.5, "sm_clock_mhz": {"min": 1, "median": 2, "max": 3},
-             "throttle_reasons": [], "memory_used_mib": {"start": 1, "peak": 2}, "foreign_pids": []}
+TELEMETRY = {
+    "samples": 3,
+    "interval_s": 0.5,
+    "sm_clock_mhz": {"min": 1, "median": 2, "max": 3},
+    "throttle_reasons": [],
+    "memory_used_mib": {"start": 1, "peak": 2},
+    "foreign_pids": [],
+}
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"sm_clock_mhz": 5}, "gpu_telemetry: Value error, sm_clock_mhz"),
-    ({"memory_used_mib": 5}, "gpu_telemetry: Value error, memory_used_mib"),
-    ({"throttle_reasons": [["a"]]}, "gpu_telemetry: Value error, throttle_reasons.0"),
-    ({"sm_clock_mhz": {"min": 1, "median": "fast", "max": 3}}, "gpu_telemetry: Value error, sm_clock_mhz.median"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"sm_clock_mhz": 5}, "gpu_telemetry: Value error, sm_clock_mhz"),
+        ({"memory_used_mib": 5}, "gpu_telemetry: Value error, memory_used_mib"),
+        ({"throttle_reasons": [["a"]]}, "gpu_telemetry: Value error, throttle_reasons.0"),
+        ({"sm_clock_mhz": {"min": 1, "median": "fast", "max": 3}}, "gpu_telemetry: Value error, sm_clock_mhz.median"),
+    ],
+)
 def test_free_form_telemetry_is_typed_on_load(result_file, bad, field, tmp_path, capsys):
     from specperf.cli import main
 
     data = json.loads(result_file.read_text())
     result_file.write_text(json.dumps({**data, "gpu_telemetry": TELEMETRY}))
-    read_record(result_file, ScenarioResult, "result")                   # the sampler's own shape is fine
+    read_record(result_file, ScenarioResult, "result")  # the sampler's own shape is fine
     result_file.write_text(json.dumps({**data, "gpu_telemetry": {**TELEMETRY, **bad}}))
     with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \({field}"):
         read_record(result_file, ScenarioResult, "result")
-    assert main(["report", str(tmp_path)]) == 0                           # the report names the file, no traceback
+    assert main(["report", str(tmp_path)]) == 0  # the report names the file, no traceback
     assert "report:" in capsys.readouterr().out
 
 
@@ -129,11 +149,13 @@ def test_a_gate_config_difference_is_a_pair(tmp_path):
     from specperf.records import Gate
 
     side = {"vllm": "0.29.0", "rounds": [], "metrics": {}}
-    Gate.model_validate({"current": side, "candidate_python": "p", "pairing": "interleaved",
-                         "config_diff": {"async": [None, True]}})
+    Gate.model_validate(
+        {"current": side, "candidate_python": "p", "pairing": "interleaved", "config_diff": {"async": [None, True]}}
+    )
     with pytest.raises(Exception, match="config_diff.async"):
-        Gate.model_validate({"current": side, "candidate_python": "p", "pairing": "interleaved",
-                             "config_diff": {"async": [1]}})
+        Gate.model_validate(
+            {"current": side, "candidate_python": "p", "pairing": "interleaved", "config_diff": {"async": [1]}}
+        )
 
 
 @pytest.mark.parametrize("environments", [{"current": {"methods": 5}}, {"current": {"vllm": "0.29.0"}}])

@@ -17,8 +17,7 @@ LAYERS = [
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},
-    {"specperf.suite_run", "specperf.plan", "specperf.plan_defaults", "specperf.plan_study",
-     "specperf.plan_view"},
+    {"specperf.suite_run", "specperf.plan", "specperf.plan_defaults", "specperf.plan_study", "specperf.plan_view"},
     {"specperf.plugin", "specperf.cli"},
 ]
 MAX_LINES = 420
@@ -44,7 +43,7 @@ def imports_of(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + (node.module.split(".") if node.module else []))
             if target == "specperf" or (not node.module and node.level):
                 found |= {f"{target}.{alias.name}" for alias in node.names}
@@ -82,7 +81,9 @@ def test_no_import_circle():
             target = target.rpartition(".")[0]
         return target or None
 
-    edges = {m: {r for t in targets if (r := resolve(t)) and r != m and r != "specperf"} for m, targets in graph.items()}
+    edges = {
+        m: {r for t in targets if (r := resolve(t)) and r != m and r != "specperf"} for m, targets in graph.items()
+    }
     state: dict[str, int] = {}
     cycle: list[str] = []
 

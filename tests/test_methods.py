@@ -18,24 +18,39 @@ ALLOWED = {"methods.py", "run/vllm_methods.py", "analysis/simulate.py"}
 NAMES = {m.name for m in METHODS.values()} | {m.marker for m in METHODS.values()} | {REFERENCE.marker}
 # Words that are a method's name but name something else there: the adaptive proposer's simulated
 # bound, a field of analysis/headroom.Headroom, its column and its key in the report's view.
-OTHER_MEANING = {("cli/simulate.py", "adaptive"), ("analysis/headroom.py", "adaptive"), ("report/traces.py", "adaptive")}
+OTHER_MEANING = {
+    ("cli/simulate.py", "adaptive"),
+    ("analysis/headroom.py", "adaptive"),
+    ("report/traces.py", "adaptive"),
+}
 
 
 def literals(path: Path) -> list[tuple[int, str]]:
     """String constants of a module that are not docstrings."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
 
 
 def test_no_module_but_the_registry_spells_a_method_name():
-    found = [f"{path.relative_to(PACKAGE)}:{line}: {value!r}"
-             for path in sorted(PACKAGE.rglob("*.py")) if str(path.relative_to(PACKAGE)) not in ALLOWED
-             for line, value in literals(path)
-             if value in NAMES and (str(path.relative_to(PACKAGE)), value) not in OTHER_MEANING]
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}: {value!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if str(path.relative_to(PACKAGE)) not in ALLOWED
+        for line, value in literals(path)
+        if value in NAMES and (str(path.relative_to(PACKAGE)), value) not in OTHER_MEANING
+    ]
     assert found == []
 
 
@@ -43,9 +58,18 @@ def test_every_method_vllm_knows_is_declared_and_every_declared_one_is_in_vllms_
     assert set(METHODS) <= {span.method for span in vllm_methods.SPANS}
 
 
-@pytest.mark.parametrize("name, proposer", [("ngram", MODEL_FREE), ("suffix", MODEL_FREE), ("eagle", HEAD),
-                                            ("eagle3", HEAD), ("mtp", HEAD), ("draft_model", DRAFT_MODEL),
-                                            ("adaptive", COMBINED)])
+@pytest.mark.parametrize(
+    "name, proposer",
+    [
+        ("ngram", MODEL_FREE),
+        ("suffix", MODEL_FREE),
+        ("eagle", HEAD),
+        ("eagle3", HEAD),
+        ("mtp", HEAD),
+        ("draft_model", DRAFT_MODEL),
+        ("adaptive", COMBINED),
+    ],
+)
 def test_each_method_declares_how_it_drafts(name, proposer):
     assert method_of(name).proposer == proposer
 

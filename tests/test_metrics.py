@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.judge.metrics import (output_hash, 
+from specperf.judge.metrics import (
     HIGHER,
     LOWER,
     METRICS,
     acceptance,
     counter_delta,
     lossless_fraction,
+    output_hash,
     round_throughputs,
-    summarise,
     sum_counters,
+    summarise,
 )
 
 
@@ -22,8 +23,14 @@ def snapshot(drafts, draft_tokens, accepted, per_pos):
 
 
 def test_metric_specs_are_consistent():
-    assert set(METRICS) == {"throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
-                            "per_position_acceptance", "lossless_fraction"}
+    assert set(METRICS) == {
+        "throughput_tok_s",
+        "speedup",
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "per_position_acceptance",
+        "lossless_fraction",
+    }
     for name, spec in METRICS.items():
         assert spec.name == name
         assert spec.direction in (HIGHER, LOWER)
@@ -70,8 +77,8 @@ def test_sum_counters_does_not_alias_its_input():
 
 def test_acceptance():
     result = acceptance(snapshot(100, 300, 150, [70, 50, 30]))
-    assert result["mean_acceptance_length"] == pytest.approx(2.5)       # 1 + 150 / 100
-    assert result["draft_acceptance_rate"] == pytest.approx(0.5)        # 150 / 300
+    assert result["mean_acceptance_length"] == pytest.approx(2.5)  # 1 + 150 / 100
+    assert result["draft_acceptance_rate"] == pytest.approx(0.5)  # 150 / 300
     assert result["per_position_acceptance"] == pytest.approx([0.7, 0.5, 0.3])
 
 
@@ -92,12 +99,17 @@ def test_acceptance_all_rejected():
 def test_acceptance_without_drafts_is_none():
     # n-gram can find no match at all: no drafts, nothing to divide by
     assert acceptance(snapshot(0, 0, 0, [])) == {
-        "mean_acceptance_length": None, "draft_acceptance_rate": None, "per_position_acceptance": None}
+        "mean_acceptance_length": None,
+        "draft_acceptance_rate": None,
+        "per_position_acceptance": None,
+    }
 
 
 def test_round_throughputs():
     assert round_throughputs([{"output_tokens": 200, "wall_s": 2.0}, {"output_tokens": 90, "wall_s": 0.5}]) == [
-        100.0, 180.0]
+        100.0,
+        180.0,
+    ]
 
 
 def test_lossless_fraction():

@@ -20,10 +20,15 @@ from specperf.records import Memory, ScenarioResult
 from specperf.storage import read_record, result_path
 
 # A GQA target: 3 layers, 4 query heads, 2 KV heads, hidden 32 -> head_dim 8.
-GQA = {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 32,
-       "torch_dtype": "float32"}
-GQA_ELEMENTS = 100 * 32 + 3 * 4 * 32 * 32 + 32     # embeddings, 3 x 4 projections, a norm
-GQA_KV_FP32 = 2 * 3 * 2 * 8 * 4                    # K and V x layers x KV heads x head_dim x bytes = 384
+GQA = {
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 32,
+    "torch_dtype": "float32",
+}
+GQA_ELEMENTS = 100 * 32 + 3 * 4 * 32 * 32 + 32  # embeddings, 3 x 4 projections, a norm
+GQA_KV_FP32 = 2 * 3 * 2 * 8 * 4  # K and V x layers x KV heads x head_dim x bytes = 384
 
 
 def gqa_tensors(layers: int = 3, dtype=np.float32) -> dict[str, np.ndarray]:
@@ -51,7 +56,8 @@ def checkpoint(folder, config: dict, tensors: dict[str, np.ndarray] | None = Non
         weight_map |= {n: file for n in part}
     total = sum(t.nbytes for t in tensors.values())
     (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
     return str(folder)
 
 
@@ -65,11 +71,12 @@ def draft_method(name: str, path: str) -> Method:
 
 # --------------------------------------------------------------------------- the target
 
+
 def test_gqa_target_in_float32(tmp_path):
     estimate = model_memory.estimate(scenario(checkpoint(tmp_path / "t", GQA), dtype="float32"))
     assert estimate.weights_bytes == GQA_ELEMENTS * 4
     assert estimate.kv_bytes_per_token == GQA_KV_FP32 == 384
-    assert estimate.draft_weights_bytes == estimate.draft_kv_bytes_per_token == 0     # no SD: nothing drafts
+    assert estimate.draft_weights_bytes == estimate.draft_kv_bytes_per_token == 0  # no SD: nothing drafts
     assert (estimate.weights_dtype, estimate.kv_dtype, estimate.note) == ("float32", "float32", None)
 
 
@@ -96,14 +103,21 @@ def test_auto_runs_a_float32_config_in_16_bits_and_a_float16_one_as_it_is(tmp_pa
 
 
 def test_head_dim_from_the_config_wins_over_hidden_size(tmp_path):
-    config = GQA | {"head_dim": 16}          # e.g. Qwen3, Gemma: head_dim x heads != hidden_size
+    config = GQA | {"head_dim": 16}  # e.g. Qwen3, Gemma: head_dim x heads != hidden_size
     estimate = model_memory.estimate(scenario(checkpoint(tmp_path / "t", config), dtype="float32"))
     assert estimate.kv_bytes_per_token == 2 * 3 * 2 * 16 * 4
 
 
 def test_mla_keeps_the_latent_and_the_rope_key_per_layer(tmp_path):
-    config = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 32,
-              "kv_lora_rank": 16, "qk_rope_head_dim": 8, "torch_dtype": "bfloat16"}
+    config = {
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "hidden_size": 32,
+        "kv_lora_rank": 16,
+        "qk_rope_head_dim": 8,
+        "torch_dtype": "bfloat16",
+    }
     estimate = model_memory.estimate(scenario(checkpoint(tmp_path / "t", config, gqa_tensors(2))))
     assert estimate.kv_bytes_per_token == (16 + 8) * 2 * 2
 
@@ -118,11 +132,12 @@ def test_missing_shards_fall_back_to_the_index_total_as_stored(tmp_path):
     target = checkpoint(tmp_path / "t", GQA, shards=3)
     (tmp_path / "t" / "model-00002-of-00003.safetensors").unlink()
     estimate = model_memory.estimate(scenario(target, dtype="bfloat16"))
-    assert estimate.weights_bytes == GQA_ELEMENTS * 4          # the index's total_size, float32 as stored
+    assert estimate.weights_bytes == GQA_ELEMENTS * 4  # the index's total_size, float32 as stored
     assert "weights as stored" in estimate.note and estimate.kv_bytes_per_token == GQA_KV_FP32 // 2
 
 
 # --------------------------------------------------------------------------- drafts and heads
+
 
 def test_draft_model_has_weights_and_a_kv_cache_of_its_own(tmp_path):
     target = checkpoint(tmp_path / "t", GQA)
@@ -135,21 +150,31 @@ def test_draft_model_has_weights_and_a_kv_cache_of_its_own(tmp_path):
 
 def test_eagle3_head_counts_only_its_own_tensors(tmp_path):
     target = checkpoint(tmp_path / "t", GQA)
-    head = {"fc.weight": np.zeros((32, 96), np.float32), "midlayer.self_attn.k_proj.weight": np.zeros((16, 64)),
-            "d2t": np.zeros(50, np.int64)}
-    config = {"num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 32,
-              "head_dim": 8, "torch_dtype": "float32"}
+    head = {
+        "fc.weight": np.zeros((32, 96), np.float32),
+        "midlayer.self_attn.k_proj.weight": np.zeros((16, 64)),
+        "d2t": np.zeros(50, np.int64),
+    }
+    config = {
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 32,
+        "head_dim": 8,
+        "torch_dtype": "float32",
+    }
     path = checkpoint(tmp_path / "h", config, head)
     estimate = model_memory.estimate(scenario(target, draft_method("eagle3", path), dtype="bfloat16"))
-    assert estimate.draft_weights_bytes == 32 * 96 * 2 + 16 * 64 * 2 + 50 * 8     # the int64 map as stored
+    assert estimate.draft_weights_bytes == 32 * 96 * 2 + 16 * 64 * 2 + 50 * 8  # the int64 map as stored
     assert estimate.draft_kv_bytes_per_token == 2 * 1 * 2 * 8 * 2
 
 
 def test_adaptive_drafts_keep_their_cache_in_the_models_dtype(tmp_path):
     target = checkpoint(tmp_path / "t", GQA)
     draft = checkpoint(tmp_path / "d", GQA | {"num_hidden_layers": 1}, gqa_tensors(1))
-    estimate = model_memory.estimate(scenario(target, draft_method("adaptive", draft), dtype="bfloat16",
-                                              kv_cache_dtype="fp8"))
+    estimate = model_memory.estimate(
+        scenario(target, draft_method("adaptive", draft), dtype="bfloat16", kv_cache_dtype="fp8")
+    )
     assert estimate.kv_bytes_per_token == 2 * 3 * 2 * 8 * 1
     assert estimate.draft_kv_bytes_per_token == 2 * 1 * 2 * 8 * 2
 
@@ -184,6 +209,7 @@ def test_mtp_layers_without_telling_names_stay_in_the_targets_weights(tmp_path):
 
 
 # --------------------------------------------------------------------------- what is not here
+
 
 def test_a_hub_id_outside_the_local_cache_is_not_fetched(tmp_path, monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -224,12 +250,14 @@ def test_a_broken_config_is_named_in_the_note(tmp_path):
 
 # --------------------------------------------------------------------------- the result and the report
 
+
 def test_the_session_records_the_estimate_beside_the_measured_peak(tmp_path):
     target = checkpoint(tmp_path / "t", GQA)
     draft = checkpoint(tmp_path / "d", GQA | {"num_hidden_layers": 1}, gqa_tensors(1))
     run = session(tmp_path)
-    ref = dataclasses.replace(reference_scenario(), model=Model(name="tiny-llama", path=target),
-                              engine_args={"dtype": "float32"})
+    ref = dataclasses.replace(
+        reference_scenario(), model=Model(name="tiny-llama", path=target), engine_args={"dtype": "float32"}
+    )
     sd = dataclasses.replace(ref, method=draft_method("draft_model", draft))
     run.run(ref)
     result = run.run(sd)
@@ -252,23 +280,35 @@ def estimated(method: str, peak: float, memory: dict) -> ScenarioResult:
 
 def test_the_report_shows_weights_and_kv_per_token_beside_the_peak(tmp_path):
     target = {"weights_bytes": 513 * 2**20, "kv_bytes_per_token": 45 * 2**10}
-    run = make_run(tmp_path / "run", [
-        estimated("nosd", 1000.0, target | {"draft_weights_bytes": 0, "draft_kv_bytes_per_token": 0}),
-        estimated("draft_model", 1300.0, target | {"draft_weights_bytes": 270 * 2**20,
-                                                   "draft_kv_bytes_per_token": 6 * 2**10}),
-        estimated("mtp", 1010.0, target | {"draft_kv_bytes_per_token": 1536,
-                                           "estimate_note": "MTP head: in the target's <b>weights</b>"}),
-        estimated("eagle", 1020.0, {"estimate_note": "org/<i>head</i>: config not available offline"}),
-    ])
+    run = make_run(
+        tmp_path / "run",
+        [
+            estimated("nosd", 1000.0, target | {"draft_weights_bytes": 0, "draft_kv_bytes_per_token": 0}),
+            estimated(
+                "draft_model",
+                1300.0,
+                target | {"draft_weights_bytes": 270 * 2**20, "draft_kv_bytes_per_token": 6 * 2**10},
+            ),
+            estimated(
+                "mtp",
+                1010.0,
+                target
+                | {"draft_kv_bytes_per_token": 1536, "estimate_note": "MTP head: in the target's <b>weights</b>"},
+            ),
+            estimated("eagle", 1020.0, {"estimate_note": "org/<i>head</i>: config not available offline"}),
+        ],
+    )
     view = view_of(run)
     html = section(report.render_html(view), "memory")
     assert "weights 513 MiB, KV 45 KiB/token" in html
-    assert "draft 270 MiB, KV +6 KiB/token x1.13" in html                    # (45 + 6) / 45
+    assert "draft 270 MiB, KV +6 KiB/token x1.13" in html  # (45 + 6) / 45
     assert "draft —, KV +1.5 KiB/token x1.03 (MTP head: in the target&#39;s &lt;b&gt;weights&lt;/b&gt;)" in html
     assert "org/&lt;i&gt;head&lt;/i&gt;: config not available offline" in html and "<i>" not in html
     md = report.render_markdown(view)
-    assert ("| 1000 MiB; weights 513 MiB, KV 45 KiB/token | 1300 MiB x1.30; draft 270 MiB, KV +6 KiB/token x1.13 "
-            "| 1020 MiB x1.02; org/&lt;i&gt;head&lt;/i&gt;: config not available offline |") in md
+    assert (
+        "| 1000 MiB; weights 513 MiB, KV 45 KiB/token | 1300 MiB x1.30; draft 270 MiB, KV +6 KiB/token x1.13 "
+        "| 1020 MiB x1.02; org/&lt;i&gt;head&lt;/i&gt;: config not available offline |"
+    ) in md
     assert "<b>" not in md
     cells = report.summary_json(view)["memory"][0]
     assert cells["reference"]["weights_mib"] == 513 and cells["methods"][0]["kv_ratio"] == pytest.approx(51 / 45)

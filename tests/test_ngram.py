@@ -13,9 +13,9 @@ def propose(context, window=(2, 3), k=4):
 
 
 def test_the_longest_recurring_ngram_wins_and_of_its_occurrences_the_earliest():
-    assert propose([3, 4, 7, 1, 2, 3, 4, 9, 2, 3, 4]) == [9, 2, 3, 4]    # 3-gram [2, 3, 4], not [3, 4]
-    assert propose([5, 1, 2, 7, 1, 2, 8, 1, 2]) == [7, 1, 2, 8]          # [1, 2] first at 1
-    assert propose([1, 2, 3, 9, 1, 2, 3], k=10) == [9, 1, 2, 3]          # only as far as the context goes
+    assert propose([3, 4, 7, 1, 2, 3, 4, 9, 2, 3, 4]) == [9, 2, 3, 4]  # 3-gram [2, 3, 4], not [3, 4]
+    assert propose([5, 1, 2, 7, 1, 2, 8, 1, 2]) == [7, 1, 2, 8]  # [1, 2] first at 1
+    assert propose([1, 2, 3, 9, 1, 2, 3], k=10) == [9, 1, 2, 3]  # only as far as the context goes
     assert propose([1, 2, 3, 4, 5]) == [] and propose([1]) == []
 
 

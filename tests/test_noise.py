@@ -9,11 +9,11 @@ import statistics
 import pytest
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 
-from specperf.judge.baselines import baseline_from_result
 from specperf.cli import main
+from specperf.judge.baselines import baseline_from_result
 from specperf.judge.noise import load_noise, measure_noise, noise_table, write_noise
-from specperf.storage import ResultFileError, result_path
 from specperf.judge.verdicts import NOISE_MULTIPLE, compare_metric, judge
+from specperf.storage import ResultFileError, result_path
 
 RUNS = [[100.0, 102.0, 98.0, 100.0], [110.0, 112.0, 108.0, 110.0], [90.0, 92.0, 88.0, 90.0]]
 
@@ -21,9 +21,10 @@ RUNS = [[100.0, 102.0, 98.0, 100.0], [110.0, 112.0, 108.0, 110.0], [90.0, 92.0, 
 @pytest.fixture
 def runs(tmp_path):
     """Three runs of one SD scenario and its reference; throughput medians 100, 110 and 90."""
-    return [write_run(tmp_path / f"run{i}", [make_record(throughput=t),
-                                             make_record(reference_scenario(), throughput=t)])
-            for i, t in enumerate(RUNS)]
+    return [
+        write_run(tmp_path / f"run{i}", [make_record(throughput=t), make_record(reference_scenario(), throughput=t)])
+        for i, t in enumerate(RUNS)
+    ]
 
 
 def test_run_to_run_and_round_to_round_cv(runs):
@@ -40,7 +41,7 @@ def test_run_to_run_and_round_to_round_cv(runs):
 def test_deterministic_metrics_have_no_noise(runs):
     metrics = measure_noise(runs)["scenarios"]["tiny-llama-eagle3-k3-bs4-gsm8k"]
     assert metrics["mean_acceptance_length"]["run_cv"] == 0.0
-    assert metrics["acceptance_pos2"]["run_cv"] == 0.0          # per-position rates are flattened
+    assert metrics["acceptance_pos2"]["run_cv"] == 0.0  # per-position rates are flattened
 
 
 def test_one_run_gives_round_noise_only(runs):
@@ -49,8 +50,10 @@ def test_one_run_gives_round_noise_only(runs):
 
 
 def test_error_and_invalid_results_are_not_noise(tmp_path):
-    run = write_run(tmp_path / "run", [make_record(status="error", error="boom"),
-                                       make_record(reference_scenario(), reasons=["too short"])])
+    run = write_run(
+        tmp_path / "run",
+        [make_record(status="error", error="boom"), make_record(reference_scenario(), reasons=["too short"])],
+    )
     assert measure_noise([run])["scenarios"] == {}
 
 
@@ -109,12 +112,12 @@ def test_a_result_of_the_wrong_type_names_the_file_and_field(tmp_path, runs):
 
 
 def test_noise_widens_the_threshold_to_a_multiple_of_the_cv():
-    baseline, current = [100.0, 101.0, 99.0, 100.5], [88.0, 89.0, 87.0, 88.5]      # -12%, significant
+    baseline, current = [100.0, 101.0, 99.0, 100.5], [88.0, 89.0, 87.0, 88.5]  # -12%, significant
     assert compare_metric("throughput_tok_s", baseline, current).status == "regression"
     widened = compare_metric("throughput_tok_s", baseline, current, noise_cv=0.05)
     assert widened.status == "pass" and widened.tolerance == pytest.approx(NOISE_MULTIPLE * 0.05)
     quiet = compare_metric("throughput_tok_s", baseline, current, noise_cv=0.001)
-    assert quiet.status == "regression" and quiet.tolerance == 0.05      # never below the tolerance
+    assert quiet.status == "regression" and quiet.tolerance == 0.05  # never below the tolerance
 
 
 def test_judge_applies_the_scenario_noise():
@@ -149,15 +152,20 @@ def test_a_noise_file_of_the_wrong_shape_is_refused(tmp_path, cv, problem):
     path = tmp_path / HARDWARE_KEY / "noise.json"
     path.parent.mkdir()
     path.write_text('{"schema_version": 1, "scenarios": {"x": {"throughput_tok_s": {"runs": 3, "run_cv": %s}}}}' % cv)
-    with pytest.raises(ResultFileError, match=rf"{path}: corrupt noise file \(scenarios\.x\.throughput_tok_s\.{problem}"):
+    with pytest.raises(
+        ResultFileError, match=rf"{path}: corrupt noise file \(scenarios\.x\.throughput_tok_s\.{problem}"
+    ):
         load_noise(tmp_path, HARDWARE_KEY)
 
 
-@pytest.mark.parametrize("metric, baseline, current", [
-    ("lossless_fraction", [1.0], [0.0]),
-    ("mean_acceptance_length", [2.5] * 5, [1.2] * 5),
-    ("acceptance_pos0", [0.8] * 5, [0.4] * 5),
-])
+@pytest.mark.parametrize(
+    "metric, baseline, current",
+    [
+        ("lossless_fraction", [1.0], [0.0]),
+        ("mean_acceptance_length", [2.5] * 5, [1.2] * 5),
+        ("acceptance_pos0", [0.8] * 5, [0.4] * 5),
+    ],
+)
 def test_noise_never_widens_a_deterministic_metric(metric, baseline, current):
     verdict = compare_metric(metric, baseline, current, noise_cv=1e9)
     assert verdict.status == "regression" and verdict.tolerance < 0.1

@@ -47,7 +47,7 @@ def test_a_faster_candidate_is_an_improvement():
 def test_a_change_within_tolerance_passes_and_too_few_pairs_are_invalid():
     current, candidate = drifting(10, 0.02)
     assert compare_paired("throughput_tok_s", current, candidate).status == "pass"
-    few = compare_paired("throughput_tok_s", current[:MIN_PAIRS - 1], candidate[:MIN_PAIRS - 1])
+    few = compare_paired("throughput_tok_s", current[: MIN_PAIRS - 1], candidate[: MIN_PAIRS - 1])
     assert few.status == "invalid" and "too few" in few.note
 
 
@@ -73,7 +73,7 @@ def test_a_significant_change_whose_interval_includes_no_change_passes():
 def test_one_engine_pair_without_a_floor_is_the_one_sample_t_test():
     from scipy import stats
 
-    logs = [-0.07, -0.05, -0.04, -0.02, 0.0, -0.03, -0.01, -0.06]     # symmetric about -0.035: HL = mean
+    logs = [-0.07, -0.05, -0.04, -0.02, 0.0, -0.03, -0.01, -0.06]  # symmetric about -0.035: HL = mean
     change = paired_change(logs)
     test = stats.ttest_1samp(logs, 0.0, alternative="less")
     assert change.log_change == pytest.approx(-0.035) and change.df == 7
@@ -120,7 +120,7 @@ def test_a_change_relative_to_another_adds_both_errors():
     b = PairedChange(0.03, 0.02, 5, None, None, 4, 16)
     diff = a.minus(b)
     assert diff.log_change == pytest.approx(-0.05) and diff.se == pytest.approx(math.sqrt(5e-4))
-    assert diff.df == pytest.approx(5e-4 ** 2 / (1e-4 ** 2 / 10 + 4e-4 ** 2 / 5))      # Welch-Satterthwaite
+    assert diff.df == pytest.approx(5e-4**2 / (1e-4**2 / 10 + 4e-4**2 / 5))  # Welch-Satterthwaite
 
 
 def test_the_change_is_the_hodges_lehmann_estimate_of_the_log_ratios():

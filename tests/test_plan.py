@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from records import make_record, make_scenario
+
 from specperf import plan_study as study
 from specperf.cli import main
 from specperf.history import History
@@ -24,7 +24,7 @@ from specperf.records import Timings
 from specperf.run import sharding
 
 HARDWARE = "cpu-test-2c"
-T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 CPU_PROFILE = """
 [profile]
@@ -120,34 +120,76 @@ def scenario(prof, scenario_id):
     return next(s for s in prof.scenarios if s.id == scenario_id)
 
 
-def row(s, *, throughput=50.0, tokens=20, run_id="r1", start=12.0, warmup=3.0, measure=None, speedup=None,
-        model=None, method=None) -> TimedResult:
+def row(
+    s,
+    *,
+    throughput=50.0,
+    tokens=20,
+    run_id="r1",
+    start=12.0,
+    warmup=3.0,
+    measure=None,
+    speedup=None,
+    model=None,
+    method=None,
+) -> TimedResult:
     """A stored result of scenario s: `tokens` output tokens per sequence in each of its rounds."""
     sequences = s.num_requests * s.batch_size
     measure = s.rounds * sequences * tokens / throughput if measure is None else measure
-    return TimedResult(run_id=run_id, run_started_at=T0, run_finished_at=T0 + datetime.timedelta(seconds=600),
-                       scenario_hash=s.content_hash, model=model or s.model.name, method=method or s.method.label,
-                       batch_size=s.batch_size, dataset=s.dataset, throughput=throughput, speedup=speedup,
-                       engine_start_s=start, warmup_s=warmup, measure_s=measure, rounds=s.rounds,
-                       output_tokens=s.rounds * sequences * tokens, sequences=sequences, prompt_tokens=90.0)
+    return TimedResult(
+        run_id=run_id,
+        run_started_at=T0,
+        run_finished_at=T0 + datetime.timedelta(seconds=600),
+        scenario_hash=s.content_hash,
+        model=model or s.model.name,
+        method=method or s.method.label,
+        batch_size=s.batch_size,
+        dataset=s.dataset,
+        throughput=throughput,
+        speedup=speedup,
+        engine_start_s=start,
+        warmup_s=warmup,
+        measure_s=measure,
+        rounds=s.rounds,
+        output_tokens=s.rounds * sequences * tokens,
+        sequences=sequences,
+        prompt_tokens=90.0,
+    )
 
 
 # ------------------------------------------------------------------ the figures and their sources
 
-@pytest.mark.parametrize("path, size", [
-    ("Qwen/Qwen3-0.6B", (0.6, 0.6)), ("meta-llama/Meta-Llama-3-70B-Instruct", (70.0, 70.0)),
-    ("builtin:smollm2-135m", (0.135, 0.135)), ("zai-org/GLM-4.5-Air", (106.0, 12.0)),
-    ("meta-llama/Llama-3.1-8B-Instruct", (8.0, 8.0)), ("builtin:tiny-llama", (0.0064, 0.0064)),
-    ("org/no-size-here", None), (None, None),
-])
+
+@pytest.mark.parametrize(
+    "path, size",
+    [
+        ("Qwen/Qwen3-0.6B", (0.6, 0.6)),
+        ("meta-llama/Meta-Llama-3-70B-Instruct", (70.0, 70.0)),
+        ("builtin:smollm2-135m", (0.135, 0.135)),
+        ("zai-org/GLM-4.5-Air", (106.0, 12.0)),
+        ("meta-llama/Llama-3.1-8B-Instruct", (8.0, 8.0)),
+        ("builtin:tiny-llama", (0.0064, 0.0064)),
+        ("org/no-size-here", None),
+        (None, None),
+    ],
+)
 def test_model_size_from_its_name(path, size):
     assert model_size_b(path) == size
 
 
-@pytest.mark.parametrize("dataset, cap, expected", [
-    ("gsm8k", 32, 32.0), ("gsm8k", 256, 163.0), ("gsm8k", 192, 142.5), ("gsm8k", 32768, 166.0),
-    ("sharegpt", 8, 8.0), ("instructcoder", 8192, 262.0), ("aime", 512, None), ("gpqa", 32768, None),
-])
+@pytest.mark.parametrize(
+    "dataset, cap, expected",
+    [
+        ("gsm8k", 32, 32.0),
+        ("gsm8k", 256, 163.0),
+        ("gsm8k", 192, 142.5),
+        ("gsm8k", 32768, 166.0),
+        ("sharegpt", 8, 8.0),
+        ("instructcoder", 8192, 262.0),
+        ("aime", 512, None),
+        ("gpqa", 32768, None),
+    ],
+)
 def test_expected_output_tokens_from_the_study_traces_capped_at_output_len(dataset, cap, expected):
     assert study.expected_output_tokens(dataset, cap) == expected
 
@@ -155,8 +197,10 @@ def test_expected_output_tokens_from_the_study_traces_capped_at_output_len(datas
 def test_a_scenario_with_history_of_its_own_takes_its_median_figures(tmp_path):
     prof = profile(tmp_path)
     s = scenario(prof, "small-ngram-k3-bs4-gsm8k")
-    rows = [row(s, throughput=t, tokens=n, warmup=w, run_id=f"r{i}")
-            for i, (t, n, w) in enumerate([(40.0, 18, 2.0), (50.0, 20, 3.0), (90.0, 30, 9.0)])]
+    rows = [
+        row(s, throughput=t, tokens=n, warmup=w, run_id=f"r{i}")
+        for i, (t, n, w) in enumerate([(40.0, 18, 2.0), (50.0, 20, 3.0), (90.0, 30, 9.0)])
+    ]
     estimate = Planner(prof, rows).estimate(s)
     assert (estimate.throughput.value, estimate.throughput.source) == (50.0, HISTORY)
     assert (estimate.tokens.value, estimate.tokens.source) == (20.0, HISTORY)
@@ -170,7 +214,7 @@ def test_without_history_a_cpu_scenario_uses_the_default_model_and_the_study_tra
     gsm8k, aime = scenario(prof, "small-nosd-bs1-gsm8k"), scenario(prof, "small-nosd-bs1-aime")
     planner = Planner(prof)
     first, second = planner.estimate(gsm8k), planner.estimate(aime)
-    assert (first.tokens.value, first.tokens.source) == (32.0, TRACES)      # gsm8k outputs outlast 32 tokens
+    assert (first.tokens.value, first.tokens.source) == (32.0, TRACES)  # gsm8k outputs outlast 32 tokens
     assert (second.tokens.value, second.tokens.source) == (32.0, OUTPUT_LEN)  # no trace of AIME: the cap
     assert first.throughput.source == DEFAULT
     assert first.throughput.value == pytest.approx(default_throughput(gsm8k, CPU, 32.0, 94, 1.0))
@@ -179,8 +223,11 @@ def test_without_history_a_cpu_scenario_uses_the_default_model_and_the_study_tra
 
 
 def test_default_model_arithmetic():
-    s = dataclasses.replace(make_scenario(batch_size=2), model=dataclasses.replace(
-        make_scenario().model, path="org/M-1B"), engine_args={"dtype": "float32"})
+    s = dataclasses.replace(
+        make_scenario(batch_size=2),
+        model=dataclasses.replace(make_scenario().model, path="org/M-1B"),
+        engine_args={"dtype": "float32"},
+    )
     # decode step: 10 ms + 4 GB / 10 GB/s + 2 x 2e9 FLOP / 40 GFLOP/s; prefill 2 x 100 x 2e9 / 40e9
     step, prefill = 0.010 + 0.4 + 0.1, 2 * 100 * 2e9 / 40e9
     assert default_throughput(s, CPU, 10, 100, 1.0) == pytest.approx(2 * 10 / (prefill + 10 * step))
@@ -201,13 +248,21 @@ def test_other_scenarios_of_the_model_on_this_machine_give_a_fitted_cost(tmp_pat
 def test_rows_recorded_before_the_store_kept_timings_give_only_their_throughput(tmp_path):
     prof = profile(tmp_path)
     s = scenario(prof, "small-nosd-bs4-gsm8k")
-    old = dataclasses.replace(row(s, throughput=40.0), engine_start_s=None, warmup_s=None, measure_s=None,
-                              rounds=None, output_tokens=None, sequences=None, prompt_tokens=None)
+    old = dataclasses.replace(
+        row(s, throughput=40.0),
+        engine_start_s=None,
+        warmup_s=None,
+        measure_s=None,
+        rounds=None,
+        output_tokens=None,
+        sequences=None,
+        prompt_tokens=None,
+    )
     planner = Planner(prof, [old])
     estimate = planner.estimate(s)
     assert (estimate.throughput.value, estimate.throughput.source) == (40.0, HISTORY)
     assert estimate.tokens.source == TRACES
-    assert estimate.warmup_s.value == pytest.approx(estimate.measure_s / s.rounds / 2)   # one call of two
+    assert estimate.warmup_s.value == pytest.approx(estimate.measure_s / s.rounds / 2)  # one call of two
     assert planner.engine_start([s]).source == DEFAULT
     assert planner.scenario_s.source == DEFAULT
 
@@ -218,7 +273,7 @@ def test_an_sd_scenario_takes_its_methods_speedup_measured_here(tmp_path):
     other = scenario(prof, "small-ngram-k3-bs4-gsm8k")
     planner = Planner(prof, [row(ref, throughput=10.0), row(other, throughput=15.0, speedup=1.5)])
     assert planner.speedup(sd) == 1.5
-    assert Planner(prof).speedup(sd) == 1.0                  # CPU tier, nothing measured: no speedup assumed
+    assert Planner(prof).speedup(sd) == 1.0  # CPU tier, nothing measured: no speedup assumed
 
 
 def test_gpu_tier_uses_the_studys_h100_throughputs_and_speedups(tmp_path):
@@ -226,17 +281,18 @@ def test_gpu_tier_uses_the_studys_h100_throughputs_and_speedups(tmp_path):
     planner = Planner(prof)
     assert planner.machine is H100
     qwen = planner.estimate(scenario(prof, "qwen3-8b-nosd-bs16-gsm8k")).throughput
-    assert (qwen.value, qwen.source) == (1885, STUDY)        # figure 3, Qwen3-8B GSM8K, batch 16
+    assert (qwen.value, qwen.source) == (1885, STUDY)  # figure 3, Qwen3-8B GSM8K, batch 16
     eagle3 = planner.estimate(scenario(prof, "llama3.1-8b-eagle3-k3-bs1-gsm8k")).throughput
-    assert eagle3.value == pytest.approx(136 * 1.749)        # Qwen3-8B's no-SD curve x figure 1's speedup
+    assert eagle3.value == pytest.approx(136 * 1.749)  # Qwen3-8B's no-SD curve x figure 1's speedup
     between = planner.estimate(scenario(prof, "llama3.1-8b-eagle3-k3-bs32-gsm8k")).throughput.value
-    base = 1885 * (5469 / 1885) ** 0.5                        # log-log halfway from batch 16 to 64
+    base = 1885 * (5469 / 1885) ** 0.5  # log-log halfway from batch 16 to 64
     assert between == pytest.approx(base * 1.699 * (1.486 / 1.699) ** 0.5)
     big = planner.estimate(scenario(prof, "llama3-70b-nosd-bs1-gsm8k")).throughput.value
-    assert big == pytest.approx(136 * 8.0 / (70.0 / 4))     # scaled by parameters per GPU
+    assert big == pytest.approx(136 * 8.0 / (70.0 / 4))  # scaled by parameters per GPU
 
 
 # ------------------------------------------------------------------ engine starts, shards and GPUs
+
 
 def test_engine_start_from_history_then_the_same_model_then_the_default(tmp_path):
     prof = profile(tmp_path)
@@ -256,22 +312,29 @@ def test_shards_are_the_ones_shard_option_runs_and_each_pays_its_engine_starts(t
     shards = split(planner, list(prof.scenarios), 2)
     expected = sharding.assign(list(prof.scenarios), 2)
     for shard, scenarios in zip(shards, expected):
-        assert sorted(e.scenario.id for line in shard.engines for e in line.scenarios) == sorted(s.id for s in scenarios)
+        assert sorted(e.scenario.id for line in shard.engines for e in line.scenarios) == sorted(
+            s.id for s in scenarios
+        )
         assert shard.engine_starts == len({s.engine_key for s in scenarios})
         assert shard.command.endswith(f"--shard {shard.index}/2")
-        assert shard.seconds == pytest.approx(CPU.run_s + sum(
-            planner.engine_start([s for s in scenarios if s.engine_key == key]).value
-            for key in {s.engine_key for s in scenarios}) + sum(planner.estimate(s).seconds for s in scenarios))
+        assert shard.seconds == pytest.approx(
+            CPU.run_s
+            + sum(
+                planner.engine_start([s for s in scenarios if s.engine_key == key]).value
+                for key in {s.engine_key for s in scenarios}
+            )
+            + sum(planner.estimate(s).seconds for s in scenarios)
+        )
 
 
 def test_a_paired_reference_costs_a_second_engine_and_its_rounds(tmp_path):
-    prof = profile(tmp_path, CPU_PROFILE.replace('output_len = 32', 'output_len = 32\npaired_reference = true'))
+    prof = profile(tmp_path, CPU_PROFILE.replace("output_len = 32", "output_len = 32\npaired_reference = true"))
     sd = scenario(prof, "small-ngram-k3-bs1-gsm8k")
     planner = Planner(prof)
     unpaired = profile(tmp_path, CPU_PROFILE, "unpaired.toml")
     alone = Planner(unpaired).estimate(scenario(unpaired, "small-nosd-bs1-gsm8k"))
     estimate = planner.estimate(sd)
-    assert estimate.measure_s == pytest.approx(2 * alone.measure_s)       # same default throughput, both sides
+    assert estimate.measure_s == pytest.approx(2 * alone.measure_s)  # same default throughput, both sides
     shard = split(planner, [sd], 1)[0]
     assert shard.engine_starts == 2
 
@@ -281,14 +344,14 @@ def test_gpus_schedule_shards_by_their_tp_and_skip_what_does_not_fit(tmp_path):
     planner = Planner(prof)
     one = make_plan(prof, list(prof.scenarios), planner, gpus=1)
     assert {s.model.tp for s in one.skipped} == {4} and len(one.skipped) == 4
-    assert one.wall_s == pytest.approx(one.total_s)                       # one GPU: shards one after another
+    assert one.wall_s == pytest.approx(one.total_s)  # one GPU: shards one after another
     four = make_plan(prof, list(prof.scenarios), planner, gpus=4)
     assert not four.skipped
     assert any(s.gpus == 4 for s in four.shards) and any(s.gpus == 1 for s in four.shards)
     plain = [make_plan(prof, list(prof.scenarios), planner, shards=n, gpus=4).wall_s for n in range(1, 5)]
-    assert four.wall_s <= min(plain) and four.wall_s < plain[0]           # the shortest split is taken
+    assert four.wall_s <= min(plain) and four.wall_s < plain[0]  # the shortest split is taken
     assert four.gpu_hours == pytest.approx(sum(s.seconds * s.gpus for s in four.shards) / 3600)
-    for shard in four.shards:                     # never more GPUs busy than there are
+    for shard in four.shards:  # never more GPUs busy than there are
         at = shard.start_at
         assert sum(o.gpus for o in four.shards if o.start_at <= at < o.start_at + o.seconds / 60) <= 4
 
@@ -301,13 +364,22 @@ def test_bad_counts_are_refused(tmp_path):
 
 # ------------------------------------------------------------------ selection, text and command line
 
+
 def test_selection_brings_the_references_its_sd_scenarios_need(tmp_path):
     prof = profile(tmp_path)
     chosen = select(prof, keyword="draft and bs4")
-    assert [s.id for s in chosen] == ["small-nosd-bs4-gsm8k", "small-nosd-bs4-aime",
-                                      "small-draft-k3-bs4-gsm8k", "small-draft-k3-bs4-aime"]
+    assert [s.id for s in chosen] == [
+        "small-nosd-bs4-gsm8k",
+        "small-nosd-bs4-aime",
+        "small-draft-k3-bs4-gsm8k",
+        "small-draft-k3-bs4-aime",
+    ]
     assert {s.id for s in select(prof, marks="ngram and aime")} == {
-        "small-nosd-bs1-aime", "small-nosd-bs4-aime", "small-ngram-k3-bs1-aime", "small-ngram-k3-bs4-aime"}
+        "small-nosd-bs1-aime",
+        "small-nosd-bs4-aime",
+        "small-ngram-k3-bs1-aime",
+        "small-ngram-k3-bs4-aime",
+    }
     with pytest.raises(ValueError, match="^-k 'and or': "):
         select(prof, keyword="and or")
 
@@ -326,7 +398,7 @@ def test_history_recorded_by_a_run_feeds_the_plan(tmp_path):
     s = make_scenario(batch_size=4, output_len=32, rounds=5)
     record = make_record(s, hardware_key=HARDWARE)
     record.timings = Timings(engine_start_s=7.5, warmup_s=1.25, measure_s=9.0)
-    record.output_hashes = ["h"] * 8                    # 2 requests x batch 4
+    record.output_hashes = ["h"] * 8  # 2 requests x batch 4
     with History(f"sqlite:///{tmp_path / 'h.sqlite'}") as history:
         history.record("run-1", None, [record])
         [stored] = history.reader().timed_results(HARDWARE)
@@ -341,14 +413,17 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--profile", "no-such-profile"], "no-such-profile.toml: no such profile"),
-    (["--profile", "h100-nightly", "--gpus", "0"], "--gpus must be at least 1, got 0"),
-    (["--profile", "cpu-smoke", "--shards", "0"], "--shards must be at least 1, got 0"),
-    (["--profile", "cpu-smoke", "--gpus", "2"], "--gpus: cpu-smoke is a cpu-tier profile"),
-    (["--profile", "cpu-smoke", "-k", "nothing-matches-this"], "no scenario matches the selection"),
-    (["--profile", "cpu-smoke", "--history", "/nonexistent/h.sqlite"], "no such database"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--profile", "no-such-profile"], "no-such-profile.toml: no such profile"),
+        (["--profile", "h100-nightly", "--gpus", "0"], "--gpus must be at least 1, got 0"),
+        (["--profile", "cpu-smoke", "--shards", "0"], "--shards must be at least 1, got 0"),
+        (["--profile", "cpu-smoke", "--gpus", "2"], "--gpus: cpu-smoke is a cpu-tier profile"),
+        (["--profile", "cpu-smoke", "-k", "nothing-matches-this"], "no scenario matches the selection"),
+        (["--profile", "cpu-smoke", "--history", "/nonexistent/h.sqlite"], "no such database"),
+    ],
+)
 def test_bad_input_is_one_line(capsys, argv, words):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and not out
@@ -364,8 +439,18 @@ def test_plan_command_on_a_profile_with_history(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     with History(url) as history:
         history.record("run-1", None, [record])
-    code, out, _ = run_cli(capsys, "--profile", str(prof.path), "--history", url, "--hardware-key", HARDWARE,
-                           "--shards", "2", "--scenarios")
+    code, out, _ = run_cli(
+        capsys,
+        "--profile",
+        str(prof.path),
+        "--history",
+        url,
+        "--hardware-key",
+        HARDWARE,
+        "--shards",
+        "2",
+        "--scenarios",
+    )
     assert code == 0
     assert "hardware cpu-test-2c, 1 results in the history" in out
     assert "small-nosd-bs1-gsm8k: 50 tokens/sequence (history), 100.0 tok/s (history)" in out

@@ -57,7 +57,7 @@ def collected_ids(pytester, *args) -> list[str]:
 
 def test_every_scenario_is_one_case_with_a_readable_id(pytester, profile):
     ids = collected_ids(pytester, "--profile", str(profile))
-    assert len(ids) == 4 * 2 * 2          # (no-SD + 3 methods) x 2 batch sizes x 2 datasets
+    assert len(ids) == 4 * 2 * 2  # (no-SD + 3 methods) x 2 batch sizes x 2 datasets
     assert "tiny-eagle3-k3-bs4-gsm8k" in ids
     assert "tiny-nosd-bs1-instructcoder" in ids
 
@@ -72,17 +72,23 @@ def test_references_run_first_and_engine_keys_stay_together(pytester, profile):
 def test_keyword_selection_brings_back_the_references(pytester, profile):
     ids = collected_ids(pytester, "--profile", str(profile), "-k", "eagle")
     sd = {i for i in ids if "nosd" not in i}
-    assert sd == {f"tiny-{m}-bs{b}-{d}" for m in ("eagle-k3", "eagle3-k3") for b in (1, 4)
-                  for d in ("gsm8k", "instructcoder")}
-    assert {i for i in ids if "nosd" in i} == {f"tiny-nosd-bs{b}-{d}" for b in (1, 4)
-                                                for d in ("gsm8k", "instructcoder")}
+    assert sd == {
+        f"tiny-{m}-bs{b}-{d}" for m in ("eagle-k3", "eagle3-k3") for b in (1, 4) for d in ("gsm8k", "instructcoder")
+    }
+    assert {i for i in ids if "nosd" in i} == {
+        f"tiny-nosd-bs{b}-{d}" for b in (1, 4) for d in ("gsm8k", "instructcoder")
+    }
     assert not any("ngram" in i for i in ids)
 
 
 def test_marker_selection_by_method_and_dataset(pytester, profile):
     ids = collected_ids(pytester, "--profile", str(profile), "-m", "ngram and gsm8k")
-    assert sorted(ids) == ["tiny-ngram-k3-bs1-gsm8k", "tiny-ngram-k3-bs4-gsm8k",
-                           "tiny-nosd-bs1-gsm8k", "tiny-nosd-bs4-gsm8k"]
+    assert sorted(ids) == [
+        "tiny-ngram-k3-bs1-gsm8k",
+        "tiny-ngram-k3-bs4-gsm8k",
+        "tiny-nosd-bs1-gsm8k",
+        "tiny-nosd-bs4-gsm8k",
+    ]
 
 
 def test_reference_alone_does_not_pull_in_sd_scenarios(pytester, profile):
@@ -93,9 +99,10 @@ def test_reference_alone_does_not_pull_in_sd_scenarios(pytester, profile):
 def test_malformed_profile_fails_with_one_line_naming_file_and_field(pytester, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text(PROFILE.replace("batch_sizes = [1, 4]", "batch_sizes = [1, 0]"))
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS),
-                                "--profile", str(bad))
-    assert result.ret == pytest.ExitCode.USAGE_ERROR          # at configure time, not a collection error
+    result = pytester.runpytest(
+        "--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), "--profile", str(bad)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at configure time, not a collection error
     errors = [line for line in result.stderr.lines + result.stdout.lines if "bad.toml" in line]
     assert errors, result.stdout.str() + result.stderr.str()
     assert "cells[0].batch_sizes[1]" in errors[0] and "positive integer" in errors[0]
@@ -103,8 +110,9 @@ def test_malformed_profile_fails_with_one_line_naming_file_and_field(pytester, t
 
 
 def test_unknown_profile_names_the_available_ones(pytester):
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS),
-                                "--profile", "no-such-profile")
+    result = pytester.runpytest(
+        "--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), "--profile", "no-such-profile"
+    )
     assert result.ret != 0
     assert "cpu-smoke" in result.stderr.str() + result.stdout.str()
 
@@ -128,19 +136,30 @@ def usage_error(pytester, *args) -> str:
     return line
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--rounds", "0"], "--rounds must be at least 1, got 0"),
-    (["--rounds", "2", "--update-baselines"], "--update-baselines needs at least 4 rounds"),
-    (["--scenario-timeout", "0"], "--scenario-timeout must be positive"),
-    (["--scenario-timeout", "nan"], "--scenario-timeout must be positive seconds, at most 604800 (a week), got nan"),
-    (["--scenario-timeout", "1e12"], "--scenario-timeout must be positive seconds"),
-    (["--resume", "no-such-run"], "--resume: no-such-run/run.json: cannot read run file"),
-    (["--rolling-baseline", "0"], "--rolling-baseline must be at least 1, got 0"),
-    (["--rolling-baseline", "5", "--history", "off"], "--rolling-baseline reads the run history, which --history off"),
-    (["--rolling-baseline", "5", "--history", "postgresql://u@127.0.0.1:1/h"],
-     "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError"),
-    (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--rounds", "0"], "--rounds must be at least 1, got 0"),
+        (["--rounds", "2", "--update-baselines"], "--update-baselines needs at least 4 rounds"),
+        (["--scenario-timeout", "0"], "--scenario-timeout must be positive"),
+        (
+            ["--scenario-timeout", "nan"],
+            "--scenario-timeout must be positive seconds, at most 604800 (a week), got nan",
+        ),
+        (["--scenario-timeout", "1e12"], "--scenario-timeout must be positive seconds"),
+        (["--resume", "no-such-run"], "--resume: no-such-run/run.json: cannot read run file"),
+        (["--rolling-baseline", "0"], "--rolling-baseline must be at least 1, got 0"),
+        (
+            ["--rolling-baseline", "5", "--history", "off"],
+            "--rolling-baseline reads the run history, which --history off",
+        ),
+        (
+            ["--rolling-baseline", "5", "--history", "postgresql://u@127.0.0.1:1/h"],
+            "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError",
+        ),
+        (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
+    ],
+)
 def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, profile, args, words):
     assert words in usage_error(pytester, "--profile", str(profile), *args)
 
@@ -148,8 +167,16 @@ def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, p
 def resumable_run(run_dir, profile_name: str, hardware_key: str, **extra) -> None:
     from specperf.storage import atomic_write_json
 
-    atomic_write_json(run_dir / "run.json", {"schema_version": 1, "run_id": run_dir.name, "profile": profile_name,
-                                             "device": {"kind": "cpu", "hardware_key": hardware_key}, **extra})
+    atomic_write_json(
+        run_dir / "run.json",
+        {
+            "schema_version": 1,
+            "run_id": run_dir.name,
+            "profile": profile_name,
+            "device": {"kind": "cpu", "hardware_key": hardware_key},
+            **extra,
+        },
+    )
 
 
 def test_resume_takes_the_profile_by_name_never_from_a_path_in_the_run(pytester, profile, tmp_path):
@@ -158,7 +185,9 @@ def test_resume_takes_the_profile_by_name_never_from_a_path_in_the_run(pytester,
     here = describe_device()["hardware_key"]
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
     evil = tmp_path / "evil.toml"
-    evil.write_text(PROFILE.replace('[models.tiny]', '[profile.engine_args]\ntrust_remote_code = true\n\n[models.tiny]'))
+    evil.write_text(
+        PROFILE.replace("[models.tiny]", "[profile.engine_args]\ntrust_remote_code = true\n\n[models.tiny]")
+    )
     resumable_run(run_dir, "plugin-test", here, profile_path=str(evil))
     line = usage_error(pytester, "--resume", str(run_dir))
     assert "its profile 'plugin-test' is not one of" in line and "--profile PATH" in line
@@ -205,8 +234,8 @@ def test_a_result_is_never_written_through_a_symbolic_link(tmp_path):
 
 
 def test_profile_changes_since_a_resumed_run_are_named(profile):
-    from specperf.suite_run import profile_changes
     from specperf.profiles.scenarios import load_profile
+    from specperf.suite_run import profile_changes
 
     loaded = load_profile(str(profile))
     recorded = {s.id: s.content_hash for s in loaded.scenarios}
@@ -225,7 +254,7 @@ def test_shards_partition_the_selection(pytester, profile):
     second = collected_ids(pytester, "--profile", str(profile), "--shard", "2/2")
     sd = {i for i in everything if "-nosd-" not in i}
     assert (set(first) | set(second)) == everything
-    assert not (set(first) & set(second) & sd)           # SD scenarios run once; references where needed
+    assert not (set(first) & set(second) & sd)  # SD scenarios run once; references where needed
     assert first and second
 
 
@@ -238,13 +267,23 @@ def test_gpu_profile_on_a_machine_without_gpu_skips_with_the_reason(pytester, pr
 
     monkeypatch.setattr(hardware, "describe_device", hardware.describe_cpu)
     gpu = profile.parent / "gpu-test.toml"
-    gpu.write_text(profile.read_text().replace('name = "plugin-test"', 'name = "gpu-test"\ntier = "gpu"\n'
-                                                                        'requires_gpu = "H100"'))
-    result = pytester.runpytest_inprocess("-q", "-rs", "-p", "no:cacheprovider", str(PERF_TESTS),
-                                          "--profile", str(gpu), "--reports-dir", str(pytester.path / "r"))
+    gpu.write_text(
+        profile.read_text().replace('name = "plugin-test"', 'name = "gpu-test"\ntier = "gpu"\nrequires_gpu = "H100"')
+    )
+    result = pytester.runpytest_inprocess(
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        str(PERF_TESTS),
+        "--profile",
+        str(gpu),
+        "--reports-dir",
+        str(pytester.path / "r"),
+    )
     result.assert_outcomes(skipped=16)
     assert "needs an NVIDIA GPU (this machine:" in result.stdout.str()
-    assert not (pytester.path / "r").exists()          # nothing started, nothing written
+    assert not (pytester.path / "r").exists()  # nothing started, nothing written
 
 
 def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
@@ -253,15 +292,18 @@ def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
     config = pytester.parseconfigure("-n", "2", "--dist", "load", "-p", "no:cacheprovider", "--profile", str(profile))
     assert config.option.dist == "loadgroup"
     items, _ = pytester.inline_genitems(str(PERF_TESTS), "--profile", str(profile), "-p", "no:cacheprovider")
-    groups = {item.callspec.params["specperf_scenario"].model.name: item.get_closest_marker("xdist_group").args[0]
-              for item in items}
+    groups = {
+        item.callspec.params["specperf_scenario"].model.name: item.get_closest_marker("xdist_group").args[0]
+        for item in items
+    }
     assert groups == {"tiny": "tiny"}
 
 
 def test_sigterm_ends_a_run_as_an_interrupt(pytester, profile):
     """A cancelled CI job or a drained node sends SIGTERM: the run ends like Ctrl-C (results kept,
     report written, no baseline refreshed) instead of dying on the spot."""
-    pytester.makepyfile(test_term="""
+    pytester.makepyfile(
+        test_term="""
         import os, signal
 
         def test_gets_sigterm():
@@ -269,7 +311,8 @@ def test_sigterm_ends_a_run_as_an_interrupt(pytester, profile):
 
         def test_never_runs():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--profile", str(profile))
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "KeyboardInterrupt" in result.stdout.str() and "SIGTERM" in result.stdout.str()
@@ -283,7 +326,8 @@ def test_xdist_grouping_problem_is_refused_not_silent():
 
     assert xdist_grouping_problem(Version("9.2.0"), Version("3.8.0")) == (
         "pytest-xdist 3.8.0 does not keep xdist_group tests together under pytest 9.2.0 "
-        "(pytest-xdist#1386): install 'pytest<9.2' (as this suite's requirements say) to run it with -n")
+        "(pytest-xdist#1386): install 'pytest<9.2' (as this suite's requirements say) to run it with -n"
+    )
     assert "pytest-xdist#1386" in xdist_grouping_problem(Version("9.2.0rc1"), Version("3.8.1"))
     assert xdist_grouping_problem(Version("9.1.1"), Version("3.8.0")) is None
     assert xdist_grouping_problem(Version("9.2.0"), Version("3.9.0")) is None
@@ -297,7 +341,8 @@ def test_installed_pytest_and_xdist_keep_groups_on_one_worker(pytester, monkeypa
     seen_dir = pytester.path / "seen"
     seen_dir.mkdir()
     monkeypatch.setenv("SEEN_DIR", str(seen_dir))
-    pytester.makepyfile(test_groups="""
+    pytester.makepyfile(
+        test_groups="""
         import os
         import pytest
 
@@ -306,7 +351,8 @@ def test_installed_pytest_and_xdist_keep_groups_on_one_worker(pytester, monkeypa
             worker = os.environ["PYTEST_XDIST_WORKER"]
             with open(os.path.join(os.environ["SEEN_DIR"], f"{group}-{worker}"), "a") as seen:
                 seen.write("x")
-    """)
+    """
+    )
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
     workers = {}
@@ -332,16 +378,19 @@ def test_an_unrelated_run_keeps_its_own_scheduling_and_signals(pytester, tmp_pat
                 json.dump({{"dist": config.getoption("dist"),
                            "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}}, out)
     """)
-    pytester.makepyfile(test_plain="""
+    pytester.makepyfile(
+        test_plain="""
         def test_one():
             pass
 
         def test_two():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "load", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     import json
+
     states = {path.name: json.loads(path.read_text()) for path in seen.iterdir()}
     assert states["controller"]["dist"] == "load"
     assert {"gw0", "gw1"} <= states.keys()
@@ -353,9 +402,18 @@ def test_a_run_whose_every_scenario_is_skipped_fails(pytester, profile, monkeypa
     """A GPU profile on a machine without GPUs skips every case: nothing was measured, so no green run."""
     gpu_profile = profile.parent / "gpu-only.toml"
     gpu_profile.write_text(profile.read_text().replace('name = "plugin-test"', 'name = "gpu-only"\ntier = "gpu"'))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", str(PERF_TESTS), "--profile",
-                                           str(gpu_profile), "-k", "nosd and bs1 and gsm8k",
-                                           "--reports-dir", str(profile.parent / "reports"))
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        str(PERF_TESTS),
+        "--profile",
+        str(gpu_profile),
+        "-k",
+        "nosd and bs1 and gsm8k",
+        "--reports-dir",
+        str(profile.parent / "reports"),
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*every scenario was skipped: this run measured nothing*", "*1 skipped*"])
 
@@ -378,8 +436,13 @@ def test_a_profile_measured_with_another_vllm_warns_in_the_header(pytester, tmp_
     monkeypatch.setattr(specperf.plugin, "installed_vllm", lambda: ("vllm", "0.32.0"))
     path = tmp_path / "study-like.toml"
     path.write_text(PROFILE.replace("[models.tiny]", 'vllm = "0.10.1.1"\n\n[models.tiny]', 1))
-    result = pytester.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider", str(PERF_TESTS),
-                                          "--profile", str(path))       # not -q: it hides the header
+    result = pytester.runpytest_inprocess(
+        "--collect-only", "-p", "no:cacheprovider", str(PERF_TESTS), "--profile", str(path)
+    )  # not -q: it hides the header
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["specperf: warning: the profile's reference figures were measured with vLLM "
-                                 "0.10.1.1 (16 scenarios); this run uses 0.32.0"])
+    result.stdout.fnmatch_lines(
+        [
+            "specperf: warning: the profile's reference figures were measured with vLLM "
+            "0.10.1.1 (16 scenarios); this run uses 0.32.0"
+        ]
+    )

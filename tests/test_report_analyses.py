@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from specperf.profiles.registry import study_dataset_label, workload_names
 from records import gpu_device, gpu_telemetry
 from test_report import make_record
 
+from specperf.profiles.registry import study_dataset_label, workload_names
 from specperf.records import Counters, Memory
 from specperf.report import analyses, svg, view
 from specperf.report.format import fmt_duration, fmt_num, fmt_spread
@@ -20,11 +19,14 @@ def with_counters(record, drafts: int, accepted: int, per_pos: list[int]):
 
 # --------------------------------------------------------------------------- spreads
 
+
 def test_metric_spreads_pair_each_verdict_with_both_sides_round_statistics():
     record = make_record(verdict="regression", baseline_speedup=1.5).to_json()
     record["verdict"]["metrics"].append({"metric": "acceptance_pos0", "status": "pass"})
-    record["baseline"]["metric_samples"] = {"throughput_tok_s": [120.0, 140.0],
-                                            "per_position_acceptance": [[0.5, 0.1], None, [0.7, 0.2]]}
+    record["baseline"]["metric_samples"] = {
+        "throughput_tok_s": [120.0, 140.0],
+        "per_position_acceptance": [[0.5, 0.1], None, [0.7, 0.2]],
+    }
     spreads = analyses.metric_spreads(make_record().model_validate(record))
     throughput, speedup, pos0 = spreads
     assert throughput.verdict.metric == "throughput_tok_s"
@@ -43,11 +45,12 @@ def test_metric_spreads_without_a_verdict_are_empty():
 
 # --------------------------------------------------------------------------- acceptance
 
+
 def test_pooled_acceptance_sums_counters_instead_of_averaging_rates():
-    few = with_counters(make_record(batch_size=1), 10, 20, [8, 7, 5])          # length 3.0
-    many = with_counters(make_record(batch_size=16), 90, 90, [50, 30, 10])    # length 2.0
+    few = with_counters(make_record(batch_size=1), 10, 20, [8, 7, 5])  # length 3.0
+    many = with_counters(make_record(batch_size=16), 90, 90, [50, 30, 10])  # length 2.0
     pooled = analyses.pooled_acceptance([few, many])
-    assert pooled.length == pytest.approx(1 + 110 / 100)                       # not (3.0 + 2.0) / 2
+    assert pooled.length == pytest.approx(1 + 110 / 100)  # not (3.0 + 2.0) / 2
     assert pooled.rate == pytest.approx(110 / 300)
     assert pooled.per_position == pytest.approx([0.58, 0.37, 0.15])
     assert pooled.drafts == 100
@@ -61,9 +64,11 @@ def test_pooled_acceptance_without_drafts():
 
 def test_acceptance_table_per_method_and_dataset():
     records = [make_record(method="ngram", dataset="gsm8k", batch_size=bs) for bs in (16, 1)]
-    records += [make_record(method="eagle", dataset="sharegpt"),
-                make_record(method="nosd", dataset="cnn_dailymail", speedup=None),        # no-SD: no acceptance
-                make_record(method="eagle", dataset="aime", status="error", error="x")]   # never finished
+    records += [
+        make_record(method="eagle", dataset="sharegpt"),
+        make_record(method="nosd", dataset="cnn_dailymail", speedup=None),  # no-SD: no acceptance
+        make_record(method="eagle", dataset="aime", status="error", error="x"),
+    ]  # never finished
     table = analyses.acceptance_table(records)
     assert table.columns == ["gsm8k", "sharegpt"]
     assert [(r.model, r.method) for r in table.rows] == [("smollm2-135m", "eagle"), ("smollm2-135m", "ngram")]
@@ -75,19 +80,20 @@ def test_acceptance_table_per_method_and_dataset():
 
 # --------------------------------------------------------------------------- where SD pays
 
+
 def test_where_sd_pays_limits_and_best_methods():
     records = [make_record(method="ngram", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 0.95), (16, 1.1))]
     records += [make_record(method="eagle", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 1.2), (16, 1.05))]
     records += [make_record(method="mtp", batch_size=1, speedup=0.9), make_record(method="nosd", speedup=None)]
     pays = analyses.where_sd_pays(records)
-    limits = {l.method: l for l in pays.limits}
+    limits = {limit.method: limit for limit in pays.limits}
     assert set(limits) == {"eagle", "mtp", "ngram"}
     assert limits["eagle"].largest == 16 and limits["eagle"].all_pay and not limits["eagle"].gap
     assert limits["ngram"].largest == 16 and limits["ngram"].gap and not limits["ngram"].all_pay
     assert list(limits["ngram"].points) == [1, 4, 16]
     assert limits["mtp"].largest is None and not limits["mtp"].all_pay
     best = {b.batch_size: b for b in pays.best}
-    assert best[1].method == "eagle" and best[1].others == [("ngram", 1.5), ("mtp", 0.9)]   # a tie goes by name
+    assert best[1].method == "eagle" and best[1].others == [("ngram", 1.5), ("mtp", 0.9)]  # a tie goes by name
     assert best[4].method == "eagle" and best[4].pays
     assert best[16].method == "ngram" and best[16].speedup == 1.1
 
@@ -104,6 +110,7 @@ def test_speedup_curves_skip_scenarios_without_speedup():
 
 # --------------------------------------------------------------------------- memory
 
+
 def memory(record, peak: float | None, baseline: float | None = None):
     record.memory = Memory(peak_mib=peak, source="rss") if peak is not None else None
     if baseline is not None:
@@ -113,13 +120,15 @@ def memory(record, peak: float | None, baseline: float | None = None):
 
 
 def test_memory_ratios_against_the_no_sd_reference():
-    table = analyses.memory_table([
-        memory(make_record(method="nosd", speedup=None), 1000.0, baseline=800.0),
-        memory(make_record(method="draft_model"), 1500.0, baseline=1000.0),
-        memory(make_record(method="ngram"), None, baseline=820.0),                # only the baseline measured
-        memory(make_record(method="eagle", batch_size=16), 1100.0),             # no reference at batch 16
-        make_record(method="eagle"),                                            # not measured at all
-    ])
+    table = analyses.memory_table(
+        [
+            memory(make_record(method="nosd", speedup=None), 1000.0, baseline=800.0),
+            memory(make_record(method="draft_model"), 1500.0, baseline=1000.0),
+            memory(make_record(method="ngram"), None, baseline=820.0),  # only the baseline measured
+            memory(make_record(method="eagle", batch_size=16), 1100.0),  # no reference at batch 16
+            make_record(method="eagle"),  # not measured at all
+        ]
+    )
     assert table.methods == ["draft_model", "eagle", "ngram"] and table.sources == ["rss"]
     bs4, bs16 = table.rows
     assert bs4.reference.peak_mib == 1000.0 and bs4.reference.ratio is None and bs4.reference.method is None
@@ -132,6 +141,7 @@ def test_memory_ratios_against_the_no_sd_reference():
 
 # --------------------------------------------------------------------------- config drift
 
+
 def test_config_drift_lists_changed_added_and_removed_keys():
     drift = analyses.config_drift({"a": 1, "b": True, "c": [1]}, {"a": 1, "b": False, "d": "x"})
     assert [(d.key, d.baseline, d.current) for d in drift] == [("b", False, True), ("c", None, [1]), ("d", "x", None)]
@@ -140,6 +150,7 @@ def test_config_drift_lists_changed_added_and_removed_keys():
 
 
 # --------------------------------------------------------------------------- clocks
+
 
 def test_clock_summary_on_cpu_and_on_gpu_without_telemetry():
     cpu = make_record()
@@ -170,11 +181,16 @@ def test_clock_summary_when_clocks_were_not_sampled():
 
 # --------------------------------------------------------------------------- the study
 
+
 def test_every_study_model_and_dataset_tag_names_a_panel():
     panels = analyses.load_reference()["fig1_speedup_vs_batch"]["panels"]
     titles = {title.split(") ", 1)[1] for title in panels}
-    assert titles == {f"{model} {dataset}" for _, model in analyses.STUDY_MODELS
-                      for name in workload_names() if (dataset := study_dataset_label(name))}
+    assert titles == {
+        f"{model} {dataset}"
+        for _, model in analyses.STUDY_MODELS
+        for name in workload_names()
+        if (dataset := study_dataset_label(name))
+    }
     series = {name for panel in panels.values() for name in panel}
     from specperf.methods import METHODS
 
@@ -185,8 +201,10 @@ def test_study_panel_and_series_matching():
     reference = analyses.load_reference()
     title, series = analyses.study_panel("qwen3-8b", "", "instructcoder", reference)
     assert title == "(l) Q3-8B InstructCoder" and "ngram-k5" in series
-    assert analyses.study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0] == \
-        "(g) L3-70B ShareGPT"
+    assert (
+        analyses.study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0]
+        == "(g) L3-70B ShareGPT"
+    )
     assert analyses.study_panel("smollm2-135m", "builtin:smollm2-135m", "gsm8k", reference) is None
     assert analyses.study_panel("llama3.1-8b", "", "aime", reference) is None
     assert analyses.study_panel("llama3.1-8b", "", "gsm8k", {}) is None
@@ -204,6 +222,7 @@ def test_unreadable_reference_data_gives_no_study_curves(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- the view model
 
+
 def test_scenario_view_makes_the_verdict_explicit():
     skipped = make_record(status="skipped", error="gated")
     skipped.verdict = None
@@ -220,8 +239,9 @@ def test_scenario_view_makes_the_verdict_explicit():
 
 
 def test_view_orders_worst_first_and_counts_every_verdict(tmp_path):
-    from specperf import report
     from test_report import make_run, mixed_records
+
+    from specperf import report
 
     built = report.build_view(report.load_run([make_run(tmp_path / "run", mixed_records())]))
     assert [v.status for v in built.scenarios][:3] == ["error", "regression", "invalid"]
@@ -230,11 +250,22 @@ def test_view_orders_worst_first_and_counts_every_verdict(tmp_path):
     assert view.severity_rank("flaky") == view.severity_rank("incompatible") + 0.5
     assert view.severity_rank("skipped") > view.severity_rank("pass")
     assert view.status_class("flaky") == "unknown" and view.status_class("skipped") == "skipped"
-    assert view.verdict_counts(["pass", "flaky"]) == {"error": 0, "regression": 0, "suspect": 0, "invalid": 0, "incompatible": 0, "unsupported": 0,
-                                                      "no-baseline": 0, "improvement": 0, "pass": 1, "flaky": 1}
+    assert view.verdict_counts(["pass", "flaky"]) == {
+        "error": 0,
+        "regression": 0,
+        "suspect": 0,
+        "invalid": 0,
+        "incompatible": 0,
+        "unsupported": 0,
+        "no-baseline": 0,
+        "improvement": 0,
+        "pass": 1,
+        "flaky": 1,
+    }
 
 
 # --------------------------------------------------------------------------- chart geometry and formats
+
 
 def test_nice_ticks_cover_the_range_with_round_steps():
     assert svg.nice_ticks(0.9, 2.1) == [0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]
@@ -246,10 +277,10 @@ def test_line_chart_puts_batch_sizes_on_a_log2_axis():
     series = [svg.Series("ngram", "#000", "current", [(1, 1.5, "a"), (4, 1.2, "b"), (16, 0.9, "c")])]
     chart = svg.line_chart(series)
     xs = [float(t["x"]) for t in chart["x_ticks"]]
-    assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.1)          # 1, 4, 16 equally spaced
+    assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.1)  # 1, 4, 16 equally spaced
     assert [t["label"] for t in chart["x_ticks"]] == ["1", "4", "16"]
     ys = [float(m["cy"]) for m in chart["lines"][0]["markers"]]
-    assert ys == sorted(ys)                                                  # lower speedup, lower on the page
+    assert ys == sorted(ys)  # lower speedup, lower on the page
     assert chart["top"] <= float(chart["reference"]) <= chart["bottom"]
     assert chart["lines"][0]["dash"] == ""
 

@@ -69,7 +69,7 @@ def test_known_ids_exist(profiles):
     assert "llama3.1-8b-eagle3-k3-bs16-gsm8k" in ids
     assert "llama3.1-8b-nosd-bs16-gsm8k" in ids
     assert "qwen3-8b-draft-k3-bs8-aime" in ids
-    assert "qwen3-8b-draft-k3-bs8-gsm8k" not in ids       # batch 8 only for reasoning workloads
+    assert "qwen3-8b-draft-k3-bs8-gsm8k" not in ids  # batch 8 only for reasoning workloads
     assert "llama3.1-8b-ngram-k5-bs1-instructcoder" in {s.id for s in profiles["study-full"].scenarios}
 
 
@@ -104,7 +104,7 @@ def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):
     by_id = {s.id: s for s in profiles["h100-nightly"].scenarios}
     a = by_id["llama3.1-8b-eagle3-k3-bs16-gsm8k"]
     assert a.engine_key == by_id["llama3.1-8b-eagle3-k3-bs1-cnn_dailymail"].engine_key
-    assert a.engine_key == by_id["llama3.1-8b-eagle3-k3-bs8-aime"].engine_key   # output_len 512
+    assert a.engine_key == by_id["llama3.1-8b-eagle3-k3-bs8-aime"].engine_key  # output_len 512
     assert a.engine_key != by_id["llama3.1-8b-eagle-k3-bs16-gsm8k"].engine_key
     assert a.engine_key != by_id["qwen3-8b-eagle3-k3-bs16-gsm8k"].engine_key
 
@@ -114,7 +114,10 @@ def test_speculative_config():
     by_id = {s.id: s for s in profile.scenarios}
     assert by_id["llama3.1-8b-nosd-bs1-gsm8k"].method.speculative_config() is None
     assert by_id["llama3.1-8b-eagle3-k3-bs1-gsm8k"].method.speculative_config() == {
-        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+        "method": "eagle3",
+        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 3,
+    }
     assert by_id["qwen3-8b-eagle3-k3-bs1-gsm8k"].method.params["model"] == "AngelSlim/Qwen3-8B_eagle3"
 
 
@@ -174,14 +177,18 @@ def test_content_hash_changes_with_what_is_measured(tmp_path):
     k5 = _one(tmp_path, "k", CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 5"))
     assert k5["m-ngram-k3-bs4-gsm8k"].content_hash != base.content_hash
 
-    engine = _one(tmp_path, "engine", CELL + "engine_args = { dtype = \"float32\" }\n")
+    engine = _one(tmp_path, "engine", CELL + 'engine_args = { dtype = "float32" }\n')
     assert engine["m-ngram-k3-bs4-gsm8k"].content_hash != base.content_hash
 
 
 def test_content_hash_ignores_rounds_warmup_and_tolerances(tmp_path):
     base = _one(tmp_path, "base", CELL)["m-ngram-k3-bs4-gsm8k"]
-    changed = _one(tmp_path, "changed", CELL.replace("rounds = 5", "rounds = 9").replace("warmup = 1", "warmup = 3")
-                   + "tolerances = { throughput_tok_s = 0.5, per_position_acceptance = 0.1 }\n")
+    changed = _one(
+        tmp_path,
+        "changed",
+        CELL.replace("rounds = 5", "rounds = 9").replace("warmup = 1", "warmup = 3")
+        + "tolerances = { throughput_tok_s = 0.5, per_position_acceptance = 0.1 }\n",
+    )
     other = changed["m-ngram-k3-bs4-gsm8k"]
     assert (other.rounds, other.warmup) == (9, 3)
     assert other.tolerances == {"throughput_tok_s": 0.5, "per_position_acceptance": 0.1}
@@ -246,15 +253,18 @@ def test_per_model_methods_override_shared_ones(tmp_path):
 
 
 def test_per_model_method_is_not_visible_to_other_models(tmp_path):
-    text = CELL.replace("[[cells]]", "[models.other]\npath = \"org/other\"\n\n"
-                        "[models.other.methods.eagle-k3]\nmethod = \"eagle\"\nnum_speculative_tokens = 3\n\n[[cells]]")
+    text = CELL.replace(
+        "[[cells]]",
+        '[models.other]\npath = "org/other"\n\n'
+        '[models.other.methods.eagle-k3]\nmethod = "eagle"\nnum_speculative_tokens = 3\n\n[[cells]]',
+    )
     text = text.replace('methods = ["ngram-k3"]', 'methods = ["ngram-k3", "eagle-k3"]')
     message = profile_error(tmp_path, text)
     assert "cells[0].methods[1]" in message and "eagle-k3" in message
 
 
 def test_identical_duplicate_scenarios_are_merged(tmp_path):
-    text = CELL + "\n" + CELL[CELL.index("[[cells]]"):]
+    text = CELL + "\n" + CELL[CELL.index("[[cells]]") :]
     ids = [s.id for s in load_profile(str(write_profile(tmp_path, text))).scenarios]
     assert len(ids) == len(set(ids)) == 4
 
@@ -306,73 +316,130 @@ def test_valid_base_profile_loads(tmp_path):
     assert len(load_profile(str(write_profile(tmp_path, CELL))).scenarios) == 4
 
 
-@pytest.mark.parametrize("text, field, words", [
-    (CELL + "\n[extra]\nx = 1\n", "extra", "unknown field (allowed: cells, methods, models, profile)"),
-    (CELL.replace('name = "own"', 'name = "own"\nrepeats = 3'), "profile.repeats", "unknown field"),
-    (CELL + "batch_size = 4\n", "cells[0].batch_size", "unknown field"),
-    (CELL.replace('path = "org/model"', 'path = "org/model"\ngpus = 2'), "models.m.gpus", "unknown field"),
-    (CELL.replace('model = "m"', 'model = "nope"'), "cells[0].model", "unknown model 'nope'"),
-    (CELL.replace('methods = ["ngram-k3"]', 'methods = ["ngram-k3", "eagle9"]'), "cells[0].methods[1]",
-     "unknown method 'eagle9'"),
-    (CELL.replace("[1, 4]", "[1, 0]"), "cells[0].batch_sizes[1]", "positive integer"),
-    (CELL.replace("[1, 4]", '[1, "4"]'), "cells[0].batch_sizes[1]", "positive integer"),
-    (CELL.replace("[1, 4]", "[true]"), "cells[0].batch_sizes[0]", "positive integer"),
-    (CELL.replace("[1, 4]", "[-2]"), "cells[0].batch_sizes[0]", "positive integer"),
-    (CELL.replace("batch_sizes = [1, 4]", "batch_sizes = []"), "cells[0].batch_sizes", "non-empty list"),
-    (CELL.replace('datasets = ["gsm8k"]', 'datasets = ["gsm8k", "mmlu"]'), "cells[0].datasets[1]",
-     "unknown dataset 'mmlu'"),
-    (CELL.replace("num_speculative_tokens = 3\n", ""), "methods.ngram-k3.num_speculative_tokens",
-     "required field is missing"),
-    (CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"), "methods.ngram-k3.num_speculative_tokens",
-     "positive integer, got 0"),
-    (CELL.replace('method = "ngram"\n', ""), "methods.ngram-k3.method", "required field is missing"),
-    (CELL.replace("[methods.ngram-k3]", "[methods.nosd]"), "methods.nosd", "built-in"),
-    (CELL.replace("[models.m]", "[models.Big_Model]").replace('model = "m"', 'model = "Big_Model"'),
-     "models.Big_Model", "lower-case"),
-    (CELL.replace("[models.m]", "[profile.tolerances]\nlatency = 0.1\n\n[models.m]"),
-     "profile.tolerances.latency", "unknown metric"),
-    (CELL + "tolerances = { acceptance_pos0 = 0.1 }\n", "cells[0].tolerances.acceptance_pos0", "unknown metric"),
-    (CELL + "tolerances = { speedup = -0.1 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
-    (CELL + 'batching = "shuffle"\n', "cells[0].batching", "replicate"),
-    (CELL.replace("rounds = 5", "rounds = 0"), "profile.rounds", "positive integer"),
-    (CELL + "rounds = 0\n", "cells[0].rounds", "positive integer"),
-    (CELL.replace("warmup = 1", "warmup = -1"), "profile.warmup", "non-negative"),
-    (CELL + "output_len = 2.5\n", "cells[0].output_len", "positive integer"),
-    (CELL.replace("rounds = 5", 'rounds = 5\nbatching = "x"'), "profile.batching", "replicate"),
-    (CELL.replace("rounds = 5", "rounds = 5\nseed = -1"), "profile.seed", "non-negative"),
-    (CELL[:CELL.index("[[cells]]")], "cells", "required field is missing"),
-    (CELL.replace('path = "org/model"', 'path = "org/model"\ntp = true'), "models.m.tp", "positive integer, got True"),
-    (CELL.replace('path = "org/model"', 'path = "org/model"\ntp = 0'), "models.m.tp", "positive integer, got 0"),
-    (CELL.replace('path = "org/model"', 'path = "org/model"\ntokenizer = "builtin:nope"'), "models.m.tokenizer",
-     "unknown builtin checkpoint 'builtin:nope'"),
-    ("models = 3\n" + CELL.replace('[models.m]\npath = "org/model"\n', ""), "models", "must be a table, got 3"),
-    (CELL.replace("rounds = 5", 'rounds = 5\ntier = "tpu"'), "profile.tier", "unknown tier 'tpu' (known: cpu, gpu)"),
-    (CELL.replace("rounds = 5", 'rounds = 5\nrequires_gpu = "V100"'), "profile.requires_gpu",
-     "unknown GPU class 'V100' (known: T4, "),
-    (CELL.replace("rounds = 5", "rounds = 5\ndescription = 3"), "profile.description", "must be a string, got 3"),
-    (CELL.replace("rounds = 5", 'rounds = 5\ninformational = "speedup"'), "profile.informational", "must be a list"),
-    (CELL + "tolerances = { speedup = true }\n", "cells[0].tolerances.speedup", "relative tolerance"),
-    (CELL + "tolerances = { speedup = 10 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
-    (CELL + "engine_args = 3\n", "cells[0].engine_args", "must be a table, got 3"),
-    (CELL.replace("[1, 4]", "4"), "cells[0].batch_sizes", "must be a list, got 4"),
-    (CELL.replace('model = "m"', 'model = ""'), "cells[0].model", "non-empty string"),
-    (CELL.replace('method = "ngram"', 'method = "none"'), "methods.ngram-k3.method", "built-in reference"),
-    (CELL.replace('path = "org/model"', 'path = "builtin:no-such"'), "models.m.path",
-     "unknown builtin checkpoint 'builtin:no-such'"),
-    (CELL.replace('path = "org/model"', 'path = "/no/such/checkpoint"'), "models.m.path",
-     "no such local checkpoint '/no/such/checkpoint'"),
-    (CELL.replace('method = "ngram"', 'method = "ngram"\nmodel = "./no-such-head"'), "methods.ngram-k3.model",
-     "no such local checkpoint './no-such-head'"),
-    (CELL.replace('path = "org/model"', 'path = "/etc"'), "models.m.path",
-     "'/etc' is not a checkpoint (a folder with config.json, or a .gguf file)"),
-    (CELL.replace("[1, 4]", "[1, 1000000000000]"), "cells[0].batch_sizes[1]", "must be at most 8192"),
-    (CELL + "output_len = 100000000000\n", "cells[0].output_len", "must be at most 131072"),
-    (CELL.replace("rounds = 5", "rounds = 100000"), "profile.rounds", "must be at most 1000"),
-    (CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 1000000"),
-     "methods.ngram-k3.num_speculative_tokens", "must be at most 64"),
-    (CELL.replace('method = "ngram"', 'method = "eagel"'), "methods.ngram-k3.method",
-     "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix, adaptive)"),
-])
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        (CELL + "\n[extra]\nx = 1\n", "extra", "unknown field (allowed: cells, methods, models, profile)"),
+        (CELL.replace('name = "own"', 'name = "own"\nrepeats = 3'), "profile.repeats", "unknown field"),
+        (CELL + "batch_size = 4\n", "cells[0].batch_size", "unknown field"),
+        (CELL.replace('path = "org/model"', 'path = "org/model"\ngpus = 2'), "models.m.gpus", "unknown field"),
+        (CELL.replace('model = "m"', 'model = "nope"'), "cells[0].model", "unknown model 'nope'"),
+        (
+            CELL.replace('methods = ["ngram-k3"]', 'methods = ["ngram-k3", "eagle9"]'),
+            "cells[0].methods[1]",
+            "unknown method 'eagle9'",
+        ),
+        (CELL.replace("[1, 4]", "[1, 0]"), "cells[0].batch_sizes[1]", "positive integer"),
+        (CELL.replace("[1, 4]", '[1, "4"]'), "cells[0].batch_sizes[1]", "positive integer"),
+        (CELL.replace("[1, 4]", "[true]"), "cells[0].batch_sizes[0]", "positive integer"),
+        (CELL.replace("[1, 4]", "[-2]"), "cells[0].batch_sizes[0]", "positive integer"),
+        (CELL.replace("batch_sizes = [1, 4]", "batch_sizes = []"), "cells[0].batch_sizes", "non-empty list"),
+        (
+            CELL.replace('datasets = ["gsm8k"]', 'datasets = ["gsm8k", "mmlu"]'),
+            "cells[0].datasets[1]",
+            "unknown dataset 'mmlu'",
+        ),
+        (
+            CELL.replace("num_speculative_tokens = 3\n", ""),
+            "methods.ngram-k3.num_speculative_tokens",
+            "required field is missing",
+        ),
+        (
+            CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 0"),
+            "methods.ngram-k3.num_speculative_tokens",
+            "positive integer, got 0",
+        ),
+        (CELL.replace('method = "ngram"\n', ""), "methods.ngram-k3.method", "required field is missing"),
+        (CELL.replace("[methods.ngram-k3]", "[methods.nosd]"), "methods.nosd", "built-in"),
+        (
+            CELL.replace("[models.m]", "[models.Big_Model]").replace('model = "m"', 'model = "Big_Model"'),
+            "models.Big_Model",
+            "lower-case",
+        ),
+        (
+            CELL.replace("[models.m]", "[profile.tolerances]\nlatency = 0.1\n\n[models.m]"),
+            "profile.tolerances.latency",
+            "unknown metric",
+        ),
+        (CELL + "tolerances = { acceptance_pos0 = 0.1 }\n", "cells[0].tolerances.acceptance_pos0", "unknown metric"),
+        (CELL + "tolerances = { speedup = -0.1 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+        (CELL + 'batching = "shuffle"\n', "cells[0].batching", "replicate"),
+        (CELL.replace("rounds = 5", "rounds = 0"), "profile.rounds", "positive integer"),
+        (CELL + "rounds = 0\n", "cells[0].rounds", "positive integer"),
+        (CELL.replace("warmup = 1", "warmup = -1"), "profile.warmup", "non-negative"),
+        (CELL + "output_len = 2.5\n", "cells[0].output_len", "positive integer"),
+        (CELL.replace("rounds = 5", 'rounds = 5\nbatching = "x"'), "profile.batching", "replicate"),
+        (CELL.replace("rounds = 5", "rounds = 5\nseed = -1"), "profile.seed", "non-negative"),
+        (CELL[: CELL.index("[[cells]]")], "cells", "required field is missing"),
+        (
+            CELL.replace('path = "org/model"', 'path = "org/model"\ntp = true'),
+            "models.m.tp",
+            "positive integer, got True",
+        ),
+        (CELL.replace('path = "org/model"', 'path = "org/model"\ntp = 0'), "models.m.tp", "positive integer, got 0"),
+        (
+            CELL.replace('path = "org/model"', 'path = "org/model"\ntokenizer = "builtin:nope"'),
+            "models.m.tokenizer",
+            "unknown builtin checkpoint 'builtin:nope'",
+        ),
+        ("models = 3\n" + CELL.replace('[models.m]\npath = "org/model"\n', ""), "models", "must be a table, got 3"),
+        (
+            CELL.replace("rounds = 5", 'rounds = 5\ntier = "tpu"'),
+            "profile.tier",
+            "unknown tier 'tpu' (known: cpu, gpu)",
+        ),
+        (
+            CELL.replace("rounds = 5", 'rounds = 5\nrequires_gpu = "V100"'),
+            "profile.requires_gpu",
+            "unknown GPU class 'V100' (known: T4, ",
+        ),
+        (CELL.replace("rounds = 5", "rounds = 5\ndescription = 3"), "profile.description", "must be a string, got 3"),
+        (
+            CELL.replace("rounds = 5", 'rounds = 5\ninformational = "speedup"'),
+            "profile.informational",
+            "must be a list",
+        ),
+        (CELL + "tolerances = { speedup = true }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+        (CELL + "tolerances = { speedup = 10 }\n", "cells[0].tolerances.speedup", "relative tolerance"),
+        (CELL + "engine_args = 3\n", "cells[0].engine_args", "must be a table, got 3"),
+        (CELL.replace("[1, 4]", "4"), "cells[0].batch_sizes", "must be a list, got 4"),
+        (CELL.replace('model = "m"', 'model = ""'), "cells[0].model", "non-empty string"),
+        (CELL.replace('method = "ngram"', 'method = "none"'), "methods.ngram-k3.method", "built-in reference"),
+        (
+            CELL.replace('path = "org/model"', 'path = "builtin:no-such"'),
+            "models.m.path",
+            "unknown builtin checkpoint 'builtin:no-such'",
+        ),
+        (
+            CELL.replace('path = "org/model"', 'path = "/no/such/checkpoint"'),
+            "models.m.path",
+            "no such local checkpoint '/no/such/checkpoint'",
+        ),
+        (
+            CELL.replace('method = "ngram"', 'method = "ngram"\nmodel = "./no-such-head"'),
+            "methods.ngram-k3.model",
+            "no such local checkpoint './no-such-head'",
+        ),
+        (
+            CELL.replace('path = "org/model"', 'path = "/etc"'),
+            "models.m.path",
+            "'/etc' is not a checkpoint (a folder with config.json, or a .gguf file)",
+        ),
+        (CELL.replace("[1, 4]", "[1, 1000000000000]"), "cells[0].batch_sizes[1]", "must be at most 8192"),
+        (CELL + "output_len = 100000000000\n", "cells[0].output_len", "must be at most 131072"),
+        (CELL.replace("rounds = 5", "rounds = 100000"), "profile.rounds", "must be at most 1000"),
+        (
+            CELL.replace("num_speculative_tokens = 3", "num_speculative_tokens = 1000000"),
+            "methods.ngram-k3.num_speculative_tokens",
+            "must be at most 64",
+        ),
+        (
+            CELL.replace('method = "ngram"', 'method = "eagel"'),
+            "methods.ngram-k3.method",
+            "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix, adaptive)",
+        ),
+    ],
+)
 def test_malformed_profile(tmp_path, text, field, words):
     message = profile_error(tmp_path, text)
     assert f": {field}: " in message
@@ -406,7 +473,7 @@ def test_missing_profile_names_the_available_ones():
 
 
 def test_duplicate_scenario_with_different_settings(tmp_path):
-    second = CELL[CELL.index("[[cells]]"):].replace("[1, 4]", "[4]") + "output_len = 64\n"
+    second = CELL[CELL.index("[[cells]]") :].replace("[1, 4]", "[4]") + "output_len = 64\n"
     message = profile_error(tmp_path, CELL + "\n" + second)
     assert ": cells[1]: " in message
     assert "m-nosd-bs4-gsm8k" in message and "declared twice" in message
@@ -446,15 +513,20 @@ def test_cpu_smoke_gates_on_deterministic_metrics_only():
 
 
 def test_schema_command_prints_the_json_schema():
-    out = subprocess.run([sys.executable, "-m", "specperf.profiles.schema"], capture_output=True, text=True,
-                         check=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "specperf.profiles.schema"], capture_output=True, text=True, check=True, cwd=REPO
+    )
     schema = json.loads(out.stdout)
     assert list(schema["properties"]) == ["profile", "models", "methods", "cells"]
     assert schema["required"] == ["models", "cells"] and schema["additionalProperties"] is False
     cell = schema["$defs"]["CellTable"]["properties"]
     assert cell["datasets"]["items"]["enum"] == list(workload_names())
-    assert cell["batch_sizes"] == {"items": {"maximum": 8192, "minimum": 1, "type": "integer"}, "minItems": 1,
-                                   "title": "Batch Sizes", "type": "array"}
+    assert cell["batch_sizes"] == {
+        "items": {"maximum": 8192, "minimum": 1, "type": "integer"},
+        "minItems": 1,
+        "title": "Batch Sizes",
+        "type": "array",
+    }
 
 
 def test_profile_format_doc_names_every_field():
@@ -485,8 +557,9 @@ def test_every_registered_workload_is_a_valid_dataset(tmp_path, dataset):
 
 
 def with_settings(tmp_path: Path, profile: str = "", model: str = "", cell: str = "", name: str = "own.toml"):
-    text = CELL.replace('rounds = 5\n', f'rounds = 5\n{profile}\n').replace('path = "org/model"\n',
-                                                                         f'path = "org/model"\n{model}\n')
+    text = CELL.replace("rounds = 5\n", f"rounds = 5\n{profile}\n").replace(
+        'path = "org/model"\n', f'path = "org/model"\n{model}\n'
+    )
     return load_profile(str(write_profile(tmp_path, text + cell, name))).scenarios
 
 
@@ -497,15 +570,18 @@ def test_prompt_settings_at_their_defaults_keep_the_hash(tmp_path):
     assert [s.selection for s in plain] == ["hash"] * 4 and plain[0].chat is None and plain[0].model.thinking is None
 
 
-@pytest.mark.parametrize("profile, model, cell", [
-    ('selection = "study"', "", ""),
-    ("", "thinking = false", ""),
-    ("", "", "chat = false\n"),
-    ('[profile.env]\nVLLM_DISABLE_COMPILE_CACHE = "1"', "", ""),
-])
+@pytest.mark.parametrize(
+    "profile, model, cell",
+    [
+        ('selection = "study"', "", ""),
+        ("", "thinking = false", ""),
+        ("", "", "chat = false\n"),
+        ('[profile.env]\nVLLM_DISABLE_COMPILE_CACHE = "1"', "", ""),
+    ],
+)
 def test_prompt_and_engine_settings_change_the_hash(tmp_path, profile, model, cell):
     plain = with_settings(tmp_path)
-    if profile.startswith("[profile.env]"):         # a table goes after the [profile] keys
+    if profile.startswith("[profile.env]"):  # a table goes after the [profile] keys
         text = CELL.replace("[models.m]", f"{profile}\n\n[models.m]")
         changed = load_profile(str(write_profile(tmp_path, text, "c.toml"))).scenarios
     else:
@@ -523,7 +599,7 @@ def test_env_goes_to_the_engine_and_into_its_key(tmp_path):
     assert '"env":{"VLLM_DISABLE_COMPILE_CACHE":"1"}' in scenario.engine_key
     config = engine_config(scenario)
     assert config.env["VLLM_DISABLE_COMPILE_CACHE"] == "1"
-    assert config.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"           # the suite's own stay
+    assert config.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # the suite's own stay
     assert scenario.to_dict()["env"] == {"VLLM_DISABLE_COMPILE_CACHE": "1"}
 
 
@@ -533,9 +609,12 @@ def test_a_reference_keeps_the_vllm_of_the_first_cell_that_declares_it(tmp_path)
     assert by_id["m-nosd-bs1-gsm8k"].vllm == "0.10.1.1"
 
 
-@pytest.mark.parametrize("text, message", [
-    ('selection = "random"', "profile.selection: unknown selection mode 'random' (known: hash, study)"),
-    ("vllm = 10", "profile.vllm: must be a non-empty string, got 10"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('selection = "random"', "profile.selection: unknown selection mode 'random' (known: hash, study)"),
+        ("vllm = 10", "profile.vllm: must be a non-empty string, got 10"),
+    ],
+)
 def test_bad_prompt_settings_are_one_line(tmp_path, text, message):
     assert profile_error(tmp_path, CELL.replace("rounds = 5\n", f"rounds = 5\n{text}\n")).endswith(message)

@@ -22,8 +22,7 @@ from specperf.run.session import RunSession, merge_run_files, summary_lines
 from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, REGRESSION, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
 
-DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "memory_gib": 8, "driver": None,
-          "hardware_key": "cpu-test-2c"}
+DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "memory_gib": 8, "driver": None, "hardware_key": "cpu-test-2c"}
 OUTPUT = [7, 8, 9, 10]
 
 
@@ -54,10 +53,15 @@ class FakeEngine:
             self.counters["accepted"] += 3
             self.counters["accepted_per_pos"] = [a + d for a, d in zip(self.counters["accepted_per_pos"], (2, 1, 0))]
         tokens = self.tokens + ([self.calls] if self.changing_from and self.calls >= self.changing_from else [])
-        return {"wall_s": self.wall_s, "output_tokens": len(tokens) * len(prompts),
-                "token_ids": [list(tokens) for _ in prompts], "texts": ["out <b>"] * len(prompts),
-                "counters_before": before, "counters_after": json.loads(json.dumps(self.counters)),
-                "memory": {"peak_mib": 100.0, "source": "fake"}}
+        return {
+            "wall_s": self.wall_s,
+            "output_tokens": len(tokens) * len(prompts),
+            "token_ids": [list(tokens) for _ in prompts],
+            "texts": ["out <b>"] * len(prompts),
+            "counters_before": before,
+            "counters_after": json.loads(json.dumps(self.counters)),
+            "memory": {"peak_mib": 100.0, "source": "fake"},
+        }
 
     def close(self):
         self.closed = True
@@ -65,13 +69,21 @@ class FakeEngine:
 
 def canned_calls(scenario) -> Calls:
     request = Request(id="req-1", text="def f(): pass", chat=True)
-    return Calls(calls=[[[1, 2, 3]] * scenario.batch_size], requests=[request] * scenario.batch_size,
-                 facts=WorkloadFacts(source="canned", request_ids=["req-1"], prompt_tokens=[3]))
+    return Calls(
+        calls=[[[1, 2, 3]] * scenario.batch_size],
+        requests=[request] * scenario.batch_size,
+        facts=WorkloadFacts(source="canned", request_ids=["req-1"], prompt_tokens=[3]),
+    )
 
 
 def fake_config(scenario) -> EngineConfig:
-    return EngineConfig(model=scenario.method.label, tokenizer=None, tensor_parallel_size=1, seed=42,
-                        speculative_config=scenario.method.speculative_config())
+    return EngineConfig(
+        model=scenario.method.label,
+        tokenizer=None,
+        tensor_parallel_size=1,
+        seed=42,
+        speculative_config=scenario.method.speculative_config(),
+    )
 
 
 class Starter:
@@ -83,8 +95,11 @@ class Starter:
 
     def __call__(self, config, start_timeout_s, python=None):
         """Options by method label, or by "LABEL@PYTHON" for an engine of another environment."""
-        options = self.options.get(f"{config.model}@{python}", self.options.get(config.model, {})) \
-            if python else self.options.get(config.model, {})
+        options = (
+            self.options.get(f"{config.model}@{python}", self.options.get(config.model, {}))
+            if python
+            else self.options.get(config.model, {})
+        )
         if "start_error" in options:
             raise options["start_error"]
         engine = FakeEngine(config, **options)
@@ -95,12 +110,23 @@ class Starter:
 
 def session(tmp_path, starter=None, **kwargs) -> RunSession:
     starter = starter or Starter()
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1,
-                      start_timeout_s=kwargs.get("start_timeout_s", DEFAULT_START_TIMEOUT_S))
+    pool = EnginePool(
+        start=starter,
+        configure=fake_config,
+        log=lambda line: None,
+        parallel_starts=1,
+        start_timeout_s=kwargs.get("start_timeout_s", DEFAULT_START_TIMEOUT_S),
+    )
     kwargs.setdefault("reports_dir", tmp_path / "reports")
     kwargs.setdefault("log", lambda line: None)
-    return RunSession(profile="unit", baseline_dir=tmp_path / "baselines",
-                      prepare=canned_calls, pool=pool, device=dict(DEVICE), **kwargs)
+    return RunSession(
+        profile="unit",
+        baseline_dir=tmp_path / "baselines",
+        prepare=canned_calls,
+        pool=pool,
+        device=dict(DEVICE),
+        **kwargs,
+    )
 
 
 REF, SD = reference_scenario(), make_scenario()
@@ -110,7 +136,7 @@ def test_a_reference_and_an_sd_scenario_measure_valid_results(tmp_path):
     run = session(tmp_path)
     ref, sd = run.run(REF), run.run(SD)
     assert ref.status == sd.status == OK and ref.valid and sd.valid, (ref.validity, sd.validity)
-    assert sd.metrics["mean_acceptance_length"].value == pytest.approx(2.5)      # 1 + 3 / 2
+    assert sd.metrics["mean_acceptance_length"].value == pytest.approx(2.5)  # 1 + 3 / 2
     assert sd.metrics["per_position_acceptance"].value == pytest.approx([1.0, 0.5, 0.0])
     assert sd.metrics["speedup"].value == pytest.approx(1.0)
     assert sd.metrics["lossless_fraction"].value == 1.0 and sd.lossless.total == SD.batch_size
@@ -120,11 +146,14 @@ def test_a_reference_and_an_sd_scenario_measure_valid_results(tmp_path):
     assert stored.verdict.status == NO_BASELINE and stored.metrics == sd.metrics
 
 
-@pytest.mark.parametrize("options, reason", [
-    ({"changing_from": 4}, "greedy outputs differ between rounds"),
-    ({"wall_s": 0.01}, "too short to time"),
-    ({"tokens": []}, "no output tokens"),
-])
+@pytest.mark.parametrize(
+    "options, reason",
+    [
+        ({"changing_from": 4}, "greedy outputs differ between rounds"),
+        ({"wall_s": 0.01}, "too short to time"),
+        ({"tokens": []}, "no output tokens"),
+    ],
+)
 def test_each_validity_rule_makes_the_result_invalid(tmp_path, options, reason):
     run = session(tmp_path, Starter(**{SD.method.label: options}))
     run.run(REF)
@@ -156,7 +185,7 @@ def test_a_failed_engine_key_fails_its_other_scenarios_at_once(tmp_path):
     assert first.error == second.error == "RuntimeError: no head"
     assert first.error_kind == second.error_kind == ERROR_ENGINE
     assert run.pool.stats.starts == 1 and run.stats.errors == 2
-    assert run.run(REF).status == OK                       # another key starts afresh
+    assert run.run(REF).status == OK  # another key starts afresh
 
 
 def test_a_crash_mid_scenario_closes_the_engine_and_fails_the_key(tmp_path):
@@ -176,10 +205,13 @@ def test_a_start_timeout_is_not_reported_as_a_scenario_timeout(tmp_path):
     assert result.error == "engine start did not finish within 90 s; engine killed"
 
 
-@pytest.mark.parametrize("limit, message", [
-    (30.0, "timed out: the scenario did not finish within its 30 s limit; engine killed"),
-    (None, "generate did not finish within 5 s; engine killed"),
-])
+@pytest.mark.parametrize(
+    "limit, message",
+    [
+        (30.0, "timed out: the scenario did not finish within its 30 s limit; engine killed"),
+        (None, "generate did not finish within 5 s; engine killed"),
+    ],
+)
 def test_a_scenario_timeout_names_its_limit(tmp_path, limit, message):
     hang = EngineTimeout("generate did not finish within 5 s; engine killed", GENERATE)
     starter = Starter(**{SD.method.label: {"fail_on_call": (2, hang)}})
@@ -199,14 +231,14 @@ def test_resume_keeps_finished_results_and_their_references(tmp_path):
     starter = Starter()
     lines = []
     resumed = session(tmp_path, starter, resume_dir=run_dir, log=lines.append)
-    assert resumed._finished.keys() == {REF.id}                 # ok, with output hashes
+    assert resumed._finished.keys() == {REF.id}  # ok, with output hashes
     assert any("broken.json" in line and "measuring again" in line for line in lines)
     again = resumed.run(REF)
     assert again.started_at == kept_ref.started_at and not starter.started
-    sd = resumed.run(SD)                                        # judged against the kept reference
+    sd = resumed.run(SD)  # judged against the kept reference
     assert sd.valid and sd.metrics["speedup"].value == pytest.approx(1.0)
     assert sd.metrics["lossless_fraction"].value == 1.0
-    assert resumed.run(make_scenario(batch_size=8)).status == OK   # the failed one is measured again
+    assert resumed.run(make_scenario(batch_size=8)).status == OK  # the failed one is measured again
     assert resumed.stats.resumed == 1
 
 
@@ -218,7 +250,9 @@ def test_a_kept_result_is_judged_by_the_profile_never_by_its_own_rules(tmp_path)
     first = session(tmp_path, run_id=run_dir.name)
     first.run(REF)
     lossy = first.run(SD)
-    lossy.metrics["lossless_fraction"] = lossy.metrics["lossless_fraction"].model_copy(update={"value": 0.0, "samples": [0.0]})
+    lossy.metrics["lossless_fraction"] = lossy.metrics["lossless_fraction"].model_copy(
+        update={"value": 0.0, "samples": [0.0]}
+    )
     lossy.scenario.tolerances, lossy.scenario.informational = {"lossless_fraction": 9.0}, ["lossless_fraction"]
     write_result(run_dir, lossy)
     first.finish()
@@ -233,9 +267,14 @@ def test_a_kept_result_is_judged_by_the_profile_never_by_its_own_rules(tmp_path)
 def test_finish_writes_baselines_of_valid_results_only(tmp_path):
     run = session(tmp_path, update_baselines=True)
     run.run(REF)
-    invalid = run.run(make_scenario(batch_size=8))              # fine, but see below
-    run.results[-1] = invalid.model_copy(update={"validity": invalid.validity.model_copy(
-        update={"valid": False, "reasons": ["greedy outputs differ between rounds"]})})
+    invalid = run.run(make_scenario(batch_size=8))  # fine, but see below
+    run.results[-1] = invalid.model_copy(
+        update={
+            "validity": invalid.validity.model_copy(
+                update={"valid": False, "reasons": ["greedy outputs differ between rounds"]}
+            )
+        }
+    )
     lines = run.finish()
     assert any(line.startswith("baseline written:") and REF.id in line for line in lines)
     assert any(line.startswith("baseline kept:") and "invalid" in line for line in lines)
@@ -267,6 +306,7 @@ def test_a_skipped_workload_is_written_but_not_judged(tmp_path):
 
 # ------------------------------------------------------------------ the loop
 
+
 def test_balanced_schedule_alternates_pairs():
     assert balanced_schedule(["a"], 3) == ["a", "a", "a"]
     assert balanced_schedule(["a", "b"], 4) == ["a", "b", "b", "a", "a", "b", "b", "a"]
@@ -279,31 +319,51 @@ def test_measure_interleaves_two_engines_by_the_schedule():
     warm_up(engines, calls, 8, warmup=1)
     assert order == ["a", "b"]
     rounds = measure(engines, calls, 8, schedule=balanced_schedule(["a", "b"], 2))
-    assert order[2:] == ["a", "a", "b", "b", "b", "b", "a", "a"]       # two calls per round
+    assert order[2:] == ["a", "a", "b", "b", "b", "b", "a", "a"]  # two calls per round
     assert [len(rounds[x]) for x in "ab"] == [2, 2]
-    assert rounds["a"][0].counters["drafts"] == 4                      # 2 calls x 2 drafts
+    assert rounds["a"][0].counters["drafts"] == 4  # 2 calls x 2 drafts
 
 
 # ------------------------------------------------------------------ run files
 
-def worker_run(started: str, scenarios: int, starts: int, keys: list[str], wall_s: float,
-               interrupted: bool = False) -> RunFile:
-    return RunFile.model_validate({
-        "run_id": "20260101-000000-cpu-smoke", "profile": "cpu-smoke", "started_at": started,
-        "finished_at": "2026-01-01T00:10:00+00:00", "interrupted": interrupted, "engine_keys": keys,
-        "device": DEVICE,
-        "stats": {"engine_starts": starts, "engine_start_s": 10.0 * starts, "warmup_s": 1.0, "measure_s": 5.0,
-                  "scenarios": scenarios, "errors": 0, "resumed": 0, "wall_s": wall_s},
-    })
+
+def worker_run(
+    started: str, scenarios: int, starts: int, keys: list[str], wall_s: float, interrupted: bool = False
+) -> RunFile:
+    return RunFile.model_validate(
+        {
+            "run_id": "20260101-000000-cpu-smoke",
+            "profile": "cpu-smoke",
+            "started_at": started,
+            "finished_at": "2026-01-01T00:10:00+00:00",
+            "interrupted": interrupted,
+            "engine_keys": keys,
+            "device": DEVICE,
+            "stats": {
+                "engine_starts": starts,
+                "engine_start_s": 10.0 * starts,
+                "warmup_s": 1.0,
+                "measure_s": 5.0,
+                "scenarios": scenarios,
+                "errors": 0,
+                "resumed": 0,
+                "wall_s": wall_s,
+            },
+        }
+    )
 
 
 def test_worker_run_files_merge_into_one():
-    merged = merge_run_files([worker_run("2026-01-01T00:00:02+00:00", 7, 3, ["a", "b", "c"], 300.0),
-                              worker_run("2026-01-01T00:00:01+00:00", 12, 5, ["d", "e", "f", "g", "h"], 420.0)])
+    merged = merge_run_files(
+        [
+            worker_run("2026-01-01T00:00:02+00:00", 7, 3, ["a", "b", "c"], 300.0),
+            worker_run("2026-01-01T00:00:01+00:00", 12, 5, ["d", "e", "f", "g", "h"], 420.0),
+        ]
+    )
     assert merged.started_at == "2026-01-01T00:00:01+00:00"
     assert merged.stats.scenarios == 19 and merged.stats.engine_starts == 8
     assert merged.stats.engine_start_s == 80.0
-    assert merged.stats.wall_s == 420.0                  # workers ran side by side
+    assert merged.stats.wall_s == 420.0  # workers ran side by side
     assert merged.engine_keys == list("abcdefgh") and merged.workers == 2
     assert merged.interrupted is False
 
@@ -327,8 +387,12 @@ def test_summary_names_engine_starts_keys_and_improvements():
 
 def test_resume_measures_again_what_other_hardware_measured(tmp_path):
     run_dir = tmp_path / "reports" / "20260101-000000-unit"
-    write_result(run_dir, make_record(reference_scenario(), hardware_key="cpu-elsewhere-4c").model_copy(
-        update={"output_hashes": ["abc"]}))
+    write_result(
+        run_dir,
+        make_record(reference_scenario(), hardware_key="cpu-elsewhere-4c").model_copy(
+            update={"output_hashes": ["abc"]}
+        ),
+    )
     lines = []
     resumed = session(tmp_path, resume_dir=run_dir, log=lines.append)
     assert resumed._finished == {}
@@ -381,4 +445,4 @@ def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path)
     assert sd.verdict.status == PASS, sd.verdict
     judged = {m.metric: m.judged_by for m in sd.verdict.metrics}
     assert judged["throughput_tok_s"] == judged["mean_acceptance_length"] == "history"
-    assert sd.baseline is None                       # no committed baseline took part
+    assert sd.baseline is None  # no committed baseline took part

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from specperf.run import sharding
 from specperf.profiles.scenarios import load_profile
+from specperf.run import sharding
 
 
 def sd_keys(scenarios):
@@ -36,28 +36,28 @@ def check_partition(scenarios, shards):
     sd_home = {}
     for i, part in enumerate(shards):
         here = {id(s) for s in part}
-        assert part == [s for s in scenarios if id(s) in here]          # input order, no duplicates
+        assert part == [s for s in scenarios if id(s) in here]  # input order, no duplicates
         for s in part:
             if not s.method.is_reference:
-                assert s.id not in sd_home                              # never on two shards
+                assert s.id not in sd_home  # never on two shards
                 sd_home[s.id] = i
     assert set(sd_home) == {s.id for s in scenarios if not s.method.is_reference}
     key_homes = {}
     for s in scenarios:
         if not s.method.is_reference:
             key_homes.setdefault(s.engine_key, set()).add(sd_home[s.id])
-    assert all(len(homes) == 1 for homes in key_homes.values())         # an SD engine starts once
+    assert all(len(homes) == 1 for homes in key_homes.values())  # an SD engine starts once
     needed_anywhere = {s.reference_id for s in scenarios if not s.method.is_reference}
     ref_homes = {}
     for i, part in enumerate(shards):
         needed_here = {s.reference_id for s in part if not s.method.is_reference}
-        assert needed_here & by_id.keys() <= {s.id for s in part}       # measured in the same run
+        assert needed_here & by_id.keys() <= {s.id for s in part}  # measured in the same run
         for s in part:
             if s.method.is_reference:
                 ref_homes.setdefault(s.id, []).append(i)
-                assert s.id in needed_here or s.id not in needed_anywhere   # no gratuitous copies
+                assert s.id in needed_here or s.id not in needed_anywhere  # no gratuitous copies
     refs = {s.id for s in scenarios if s.method.is_reference}
-    assert set(ref_homes) == refs                                       # every reference runs
+    assert set(ref_homes) == refs  # every reference runs
     assert all(len(ref_homes[r]) == 1 for r in refs - needed_anywhere)  # a spare one runs once
     return sd_home
 
@@ -68,7 +68,7 @@ def test_shards_partition_the_profile(scenarios, count):
     assert shards == sharding.assign(scenarios, count)
     check_partition(scenarios, shards)
     used = sum(1 for part in shards if part)
-    assert used == min(count, len(sd_keys(scenarios)))                 # every unit on its own machine if it can
+    assert used == min(count, len(sd_keys(scenarios)))  # every unit on its own machine if it can
 
 
 def test_each_sd_engine_gets_a_machine_and_the_rest_stay_empty():
@@ -77,7 +77,7 @@ def test_each_sd_engine_gets_a_machine_and_the_rest_stay_empty():
     shards = sharding.assign(scenarios, 8)
     for part in shards[:6]:
         assert len(sd_keys(part)) == 1
-        assert len({s.engine_key for s in part}) == 2                  # the SD engine and its model's reference
+        assert len({s.engine_key for s in part}) == 2  # the SD engine and its model's reference
         sd = [s for s in part if not s.method.is_reference]
         assert sorted(s.id for s in part if s.method.is_reference) == sorted(s.reference_id for s in sd)
     assert shards[6:] == [[], []]
@@ -118,10 +118,12 @@ def test_a_unit_goes_where_its_references_already_are():
     """Charging a shard only for references it lacks can beat the less loaded shard."""
     every = list(load_profile("h100-nightly").scenarios)
     eagle = [s for s in every if s.model.name == "llama3.1-8b" and s.method.label in ("eagle-k3", "nosd")]
-    draft = [s for s in every if s.model.name == "qwen3-8b" and s.method.label in ("draft-k3", "nosd")
-             and s.dataset != "gsm8k"]
-    eagle3 = [s for s in every if s.model.name == "llama3.1-8b" and s.method.label == "eagle3-k3"
-              and s.batch_size == 1]
+    draft = [
+        s
+        for s in every
+        if s.model.name == "qwen3-8b" and s.method.label in ("draft-k3", "nosd") and s.dataset != "gsm8k"
+    ]
+    eagle3 = [s for s in every if s.model.name == "llama3.1-8b" and s.method.label == "eagle3-k3" and s.batch_size == 1]
     scenarios = eagle + draft + eagle3
     shards = sharding.assign(scenarios, 2)
     assert shards[0] == eagle + eagle3 and shards[1] == draft
@@ -138,7 +140,7 @@ def test_shards_do_not_depend_on_input_order(scenarios, count):
     first = sharding.assign(scenarios, count)
     second = sharding.assign(shuffled, count)
     assert [{s.id for s in p} for p in first] == [{s.id for s in p} for p in second]
-    for part in second:                                                 # in the caller's order
+    for part in second:  # in the caller's order
         here = {id(s) for s in part}
         assert part == [s for s in shuffled if id(s) in here]
     assert sharding.assign(scenarios, count) == first
@@ -166,8 +168,7 @@ def test_spare_references_form_their_own_units():
 
 
 def test_missing_references_are_not_invented():
-    scenarios = [s for s in load_profile("h100-nightly").scenarios
-                 if not s.method.is_reference or s.dataset == "gsm8k"]
+    scenarios = [s for s in load_profile("h100-nightly").scenarios if not s.method.is_reference or s.dataset == "gsm8k"]
     shards = sharding.assign(scenarios, 3)
     check_partition(scenarios, shards)
     assert {s.dataset for p in shards for s in p if s.method.is_reference} == {"gsm8k"}
@@ -180,16 +181,21 @@ def test_estimated_cost_is_proportional():
     assert cost > 0
     more_rounds = dataclasses.replace(base, rounds=base.rounds * 2)
     assert sharding.estimated_cost(more_rounds) == pytest.approx(
-        cost * (2 * base.rounds * base.num_requests + base.warmup) / (base.rounds * base.num_requests + base.warmup))
+        cost * (2 * base.rounds * base.num_requests + base.warmup) / (base.rounds * base.num_requests + base.warmup)
+    )
     assert sharding.estimated_cost(dataclasses.replace(base, output_len=base.output_len * 2)) == pytest.approx(2 * cost)
-    assert sharding.estimated_cost(dataclasses.replace(base, model=dataclasses.replace(base.model, tp=4))) == \
-        pytest.approx(4 * cost)
+    assert sharding.estimated_cost(
+        dataclasses.replace(base, model=dataclasses.replace(base.model, tp=4))
+    ) == pytest.approx(4 * cost)
     big_batch = dataclasses.replace(base, batch_size=128)
     assert sharding.estimated_cost(big_batch) > cost
-    assert sharding.estimated_cost(dataclasses.replace(big_batch, batching="distinct")) < sharding.estimated_cost(big_batch)
+    assert sharding.estimated_cost(dataclasses.replace(big_batch, batching="distinct")) < sharding.estimated_cost(
+        big_batch
+    )
     # one engine start per engine key, however many scenarios share it
     assert sharding.group_cost([base, big_batch]) == pytest.approx(
-        sharding.ENGINE_START_S + cost + sharding.estimated_cost(big_batch))
+        sharding.ENGINE_START_S + cost + sharding.estimated_cost(big_batch)
+    )
 
 
 def test_shard_rejects_bad_numbers():

@@ -17,8 +17,9 @@ from specperf.analysis import simulate
 from specperf.analysis.simulate import RequestAcceptance, StepCost
 
 # every forward 1 s, nothing else costs: latency counts target forwards
-STEPS_ONLY = StepCost(target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0,
-                      ngram_share=0, overhead=0)
+STEPS_ONLY = StepCost(
+    target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0, ngram_share=0, overhead=0
+)
 
 
 def request(acc_len, prompt_len=10, name="r0", proposer="eagle"):
@@ -26,7 +27,7 @@ def request(acc_len, prompt_len=10, name="r0", proposer="eagle"):
 
 
 def test_a_trajectory_steps_by_what_each_position_would_accept():
-    acc = [3, 2, 1, 1, 4, 1, 1, 1]            # 8 output tokens; the first comes from the prefill
+    acc = [3, 2, 1, 1, 4, 1, 1, 1]  # 8 output tokens; the first comes from the prefill
     oracle = simulate.trajectory(acc, "oracle", ngram=False)
     # output positions 1, 4, 5: a step at position p produces acc[p - 1]
     assert list(oracle.verified) == [3, 1, 4] and list(oracle.produced) == [3, 1, 4]
@@ -39,7 +40,7 @@ def test_a_trajectory_steps_by_what_each_position_would_accept():
 def test_a_known_ngram_miss_is_one_token_without_drafting_in_every_mode():
     known = simulate.trajectory([0, 0, 3, 1, 1, 1, 1], "k3", ngram=True)
     assert list(known.verified) == [1, 1, 4, 4] and list(known.produced) == [1, 1, 3, 1]
-    assert list(known.maybe_unmatched) == [False, False, False, True]     # a rejected draft: the study draws
+    assert list(known.maybe_unmatched) == [False, False, False, True]  # a rejected draft: the study draws
 
 
 def test_speedup_counts_forwards_when_only_forwards_cost():
@@ -60,22 +61,30 @@ def test_larger_batches_gain_less_and_the_oracle_bounds_fixed_k():
     requests = [request(list(np.random.default_rng(i).integers(1, 6, 200)), name=f"r{i}") for i in range(5)]
     by_mode = {mode: simulate.speedups(requests, "eagle", mode) for mode in simulate.MODES}
     for mode, values in by_mode.items():
-        assert values[1] > values[128], mode                # verification grows compute-bound
+        assert values[1] > values[128], mode  # verification grows compute-bound
     for batch in simulate.BATCH_SIZES:
         assert by_mode["oracle"][batch] >= max(by_mode[m][batch] for m in ("k1", "k3", "k5"))
 
 
 def test_the_combined_oracle_takes_the_better_proposer_at_each_position():
     both = RequestAcceptance("r", 10, {"ngram": [1, 1, 1, 4, 1, 1, 1, 1, 1], "eagle": [3, 1, 1, 1, 1, 1, 1, 1]})
-    assert simulate.combined(both) == [3, 1, 1, 4, 1, 1, 1, 1]      # as long as the shorter
+    assert simulate.combined(both) == [3, 1, 1, 4, 1, 1, 1, 1]  # as long as the shorter
     best = simulate.speedups([both], "combined", "oracle", (1,))[1]
     assert best > simulate.speedups([both], "ngram", "oracle", (1,))[1]
     assert best > simulate.speedups([both], "eagle", "oracle", (1,))[1]
 
 
 def test_ngram_without_a_match_costs_no_drafting():
-    cost = StepCost(target_kv=0, target_token=0, target_fixed=1.0, draft_kv=0, draft_token=0, draft_fixed=0,
-                    ngram_share=0.5, overhead=0)
+    cost = StepCost(
+        target_kv=0,
+        target_token=0,
+        target_fixed=1.0,
+        draft_kv=0,
+        draft_token=0,
+        draft_fixed=0,
+        ngram_share=0.5,
+        overhead=0,
+    )
     # oracle: a position whose draft would be rejected verifies one token, and n-gram drafted nothing
     assert simulate.speedups([request([1] * 5, proposer="ngram")], "ngram", "oracle", (1,), cost=cost)[1] == 1.0
     # the combined oracle prices drafting at n-gram's share in every step, as the study's simulator does
@@ -84,9 +93,15 @@ def test_ngram_without_a_match_costs_no_drafting():
 
 
 def study_line(name, acc_ngram, acc_eagle, prompt_len=12):
-    return json.dumps({"id": name, "prompt_token_ids": list(range(prompt_len)),
-                       "generated_token_ids": list(range(len(acc_eagle))),
-                       "acc_eagle": {"acc_len": acc_eagle}, "acc_ngram": {"acc_len": acc_ngram}})
+    return json.dumps(
+        {
+            "id": name,
+            "prompt_token_ids": list(range(prompt_len)),
+            "generated_token_ids": list(range(len(acc_eagle))),
+            "acc_eagle": {"acc_len": acc_eagle},
+            "acc_ngram": {"acc_len": acc_ngram},
+        }
+    )
 
 
 def test_study_traces_are_read_and_sampled_as_the_study_draws_them(tmp_path):
@@ -96,13 +111,14 @@ def test_study_traces_are_read_and_sampled_as_the_study_draws_them(tmp_path):
     assert len(requests) == 400 and requests[0].prompt_len == 12 and requests[0].acc_len["eagle"] == [2, 1, 1]
     sample = simulate.study_sample(requests)
     import random
+
     random.seed(42)
     assert [r.id for r in sample] == [r.id for r in random.sample(requests, k=300)]
 
 
 def test_a_bad_trace_line_is_named(tmp_path):
     path = tmp_path / "combined_cnn.jsonl"
-    path.write_text(study_line("0", [1], [1]) + "\n{\"id\": 1}\n")
+    path.write_text(study_line("0", [1], [1]) + '\n{"id": 1}\n')
     with pytest.raises(ValueError, match=r"combined_cnn.jsonl:2: not a study trace line"):
         simulate.read_study_traces(path)
 
@@ -111,13 +127,29 @@ def test_cli_prints_every_mode_and_batch_size(tmp_path, capsys):
     lines = [study_line(str(i), [1 + i % 3] * 40, [1 + (i + 1) % 4] * 40) for i in range(20)]
     (tmp_path / "combined_gsm8k.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "table.json"
-    assert cli.main(["simulate", "--study-traces", str(tmp_path), "--datasets", "gsm8k",
-                     "--batch-sizes", "1", "8", "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "simulate",
+                "--study-traces",
+                str(tmp_path),
+                "--datasets",
+                "gsm8k",
+                "--batch-sizes",
+                "1",
+                "8",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "gsm8k          combined  oracle" in table
     rows = json.loads(out.read_text())
-    assert [(r["proposer"], r["mode"]) for r in rows] == \
-        [("eagle", m) for m in simulate.MODES] + [("ngram", m) for m in simulate.MODES] + [("combined", "oracle")]
+    assert [(r["proposer"], r["mode"]) for r in rows] == [("eagle", m) for m in simulate.MODES] + [
+        ("ngram", m) for m in simulate.MODES
+    ] + [("combined", "oracle")]
     assert all(set(r["speedup"]) == {"1", "8"} for r in rows)
 
 
@@ -129,8 +161,11 @@ def test_cli_names_a_missing_trace_file(tmp_path, capsys):
 def test_the_curves_page_draws_a_chart_per_dataset_with_a_line_per_mode():
     from specperf.report.study_curves import render_study_curves
 
-    rows = [{"dataset": d, "proposer": p, "mode": m, "speedup": {1: 2.0, 8: 1.5, 64: 1.1}}
-            for d in ("gsm8k", "<i>cnn</i>") for p, m in (("eagle", "k3"), ("ngram", "oracle"), ("combined", "oracle"))]
+    rows = [
+        {"dataset": d, "proposer": p, "mode": m, "speedup": {1: 2.0, 8: 1.5, 64: 1.1}}
+        for d in ("gsm8k", "<i>cnn</i>")
+        for p, m in (("eagle", "k3"), ("ngram", "oracle"), ("combined", "oracle"))
+    ]
     page = render_study_curves(rows, "traces/<dir>")
     assert page.count('<svg class="chart"') == 2 and page.count("<polyline") == 6
     assert 'stroke-dasharray="8 3 2 3"' in page and "eagle k3, batch 8: 1.50x" in page
@@ -139,31 +174,32 @@ def test_the_curves_page_draws_a_chart_per_dataset_with_a_line_per_mode():
 
 # Every term of the cost model non-zero and of its own size, so that dropping or changing any one
 # moves the speedup: a = target per KV token, b = per verified token, c = per forward, d = draft per
-# KV token, e = per drafted token, f = per draft, s = n-gram's share, o = overhead per step.
-A, B, C, D, E, F, S, O = 1e-3, 1e-2, 1.0, 1e-4, 0.1, 0.5, 0.05, 0.25
-EVERY_TERM = StepCost(target_kv=A, target_token=B, target_fixed=C, draft_kv=D, draft_token=E, draft_fixed=F,
-                      ngram_share=S, overhead=O)
-PROMPT, ACC = 2, [3, 1, 1, 1]       # 4 output tokens, the first from the prefill
+# KV token, e = per drafted token, f = per draft, s = n-gram's share, over = overhead per step.
+A, B, C, D, E, F, S, OVER = 1e-3, 1e-2, 1.0, 1e-4, 0.1, 0.5, 0.05, 0.25
+EVERY_TERM = StepCost(
+    target_kv=A, target_token=B, target_fixed=C, draft_kv=D, draft_token=E, draft_fixed=F, ngram_share=S, overhead=OVER
+)
+PROMPT, ACC = 2, [3, 1, 1, 1]  # 4 output tokens, the first from the prefill
 
 
 def by_hand_without_sd(n):
     """Prefill (2n prompt tokens), then decode steps at KV 3n, 4n, 5n (2n prompt + n first tokens + ...)."""
-    prefill = B * PROMPT * n + C + O
-    return prefill + sum(A * kv + B * n + C + O for kv in (3 * n, 4 * n, 5 * n))
+    prefill = B * PROMPT * n + C + OVER
+    return prefill + sum(A * kv + B * n + C + OVER for kv in (3 * n, 4 * n, 5 * n))
 
 
 def by_hand_with_sd(n, steps, drafting):
     """Prefill, then each step (KV tokens, tokens verified per copy) with its forward, drafting and overhead."""
-    prefill = B * PROMPT * n + C + O
+    prefill = B * PROMPT * n + C + OVER
     total = prefill
     for kv, verified, draft in steps:
         forward = A * kv + B * verified * n + C
-        total += forward + drafting(forward, draft) + O
+        total += forward + drafting(forward, draft) + OVER
     return total
 
 
 def learned(forward, draft):
-    kv_seen, drafted = draft        # each copy drafts after the others' tokens of this step: mean (n-1)/2 of them
+    kv_seen, drafted = draft  # each copy drafts after the others' tokens of this step: mean (n-1)/2 of them
     return D * kv_seen + E * drafted + F
 
 
@@ -173,14 +209,19 @@ def test_the_simulator_prices_every_term_of_the_step_cost(n):
     learned drafter in its last step sees the KV its copy releases (1 + produced + prompt tokens)."""
     base = by_hand_without_sd(n)
     oracle = by_hand_with_sd(n, [(3 * n, 3, (3 * n + (3 - 6) * (n - 1) / 2, 3))], learned)
-    k1 = by_hand_with_sd(n, [(3 * n, 2, (3 * n + 2 * (n - 1) / 2, 2)), (5 * n, 2, (5 * n + (1 - 6) * (n - 1) / 2, 2))],
-                         learned)
+    k1 = by_hand_with_sd(
+        n, [(3 * n, 2, (3 * n + 2 * (n - 1) / 2, 2)), (5 * n, 2, (5 * n + (1 - 6) * (n - 1) / 2, 2))], learned
+    )
     ngram_oracle = by_hand_with_sd(n, [(3 * n, 3, None)], lambda forward, _: S * forward)
     ngram_k1 = by_hand_with_sd(n, [(3 * n, 2, None), (5 * n, 2, None)], lambda forward, _: S * forward)
     eagle, ngram = [request(ACC, PROMPT)], [request(ACC, PROMPT, proposer="ngram")]
-    assert simulate.speedups(eagle, "eagle", "oracle", (n,), cost=EVERY_TERM)[n] == pytest.approx(base / oracle, rel=1e-12)
+    assert simulate.speedups(eagle, "eagle", "oracle", (n,), cost=EVERY_TERM)[n] == pytest.approx(
+        base / oracle, rel=1e-12
+    )
     assert simulate.speedups(eagle, "eagle", "k1", (n,), cost=EVERY_TERM)[n] == pytest.approx(base / k1, rel=1e-12)
-    assert simulate.speedups(ngram, "ngram", "oracle", (n,), cost=EVERY_TERM)[n] == \
-        pytest.approx(base / ngram_oracle, rel=1e-12)
-    assert simulate.speedups(ngram, "ngram", "k1", (n,), cost=EVERY_TERM, known_misses=True)[n] == \
-        pytest.approx(base / ngram_k1, rel=1e-12)
+    assert simulate.speedups(ngram, "ngram", "oracle", (n,), cost=EVERY_TERM)[n] == pytest.approx(
+        base / ngram_oracle, rel=1e-12
+    )
+    assert simulate.speedups(ngram, "ngram", "k1", (n,), cost=EVERY_TERM, known_misses=True)[n] == pytest.approx(
+        base / ngram_k1, rel=1e-12
+    )

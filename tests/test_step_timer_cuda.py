@@ -8,7 +8,6 @@ timer inside real vLLM engines).
 from __future__ import annotations
 
 import importlib
-import sys
 import types
 from pathlib import Path
 
@@ -46,6 +45,7 @@ def engine(step_timer):
                 operands[name] @ operands[name]
             end.record()
             pending.append((name, start, end))
+
         return run
 
     GPUModelRunner = type("GPUModelRunner", (), {name: part(name) for name in SIZES})
@@ -71,6 +71,7 @@ def engine(step_timer):
             times[name] += start.elapsed_time(end)
         pending.clear()
         return times
+
     return EngineCore(), gpu_times
 
 
@@ -103,4 +104,4 @@ def test_without_the_synchronisation_the_forward_would_look_free(step_timer, mon
     forward_ms = sum(s[2] for s in steps) * 1e3
     gpu_forward_ms = gpu_ms["_model_forward"]
     print({"timed_forward_ms": forward_ms, "gpu_forward_ms": gpu_forward_ms})
-    assert forward_ms < 0.5 * gpu_forward_ms          # the launches return long before the GPU is done
+    assert forward_ms < 0.5 * gpu_forward_ms  # the launches return long before the GPU is done

@@ -54,23 +54,45 @@ def test_models_heads_tp_and_k(study):
     configs = {(s.model.name, s.method.label): s.method.speculative_config() for s in study.values()}
     draft = {"disable_padded_drafter_batch": True, "max_model_len": 8192, "num_speculative_tokens": 3}
     assert configs[("llama3.1-8b", "eagle-k3")] == {
-        "method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+        "method": "eagle",
+        "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 3,
+    }
     assert configs[("llama3.1-8b", "eagle3-k3")] == {
-        "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+        "method": "eagle3",
+        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 3,
+    }
     assert configs[("llama3-70b", "eagle-k3")] == {
-        "method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-70B", "num_speculative_tokens": 3}
+        "method": "eagle",
+        "model": "yuhuili/EAGLE-LLaMA3-Instruct-70B",
+        "num_speculative_tokens": 3,
+    }
     assert configs[("llama3-70b", "draft-k3")] == {
-        "method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", **draft}
+        "method": "draft_model",
+        "model": "meta-llama/Llama-3.2-1B-Instruct",
+        **draft,
+    }
     assert configs[("qwen3-8b", "draft-k3")] == {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", **draft}
     for model in ("qwen3-8b", "qwen3-8b-thinking"):
         assert configs[(model, "eagle3-k3")] == {
-            "method": "eagle3", "model": "AngelSlim/Qwen3-8B_eagle3", "num_speculative_tokens": 3}
+            "method": "eagle3",
+            "model": "AngelSlim/Qwen3-8B_eagle3",
+            "num_speculative_tokens": 3,
+        }
     assert configs[("glm4.5-air", "mtp-k3")] == {
-        "method": "mtp", "model": "zai-org/GLM-4.5-Air", "num_speculative_tokens": 3}   # deepseek_mtp, model = target
-    for (model, label), config in configs.items():
+        "method": "mtp",
+        "model": "zai-org/GLM-4.5-Air",
+        "num_speculative_tokens": 3,
+    }  # deepseek_mtp, model = target
+    for (_, label), config in configs.items():
         if label.startswith("ngram"):
-            assert config == {"method": "ngram", "num_speculative_tokens": int(label[-1]),
-                              "prompt_lookup_min": 3, "prompt_lookup_max": 7}
+            assert config == {
+                "method": "ngram",
+                "num_speculative_tokens": int(label[-1]),
+                "prompt_lookup_min": 3,
+                "prompt_lookup_max": 7,
+            }
 
 
 def test_prompts_selection_and_outputs(study):
@@ -92,8 +114,12 @@ def test_prompts_selection_and_outputs(study):
 
 def test_engine_and_environment(study):
     for s in study.values():
-        assert s.engine_args == {"dtype": "bfloat16", "trust_remote_code": True, "enforce_eager": False,
-                                 "async_scheduling": False}, s.id
+        assert s.engine_args == {
+            "dtype": "bfloat16",
+            "trust_remote_code": True,
+            "enforce_eager": False,
+            "async_scheduling": False,
+        }, s.id
         assert s.env == {"VLLM_DISABLE_COMPILE_CACHE": "1"}, s.id
         assert "max_model_len" not in s.engine_args and "gpu_memory_utilization" not in s.engine_args
 
@@ -110,13 +136,16 @@ def test_the_vllm_each_cell_was_measured_with(study):
 
 
 def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls():
-    calls = [{"wall_s": 1.0, "output_tokens": 100, "eos": True},
-             {"wall_s": 4.0, "output_tokens": 100, "eos": True},
-             {"wall_s": 1.0, "output_tokens": 999, "eos": False}]     # hit max_tokens: left out
-    assert metrics.study_throughput(calls) == pytest.approx((100 + 25) / 2)    # not 200 / 5 = 40
-    many = [{"wall_s": 1.0, "output_tokens": 10, "eos": True}] * 500 + [{"wall_s": 1.0, "output_tokens": 1000,
-                                                                       "eos": True}]
-    assert metrics.study_throughput(many) == 10          # at most the first 500 EOS-finished calls
+    calls = [
+        {"wall_s": 1.0, "output_tokens": 100, "eos": True},
+        {"wall_s": 4.0, "output_tokens": 100, "eos": True},
+        {"wall_s": 1.0, "output_tokens": 999, "eos": False},
+    ]  # hit max_tokens: left out
+    assert metrics.study_throughput(calls) == pytest.approx((100 + 25) / 2)  # not 200 / 5 = 40
+    many = [{"wall_s": 1.0, "output_tokens": 10, "eos": True}] * 500 + [
+        {"wall_s": 1.0, "output_tokens": 1000, "eos": True}
+    ]
+    assert metrics.study_throughput(many) == 10  # at most the first 500 EOS-finished calls
     assert metrics.study_throughput(calls[2:]) is None
 
 
@@ -136,16 +165,24 @@ def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
         return {"wall_s": wall_s, "output_tokens": tokens, "finish_reasons": reasons}
 
     assert call_timing(reply(2.0, 50, ["stop", "length"])) == {"wall_s": 2.0, "output_tokens": 50, "eos": True}
-    assert call_timing(reply(2.0, 50, ["length", "stop"]))["eos"] is False      # the first copy decides
-    assert call_timing({"wall_s": 1.0, "output_tokens": 5})["eos"] is None        # an engine that did not say
+    assert call_timing(reply(2.0, 50, ["length", "stop"]))["eos"] is False  # the first copy decides
+    assert call_timing({"wall_s": 1.0, "output_tokens": 5})["eos"] is None  # an engine that did not say
 
     def round_of(calls):
-        return RoundResult(engine="a", wall_s=sum(c["wall_s"] for c in calls),
-                           output_tokens=sum(c["output_tokens"] for c in calls), counters={}, token_ids=[],
-                           texts=[], calls=calls)
+        return RoundResult(
+            engine="a",
+            wall_s=sum(c["wall_s"] for c in calls),
+            output_tokens=sum(c["output_tokens"] for c in calls),
+            counters={},
+            token_ids=[],
+            texts=[],
+            calls=calls,
+        )
 
-    rounds = [round_of([call_timing(reply(1.0, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))]),
-              round_of([call_timing(reply(0.5, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))])]
+    rounds = [
+        round_of([call_timing(reply(1.0, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))]),
+        round_of([call_timing(reply(0.5, 100, ["stop"])), call_timing(reply(2.0, 100, ["length"]))]),
+    ]
     study = study_throughput(rounds)
     assert study.samples == [100.0, 200.0] and study.value == 150.0
     assert (study.eos_calls, study.calls) == (1, 2)

@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import datasets
-import pytest
 
 from specperf.profiles.workloads import Prompting, load
 from specperf.profiles.workloads.sampling import STUDY_DATASETS_VERSION
@@ -52,8 +51,8 @@ def test_the_order_is_datasets_streaming_shuffle_of_the_file(tmp_path):
     write_jsonl(tmp_path / "gsm8k.jsonl", records)
     sample = load("gsm8k", 10, 42, tmp_path, TemplateTokenizer(), selection="study")
     assert ids(sample) == datasets_order(records, 42)[:10]
-    assert ids(sample) != [r["id"] for r in records[:10]]                 # not the file's order
-    assert ids(sample) != ids(load("gsm8k", 10, 42, tmp_path))             # nor the hash ranking
+    assert ids(sample) != [r["id"] for r in records[:10]]  # not the file's order
+    assert ids(sample) != ids(load("gsm8k", 10, 42, tmp_path))  # nor the hash ranking
     assert ids(load("gsm8k", 10, 7, tmp_path, selection="study")) == datasets_order(records, 7)[:10]
     assert sample.selection.startswith(f"study: datasets {datasets.__version__} streaming shuffle, seed 42")
     warned = "the study's order came from datasets" in sample.selection
@@ -61,19 +60,30 @@ def test_the_order_is_datasets_streaming_shuffle_of_the_file(tmp_path):
 
 
 def sharegpt(i: int, prompt_words: int, reply_words: int) -> dict:
-    return {"id": f"s{i}", "prompt": " ".join(["p"] * prompt_words), "reference_completion": " ".join(["r"] * reply_words)}
+    return {
+        "id": f"s{i}",
+        "prompt": " ".join(["p"] * prompt_words),
+        "reference_completion": " ".join(["r"] * reply_words),
+    }
 
 
 def test_sharegpt_is_a_seeded_list_shuffle_then_the_studys_filter(tmp_path):
     # templated prompt = words + 2: 2 words pass (4 tokens), 1 does not; 1022 words pass the 1024 cap, 1023 not
-    records = [sharegpt(0, 2, 4), sharegpt(1, 1, 10), sharegpt(2, 1023, 4), sharegpt(3, 10, 3),
-               sharegpt(4, 1000, 1047), sharegpt(5, 1000, 1046), sharegpt(6, 1022, 4)]
+    records = [
+        sharegpt(0, 2, 4),
+        sharegpt(1, 1, 10),
+        sharegpt(2, 1023, 4),
+        sharegpt(3, 10, 3),
+        sharegpt(4, 1000, 1047),
+        sharegpt(5, 1000, 1046),
+        sharegpt(6, 1022, 4),
+    ]
     records += [sharegpt(i, 5, 5) for i in range(7, 30)]
     write_jsonl(tmp_path / "sharegpt.jsonl", records)
     order = list(range(len(records)))
     random.seed(42)
-    random.shuffle(order)                          # what the study's ShareGPTDataset.load_data does
-    valid = {0, 5, 6, *range(7, 30)}               # 1: prompt 3 tokens; 2: 1025; 3: reply 3; 4: total 2049
+    random.shuffle(order)  # what the study's ShareGPTDataset.load_data does
+    valid = {0, 5, 6, *range(7, 30)}  # 1: prompt 3 tokens; 2: 1025; 3: reply 3; 4: total 2049
     expected = [f"s{i}" for i in order if i in valid]
     sample = load("sharegpt", len(valid), 42, tmp_path, TemplateTokenizer(), selection="study")
     assert ids(sample) == expected
@@ -92,10 +102,12 @@ def test_too_few_records_are_padded_with_seeded_copies(tmp_path):
 
 def test_aime_filter_counts_the_solution_when_there_is_one(tmp_path):
     long_solution = " ".join(["s"] * 32000)
-    records = [{"id": "short", "problem": "a b c d e", "solution": "s s"},          # solution < 4 tokens
-               {"id": "long", "problem": "a b c d e", "solution": long_solution},  # total > 32000
-               {"id": "none", "problem": "a b c d e"},                              # no solution: prompt only
-               {"id": "ok", "problem": "a b c d e", "solution": "s s s s"}]
+    records = [
+        {"id": "short", "problem": "a b c d e", "solution": "s s"},  # solution < 4 tokens
+        {"id": "long", "problem": "a b c d e", "solution": long_solution},  # total > 32000
+        {"id": "none", "problem": "a b c d e"},  # no solution: prompt only
+        {"id": "ok", "problem": "a b c d e", "solution": "s s s s"},
+    ]
     write_jsonl(tmp_path / "aime.jsonl", records)
     assert sorted(ids(load("aime", 2, 42, tmp_path, TemplateTokenizer(), selection="study"))) == ["none", "ok"]
 
@@ -104,11 +116,12 @@ def test_chat_and_thinking_settings_reach_the_template(tmp_path):
     write_jsonl(tmp_path / "aime.jsonl", [{"id": "a0", "problem": "find x"}])
     tokenizer = TemplateTokenizer()
     raw = load("aime", 1, 42, tmp_path, tokenizer).requests[0]
-    assert raw.chat is False                                      # AIME's prompt is the raw problem
+    assert raw.chat is False  # AIME's prompt is the raw problem
     prompting = Prompting(chat=True, template_kwargs=(("enable_thinking", False),))
     templated = load("aime", 1, 42, tmp_path, tokenizer, prompting=prompting).requests[0]
     assert templated.chat is True and templated.template_kwargs == (("enable_thinking", False),)
     from specperf.profiles.workloads import render_prompt
+
     assert render_prompt(templated, tokenizer) == "USER: find x ASSISTANT:"
     assert tokenizer.template_kwargs[-1] == {"enable_thinking": False}
 

@@ -5,6 +5,7 @@ import os
 import time
 
 from fake_nvml import FOREIGN_PID, MIB, box, install, no_nvml  # noqa: F401 (fixtures)
+
 from specperf.run import telemetry
 
 
@@ -37,17 +38,19 @@ def test_sampler_summarises_changing_values(install):
     assert summary["mem_clock_mhz"] == {"min": 2619, "median": 2619, "max": 2619}
     assert summary["power_w"] == {"min": 70.5, "median": 70.5, "max": 70.5}
     assert summary["throttle_reasons"] == ["gpu_idle", "hw_thermal"]
-    assert summary["memory_used_mib"]["start"] == 1000 + 1000     # both GPUs, first sample
+    assert summary["memory_used_mib"]["start"] == 1000 + 1000  # both GPUs, first sample
     assert summary["memory_used_mib"]["peak"] > summary["memory_used_mib"]["start"]
     assert summary["foreign_pids"] == [FOREIGN_PID]
-    assert telemetry.telemetry_problems(summary) == ["GPU throttled: hw_thermal",
-                                                f"foreign process {FOREIGN_PID} used the GPU"]
+    assert telemetry.telemetry_problems(summary) == [
+        "GPU throttled: hw_thermal",
+        f"foreign process {FOREIGN_PID} used the GPU",
+    ]
 
 
 def test_sampler_of_a_short_measurement_has_two_samples_and_stops_promptly(install):
     install(box(1))
     started = time.monotonic()
-    with telemetry.TelemetrySampler(interval_s=30) as sampler:    # None: the visible GPUs
+    with telemetry.TelemetrySampler(interval_s=30) as sampler:  # None: the visible GPUs
         pass
     assert time.monotonic() - started < 2
     assert sampler.summary()["samples"] == 2
@@ -65,6 +68,7 @@ def test_sampler_never_raises_into_the_measurement(install):
 
     def broken():
         raise RuntimeError("driver fell over")
+
     gpu_list[0].used_mib = broken
     install(gpu_list)
     with telemetry.TelemetrySampler([0], interval_s=0.01) as sampler:
@@ -77,7 +81,7 @@ def test_sampler_without_memory_facts_keeps_the_rest(install):
     gpu_list = box(1)
     gpu_list[0].unsupported = {"nvmlDeviceGetMemoryInfo"}
     install(gpu_list)
-    with telemetry.TelemetrySampler([0], interval_s=30) as sampler:     # the entry and the exit sample
+    with telemetry.TelemetrySampler([0], interval_s=30) as sampler:  # the entry and the exit sample
         pass
     summary = sampler.summary()
     assert summary["samples"] == 2 and summary["memory_used_mib"] is None
@@ -100,4 +104,6 @@ def test_telemetry_problems():
     assert telemetry.telemetry_problems(clean) == []
     bad = {"throttle_reasons": ["hw_power_brake", "hw_slowdown", "sw_power_cap"], "foreign_pids": [77, 1234]}
     assert telemetry.telemetry_problems(bad, preflight_foreign_pids=[77]) == [
-        "GPU throttled: hw_power_brake, hw_slowdown", "foreign process 1234 used the GPU"]
+        "GPU throttled: hw_power_brake, hw_slowdown",
+        "foreign process 1234 used the GPU",
+    ]

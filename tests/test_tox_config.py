@@ -16,7 +16,7 @@ def test_programs_outside_an_environment_are_allowlisted():
         commands = "\n".join(config[section].get(key, "") for key in ("commands_pre", "commands"))
         for line in filter(None, (line.strip() for line in commands.splitlines())):
             program = line.split()[0]
-            if program.startswith("{toxworkdir}"):      # another environment's interpreter, like the gate's candidate
+            if program.startswith("{toxworkdir}"):  # another environment's interpreter, like the gate's candidate
                 assert program in allowed, f"{TOX_INI}: [{section}] runs {program} without allowlist_externals"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import sys
 import types
 
 import pytest
@@ -22,8 +21,8 @@ from specperf.report.traces import scatter
 from specperf.run import tracing
 from specperf.storage import atomic_write_json
 
-
 # ---------------------------------------------------------------- the plugin
+
 
 @pytest.fixture
 def step_timer(monkeypatch):
@@ -46,7 +45,7 @@ def fake_vllm(step_timer):
 
         def _model_forward(self):
             clock["t"] += 4.0
-            self._sample()            # nested: counts in the forward only
+            self._sample()  # nested: counts in the forward only
 
         def _sample(self):
             clock["t"] += 0.5
@@ -58,7 +57,7 @@ def fake_vllm(step_timer):
         def step(self):
             if self.idle:
                 return {}, False
-            clock["t"] += 0.25          # scheduling
+            clock["t"] += 0.25  # scheduling
             self.runner._model_forward()
             self.runner._sample()
             self.runner.propose_draft_token_ids()
@@ -93,34 +92,54 @@ def test_scheduler_hook_counts_drafted_and_accepted_per_request_and_step(step_ti
 
     class Scheduler:
         num_sampled_tokens_per_step = 1
-        requests = {"0-ab": ns(num_computed_tokens=20), "1-cd": ns(num_computed_tokens=30),
-                    "2-ef": ns(num_computed_tokens=5)}
+        requests = {
+            "0-ab": ns(num_computed_tokens=20),
+            "1-cd": ns(num_computed_tokens=30),
+            "2-ef": ns(num_computed_tokens=5),
+        }
 
         def update_from_output(self, scheduler_output, model_runner_output):
             return "updated"
 
     step_timer._patch_scheduler(types.SimpleNamespace(Scheduler=Scheduler))
-    step = ns(scheduled_spec_decode_tokens={"0-ab": [5, 6, 7], "1-cd": [8, 9, 10], "2-ef": []},
-              num_scheduled_tokens={"0-ab": 4, "1-cd": 4, "2-ef": 1}, total_num_scheduled_tokens=9)
+    step = ns(
+        scheduled_spec_decode_tokens={"0-ab": [5, 6, 7], "1-cd": [8, 9, 10], "2-ef": []},
+        num_scheduled_tokens={"0-ab": 4, "1-cd": 4, "2-ef": 1},
+        total_num_scheduled_tokens=9,
+    )
     # request 0 accepted 2 drafts (+ the bonus token), request 1 none, request 2 drafted nothing
     runner = ns(sampled_token_ids=[[1, 2, 3], [4], [5]], req_id_to_index={"0-ab": 0, "1-cd": 1, "2-ef": 2})
     assert Scheduler().update_from_output(step, runner) == "updated"
-    assert step_timer._step[4:] == [9, 55, 3]           # the step's batch: tokens, KV-cache tokens, requests
-    Scheduler().update_from_output(ns(scheduled_spec_decode_tokens={"0-ab": [1, 2, 3]}),
-                                   ns(sampled_token_ids=[[1, 2, 3, 4]], req_id_to_index={"0-ab": 0}))
+    assert step_timer._step[4:] == [9, 55, 3]  # the step's batch: tokens, KV-cache tokens, requests
+    Scheduler().update_from_output(
+        ns(scheduled_spec_decode_tokens={"0-ab": [1, 2, 3]}),
+        ns(sampled_token_ids=[[1, 2, 3, 4]], req_id_to_index={"0-ab": 0}),
+    )
     assert step_timer.drain_acceptance() == {"0-ab": ([3, 3], [2, 3]), "1-cd": ([3], [0])}
     assert step_timer.drain_acceptance() == {}
 
 
 def fake_outputs(public: dict[str, tuple[list[int], list[int]] | None]):
     ns = types.SimpleNamespace
-    return [ns(request_id=rid, outputs=[ns(spec_decode_metrics=None if counts is None else
-                                           ns(per_step_drafted=counts[0], per_step_accepted=counts[1]))])
-            for rid, counts in public.items()]
+    return [
+        ns(
+            request_id=rid,
+            outputs=[
+                ns(
+                    spec_decode_metrics=None
+                    if counts is None
+                    else ns(per_step_drafted=counts[0], per_step_accepted=counts[1])
+                )
+            ],
+        )
+        for rid, counts in public.items()
+    ]
 
 
 def fake_timer(hooked: dict):
-    return types.SimpleNamespace(MISSING=[], drain=lambda: [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]], drain_acceptance=lambda: hooked)
+    return types.SimpleNamespace(
+        MISSING=[], drain=lambda: [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]], drain_acceptance=lambda: hooked
+    )
 
 
 def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook():
@@ -129,14 +148,15 @@ def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook():
     assert trace["requests"] == [{"drafted": [3, 3], "accepted": [1, 2]}, {"drafted": [3], "accepted": [3]}]
     assert trace["notes"] == [] and trace["steps"] == [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]]
     off = tracing.call_trace(fake_timer(hooked), fake_outputs({"0": ([3, 3], [1, 1]), "1": ([3], [3])}), True)
-    assert off["notes"] == ["the scheduler hook's per-step counts differ from vLLM's per-request metrics "
-                            "for 1 of 2 requests"]
-    unseen = tracing.call_trace(fake_timer({}), fake_outputs({"0": ([3], [1])}), True)    # the hook saw nothing
+    assert off["notes"] == [
+        "the scheduler hook's per-step counts differ from vLLM's per-request metrics for 1 of 2 requests"
+    ]
+    unseen = tracing.call_trace(fake_timer({}), fake_outputs({"0": ([3], [1])}), True)  # the hook saw nothing
     assert unseen["requests"] == [{"drafted": [3], "accepted": [1]}] and len(unseen["notes"]) == 1
 
 
 def test_call_trace_falls_back_to_the_hook_where_vllm_has_no_per_request_metrics():
-    hooked = {"1": ([3], [0]), "10": ([3, 3], [3, 1])}       # unsuffixed ids: an older vLLM
+    hooked = {"1": ([3], [0]), "10": ([3, 3], [3, 1])}  # unsuffixed ids: an older vLLM
     trace = tracing.call_trace(fake_timer(hooked), fake_outputs({"1": None, "10": None, "2": None}), False)
     assert trace["requests"] == [{"drafted": [3], "accepted": [0]}, {"drafted": [3, 3], "accepted": [3, 1]}, None]
     assert trace["notes"] == []
@@ -146,6 +166,7 @@ def test_step_timer_is_a_vllm_general_plugin_only_on_its_own_path():
     entry_points = (tracing.PLUGIN_DIR / "specperf_step_timer-1.0.dist-info" / "entry_points.txt").read_text()
     assert "[vllm.general_plugins]" in entry_points and "specperf_step_timer:register" in entry_points
     from importlib.metadata import entry_points as installed
+
     assert "specperf_step_timer" not in {e.name for e in installed(group="vllm.general_plugins")}
 
 
@@ -156,8 +177,11 @@ REQUESTS = [Request(id="r0", text="a", chat=False), Request(id="r1", text="b", c
 
 def raw_round(scale: float = 1.0) -> dict:
     steps = [[0.010 * scale, 0.002, 0.006, 0.001, 8, 100, 2], [0.020 * scale, 0.004, 0.012, 0.002, 6, 108, 2]]
-    return {"steps": steps, "notes": [],
-            "requests": [{"drafted": [3, 3, 3], "accepted": [3, 1, 0]}, {"drafted": [3, 3], "accepted": [2, 2]}]}
+    return {
+        "steps": steps,
+        "notes": [],
+        "requests": [{"drafted": [3, 3, 3], "accepted": [3, 1, 0]}, {"drafted": [3, 3], "accepted": [2, 2]}],
+    }
 
 
 def test_build_trace_keeps_the_last_round_and_totals_all():
@@ -169,13 +193,16 @@ def test_build_trace_keeps_the_last_round_and_totals_all():
     assert trace.steps == 4 and trace.output_tokens == 40
     assert trace.seconds["total"] == pytest.approx(0.09)
     assert trace.seconds["rest"] == pytest.approx(0.09 - 0.012 - 0.036 - 0.006)
-    assert (trace.drafted, trace.accepted) == (30, 16)     # both rounds: the sums vLLM's counters must match
+    assert (trace.drafted, trace.accepted) == (30, 16)  # both rounds: the sums vLLM's counters must match
     assert trace.notes == []
 
 
 def test_build_trace_says_what_it_could_not_time():
-    untimed = {"steps": [[0.01, 0.0, 0.0, 0.0, 1, 10, 1]], "requests": [None, None],
-               "notes": ["no per-step acceptance: the installed vLLM lacks per_request_spec_decode_metrics"]}
+    untimed = {
+        "steps": [[0.01, 0.0, 0.0, 0.0, 1, 10, 1]],
+        "requests": [None, None],
+        "notes": ["no per-step acceptance: the installed vLLM lacks per_request_spec_decode_metrics"],
+    }
     trace = tracing.build_trace([untimed], REQUESTS, output_tokens=10)
     assert trace.requests == []
     assert any("lacks per_request_spec_decode_metrics" in n for n in trace.notes)
@@ -202,19 +229,23 @@ def test_a_stored_trace_takes_about_40_bytes_a_step(tmp_path):
     steps = 1000
     requests = [RequestTrace(request_id="r0", drafted=[3] * steps, accepted=[2] * steps)]
     trace = Trace(requests=requests, step_us={p: [12345] * steps for p in tracing.PARTS}, steps=steps)
-    atomic_write_json(tmp_path / "trace.json", trace.to_json())    # as results are written: numbers inline
+    atomic_write_json(tmp_path / "trace.json", trace.to_json())  # as results are written: numbers inline
     assert (tmp_path / "trace.json").stat().st_size < 40 * steps
     assert json.loads((tmp_path / "trace.json").read_text()) == trace.to_json()
 
 
 # ---------------------------------------------------------------- analyses
 
-def trace_of(accepted: list[list[int]], k: int = 3, seconds: dict | None = None, steps: int = 10,
-             output_tokens: int = 30) -> Trace:
-    return Trace(requests=[RequestTrace(request_id=f"r{i}", drafted=[k] * len(a), accepted=a)
-                           for i, a in enumerate(accepted)],
-                 seconds=seconds or {"total": 1.0, "draft": 0.1, "forward": 0.6, "sample": 0.1, "rest": 0.2},
-                 steps=steps, output_tokens=output_tokens)
+
+def trace_of(
+    accepted: list[list[int]], k: int = 3, seconds: dict | None = None, steps: int = 10, output_tokens: int = 30
+) -> Trace:
+    return Trace(
+        requests=[RequestTrace(request_id=f"r{i}", drafted=[k] * len(a), accepted=a) for i, a in enumerate(accepted)],
+        seconds=seconds or {"total": 1.0, "draft": 0.1, "forward": 0.6, "sample": 0.1, "rest": 0.2},
+        steps=steps,
+        output_tokens=output_tokens,
+    )
 
 
 def test_positions_count_the_prefill_token_and_each_steps_bonus():
@@ -253,7 +284,7 @@ def test_attribution_names_a_slower_verification():
 
 def test_attribution_names_fewer_tokens_per_step():
     before = trace_of([[2]], output_tokens=30)
-    after = trace_of([[1]], output_tokens=20)          # same step times, fewer tokens per step
+    after = trace_of([[1]], output_tokens=20)  # same step times, fewer tokens per step
     moved = traces.attribute(after, before)
     assert moved.mover == "acceptance"
     assert moved.change == pytest.approx(0.5)
@@ -265,11 +296,15 @@ def test_attribution_only_for_a_speed_regression_with_both_traces():
     slower = trace_of([[2]], seconds={"total": 2.0, "draft": 0.1, "forward": 1.6, "sample": 0.1, "rest": 0.2})
     result.trace = slower
     result.baseline = BaselineRef(trace=trace_of([[2]]))
-    result.verdict = Verdict(scenario_id=result.id, status="regression",
-                             metrics=[{"metric": "speedup", "status": "regression"}])
+    result.verdict = Verdict(
+        scenario_id=result.id, status="regression", metrics=[{"metric": "speedup", "status": "regression"}]
+    )
     assert traces.attribution_of(result).mover == "forward"
-    result.verdict = Verdict(scenario_id=result.id, status="regression",
-                             metrics=[{"metric": "mean_acceptance_length", "status": "regression"}])
+    result.verdict = Verdict(
+        scenario_id=result.id,
+        status="regression",
+        metrics=[{"metric": "mean_acceptance_length", "status": "regression"}],
+    )
     assert traces.attribution_of(result) is None
     result.baseline = BaselineRef()
     assert traces.attribution_of(result) is None
@@ -277,16 +312,18 @@ def test_attribution_only_for_a_speed_regression_with_both_traces():
 
 # ---------------------------------------------------------------- profiles
 
+
 def test_a_traced_scenario_has_its_own_id_engine_and_hash():
     plain = make_scenario()
     on = dataclasses.replace(plain, trace=True)
     assert on.id == plain.id + "-traced" and on.reference_id == plain.reference_id + "-traced"
     assert on.engine_key != plain.engine_key and on.content_hash != plain.content_hash
-    assert "trace" not in json.loads(plain.engine_key)       # untraced keys (and baselines) unchanged
+    assert "trace" not in json.loads(plain.engine_key)  # untraced keys (and baselines) unchanged
 
 
 def test_sd_trace_traces_every_scenario_of_a_profile():
     from specperf.profiles.scenarios import load_profile
+
     plain = load_profile("cpu-smoke")
     profile = traced(plain)
     assert all(s.trace and s.id.endswith("-traced") for s in profile.scenarios)
@@ -296,14 +333,21 @@ def test_sd_trace_traces_every_scenario_of_a_profile():
 
 # ---------------------------------------------------------------- the report
 
+
 def traced_record(method, name, accepted, seconds, request_ids=("r0", "r1")):
-    scenario = dataclasses.replace(make_scenario(), method=dataclasses.replace(make_scenario().method, label=method,
-                                                                               name=name), trace=True)
+    scenario = dataclasses.replace(
+        make_scenario(), method=dataclasses.replace(make_scenario().method, label=method, name=name), trace=True
+    )
     result = make_record(scenario)
     result.workload = WorkloadFacts(request_ids=list(request_ids), overlap_bleu4=[0.8, 0.05])
-    result.trace = Trace(requests=[RequestTrace(request_id=rid, drafted=[3] * len(a), accepted=a)
-                                   for rid, a in zip(request_ids, accepted)],
-                         seconds=seconds, steps=10, output_tokens=30)
+    result.trace = Trace(
+        requests=[
+            RequestTrace(request_id=rid, drafted=[3] * len(a), accepted=a) for rid, a in zip(request_ids, accepted)
+        ],
+        seconds=seconds,
+        steps=10,
+        output_tokens=30,
+    )
     return result
 
 
@@ -320,7 +364,7 @@ def test_report_shows_trace_views_and_summary_json(tmp_path):
     assert {s["id"] for s in summary["time_shares"]} == {ngram.id, eagle.id}
     points = summary["overlap_vs_ngram_advantage"][0]["points"]
     assert {p["request_id"]: p["advantage"] for p in points} == {"<b>r0</b>": 2.0, "r1": -2.0}
-    chart = scatter(points)     # BLEU-4 is on 0..1: 0.8 sits at 80% of the plot's width
+    chart = scatter(points)  # BLEU-4 is on 0..1: 0.8 sits at 80% of the plot's width
     dot = float(next(d["cx"] for d in chart["dots"] if "r0" in d["tip"]))
     assert dot == pytest.approx(chart["left"] + 0.8 * (chart["right"] - chart["left"]), abs=0.1)
 
@@ -329,8 +373,9 @@ def test_report_says_what_moved_in_a_traced_speed_regression(tmp_path):
     seconds = {"total": 1.0, "draft": 0.1, "forward": 0.6, "sample": 0.1, "rest": 0.2}
     result = traced_record("ngram-k3", "ngram", [[2], [2]], {**seconds, "total": 1.5, "draft": 0.6})
     result.baseline = BaselineRef(trace=traced_record("ngram-k3", "ngram", [[2], [2]], seconds).trace)
-    result.verdict = Verdict(scenario_id=result.id, status="regression",
-                             metrics=[{"metric": "throughput_tok_s", "status": "regression"}])
+    result.verdict = Verdict(
+        scenario_id=result.id, status="regression", metrics=[{"metric": "throughput_tok_s", "status": "regression"}]
+    )
     run = make_run(tmp_path / "run", [result])
     (scenario,) = report.summary_json(view_of(run))["scenarios"]
     assert scenario["attribution"]["mover"] == "draft"
@@ -341,9 +386,11 @@ def test_report_says_what_moved_in_a_traced_speed_regression(tmp_path):
 def test_ngram_acceptance_is_computed_once_per_distinct_request_and_bounded(monkeypatch):
     prompts, outputs = [[1, 2, 3, 9, 1, 2]] * 2 + [[5, 6, 5, 6]], [[3, 9, 7]] * 2 + [[5, 6]]
     lengths = tracing.ngram_acceptance(prompts, outputs, (2, 3))
-    assert lengths[0] == lengths[1] == [2, 1, 0]     # 9, 1, 2, 3 proposed after [.., 1, 2, 3]: 9 accepted; at the end no match
+    assert (
+        lengths[0] == lengths[1] == [2, 1, 0]
+    )  # 9, 1, 2, 3 proposed after [.., 1, 2, 3]: 9 accepted; at the end no match
     monkeypatch.setattr(tracing, "MAX_POSITIONS", 4)
-    assert tracing.ngram_acceptance(prompts, outputs, (2, 3))[2] == []       # over the budget: left out
+    assert tracing.ngram_acceptance(prompts, outputs, (2, 3))[2] == []  # over the budget: left out
     trace = tracing.build_trace([raw_round()], REQUESTS, 40, ngram_acc=[[2, 1, 1], []])
     assert trace.requests[0].ngram_acc == [2, 1, 1] and trace.requests[1].ngram_acc == []
     assert any("n-gram acceptance: the first" in n for n in trace.notes)

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import pytest
-
 from records import THROUGHPUT, make_record, make_scenario, reference_scenario, scaled_counters
+
 from specperf.judge import verdicts as v
 from specperf.judge.baselines import baseline_from_result
-from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec
-from specperf.judge.metrics import metric_samples
+from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec, metric_samples
 from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, Rules, compare_metric, judge, spec_for
 from specperf.records import Baseline, Metric, MetricVerdict, Verdict
-from specperf.status import (ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY,
-                             worst)
+from specperf.status import ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY, worst
 
-BASE = [100.0, 101.0, 99.0, 100.5, 99.5]           # median 100
-SPREAD = [20.0, 50.0, 100.0, 150.0, 180.0]         # median 100, very noisy
-OVERLAPPING = [10.0, 40.0, 60.0, 170.0, 190.0]     # median 60, mixed in with SPREAD
+BASE = [100.0, 101.0, 99.0, 100.5, 99.5]  # median 100
+SPREAD = [20.0, 50.0, 100.0, 150.0, 180.0]  # median 100, very noisy
+OVERLAPPING = [10.0, 40.0, 60.0, 170.0, 190.0]  # median 60, mixed in with SPREAD
 
 
 def scaled(samples, factor):
@@ -31,7 +29,7 @@ def scaled(samples, factor):
 @pytest.mark.parametrize("metric", sorted(METRICS))
 def test_direction_of_every_metric(metric):
     spec = METRICS[metric]
-    base = scaled(BASE, 0.025 if spec.least >= 1 else 0.005)     # 2.5 suits a length, 0.5 a fraction
+    base = scaled(BASE, 0.025 if spec.least >= 1 else 0.005)  # 2.5 suits a length, 0.5 a fraction
     drop, rise = compare_metric(metric, base, scaled(base, 0.8)), compare_metric(metric, base, scaled(base, 1.2))
     if spec.direction == HIGHER:
         assert (drop.status, rise.status) == (REGRESSION, IMPROVEMENT)
@@ -58,13 +56,13 @@ def test_separated_samples_large_drop_is_regression():
     assert verdict.status == REGRESSION
     assert verdict.baseline == 100.0 and verdict.current == pytest.approx(60.0)
     assert verdict.change == pytest.approx(-0.4)
-    assert verdict.p_value == pytest.approx(1 / 252)      # exact U test, 5 vs 5, complete separation
+    assert verdict.p_value == pytest.approx(1 / 252)  # exact U test, 5 vs 5, complete separation
     assert verdict.note == ""
 
 
 def test_overlapping_samples_same_shift_is_not_regression():
     verdict = compare_metric("throughput_tok_s", SPREAD, OVERLAPPING)
-    assert verdict.change == pytest.approx(-0.4)          # the same median shift as above
+    assert verdict.change == pytest.approx(-0.4)  # the same median shift as above
     assert verdict.status == PASS
     assert verdict.p_value is not None and verdict.p_value >= ALPHA
     assert "not significant" in verdict.note
@@ -140,8 +138,9 @@ def test_zero_baseline_has_no_infinite_change(monkeypatch):
     gained = compare_metric("lossless_fraction", [0.0], [1.0])
     assert gained.baseline == 0.0 and gained.current == 1.0
     assert gained.change is None and gained.note == "baseline is 0"
-    assert gained.line() == ("lossless_fraction: improvement: baseline 0, current 1, change n/a, "
-                             "tolerance 0.0%, p-value n/a (baseline is 0)")
+    assert gained.line() == (
+        "lossless_fraction: improvement: baseline 0, current 1, change n/a, tolerance 0.0%, p-value n/a (baseline is 0)"
+    )
     # the direction still decides: from 0 to anything is worse for a lower-is-better metric
     monkeypatch.setitem(METRICS, "queue_s", MetricSpec("queue_s", "s", LOWER, 0.05, "threshold", "test"))
     lost = compare_metric("queue_s", [0.0], [0.5])
@@ -172,13 +171,15 @@ def test_rules_tolerance():
 
 
 def test_metric_samples_flattens_positions_and_drops_none():
-    flat = metric_samples({
-        "throughput_tok_s": Metric(value=2.0, samples=[1.0, 2.0, 3.0]),
-        "mean_acceptance_length": Metric(value=2.0, samples=[2.0, None, 2.2]),
-        "per_position_acceptance": Metric(value=[0.7, 0.5], samples=[[0.7, 0.5], None, [0.6, 0.4]]),
-        "speedup": Metric(value=None),                                  # no samples at all
-        "draft_acceptance_rate": Metric(value=None, samples=[None, None]),
-    })
+    flat = metric_samples(
+        {
+            "throughput_tok_s": Metric(value=2.0, samples=[1.0, 2.0, 3.0]),
+            "mean_acceptance_length": Metric(value=2.0, samples=[2.0, None, 2.2]),
+            "per_position_acceptance": Metric(value=[0.7, 0.5], samples=[[0.7, 0.5], None, [0.6, 0.4]]),
+            "speedup": Metric(value=None),  # no samples at all
+            "draft_acceptance_rate": Metric(value=None, samples=[None, None]),
+        }
+    )
     assert flat == {
         "throughput_tok_s": [1.0, 2.0, 3.0],
         "mean_acceptance_length": [2.0, 2.2],
@@ -191,8 +192,16 @@ def test_metric_samples_flattens_positions_and_drops_none():
 
 def test_metric_samples_of_a_record():
     flat = metric_samples(make_record().metrics)
-    assert set(flat) == {"throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
-                         "acceptance_pos0", "acceptance_pos1", "acceptance_pos2", "lossless_fraction"}
+    assert set(flat) == {
+        "throughput_tok_s",
+        "speedup",
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "acceptance_pos0",
+        "acceptance_pos1",
+        "acceptance_pos2",
+        "lossless_fraction",
+    }
     assert flat["acceptance_pos0"] == pytest.approx([0.7] * 5)
     assert flat["mean_acceptance_length"] == pytest.approx([2.5] * 5)
 
@@ -239,18 +248,19 @@ def test_judge_regression_on_acceptance_position():
     s = statuses(verdict)
     assert s["acceptance_pos2"] == REGRESSION
     assert s["acceptance_pos0"] == s["acceptance_pos1"] == PASS
-    assert s["mean_acceptance_length"] == PASS      # 2.44 against 2.5: -2.4%
-    assert s["draft_acceptance_rate"] == PASS       # 0.48 against 0.5: -4%
+    assert s["mean_acceptance_length"] == PASS  # 2.44 against 2.5: -2.4%
+    assert s["draft_acceptance_rate"] == PASS  # 0.48 against 0.5: -4%
 
 
 def test_judge_applies_scenario_tolerances():
-    counters = scaled_counters(0.9)                   # acceptance metrics drop by ~6-10%
+    counters = scaled_counters(0.9)  # acceptance metrics drop by ~6-10%
     strict = judge(make_record(counters=counters), baseline_of())
     assert strict.status == REGRESSION
     assert statuses(strict)["acceptance_pos0"] == REGRESSION
 
-    lenient = make_scenario(tolerances={"mean_acceptance_length": 0.2, "draft_acceptance_rate": 0.2,
-                                        "per_position_acceptance": 0.2})
+    lenient = make_scenario(
+        tolerances={"mean_acceptance_length": 0.2, "draft_acceptance_rate": 0.2, "per_position_acceptance": 0.2}
+    )
     verdict = judge(make_record(lenient, counters=counters), baseline_of(scenario=lenient), rules=Rules.of(lenient))
     assert verdict.status == PASS
     by_metric = {m.metric: m for m in verdict.metrics}
@@ -261,8 +271,9 @@ def test_judge_applies_scenario_tolerances():
 
 def test_judge_throughput_tolerance_override():
     lenient = make_scenario(tolerances={"throughput_tok_s": 0.5, "speedup": 0.5})
-    verdict = judge(make_record(lenient, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=lenient),
-                    rules=Rules.of(lenient))
+    verdict = judge(
+        make_record(lenient, throughput=scaled(THROUGHPUT, 0.6)), baseline_of(scenario=lenient), rules=Rules.of(lenient)
+    )
     assert verdict.status == PASS
 
 
@@ -297,7 +308,7 @@ def test_a_speed_baseline_of_zero_negative_or_denormal_never_makes_a_slowdown_an
 
 def test_a_rate_above_one_is_out_of_range():
     assert compare_metric("lossless_fraction", [1.0], [1.5]).status == INVALID
-    assert compare_metric("lossless_fraction", [0.0], [1.0]).status == IMPROVEMENT      # a rate may be 0
+    assert compare_metric("lossless_fraction", [0.0], [1.0]).status == IMPROVEMENT  # a rate may be 0
 
 
 def test_judge_no_baseline():
@@ -356,7 +367,7 @@ def test_judge_reference_scenario():
 
 
 def test_judge_metric_new_since_baseline():
-    baseline = baseline_of(reference_throughput=None)        # no speedup/lossless in the baseline
+    baseline = baseline_of(reference_throughput=None)  # no speedup/lossless in the baseline
     verdict = judge(make_record(), baseline)
     assert statuses(verdict)["speedup"] == NO_BASELINE
     assert verdict.status == NO_BASELINE
@@ -388,16 +399,19 @@ def test_failure_message():
     assert "change -40.0%" in throughput
     assert "tolerance 5.0%" in throughput
     assert "p-value 0.00397" in throughput
-    assert not any("mean_acceptance_length" in line for line in lines)     # passing metrics left out
+    assert not any("mean_acceptance_length" in line for line in lines)  # passing metrics left out
 
 
 def test_metric_line_formats():
-    line = MetricVerdict(metric="mean_acceptance_length", status=REGRESSION, baseline=2.5, current=2.35,
-                         change=-0.06, tolerance=0.05).line()
-    assert line == ("mean_acceptance_length: regression: baseline 2.5, current 2.35, change -6.0%, "
-                    "tolerance 5.0%, p-value n/a")
+    line = MetricVerdict(
+        metric="mean_acceptance_length", status=REGRESSION, baseline=2.5, current=2.35, change=-0.06, tolerance=0.05
+    ).line()
+    assert line == (
+        "mean_acceptance_length: regression: baseline 2.5, current 2.35, change -6.0%, tolerance 5.0%, p-value n/a"
+    )
     assert MetricVerdict(metric="speedup", status=INVALID, note="no current value").line() == (
-        "speedup: invalid: baseline n/a, current n/a, change n/a, tolerance n/a, p-value n/a (no current value)")
+        "speedup: invalid: baseline n/a, current n/a, change n/a, tolerance n/a, p-value n/a (no current value)"
+    )
 
 
 def test_scenario_failure_message_with_note():
@@ -418,8 +432,12 @@ def test_verdict_failed_and_message_are_derived_again_on_load():
 def test_informational_metrics_are_judged_but_do_not_fail_the_scenario():
     baseline_record = make_record(throughput=[100.0, 101.0, 99.0, 100.0, 100.5])
     slower = make_record(throughput=[50.0, 51.0, 49.0, 50.0, 50.5])
-    baseline = Baseline(scenario_id=baseline_record.id, scenario_hash=baseline_record.scenario.hash,
-                        hardware_key=baseline_record.device.hardware_key, metrics=baseline_record.metrics)
+    baseline = Baseline(
+        scenario_id=baseline_record.id,
+        scenario_hash=baseline_record.scenario.hash,
+        hardware_key=baseline_record.device.hardware_key,
+        metrics=baseline_record.metrics,
+    )
     assert v.judge(slower, baseline).status == v.REGRESSION
     verdict = v.judge(slower, baseline, rules=Rules(informational=frozenset({"throughput_tok_s", "speedup"})))
     assert verdict.status != v.REGRESSION and not verdict.failed

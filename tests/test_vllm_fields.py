@@ -64,8 +64,11 @@ engine_args = { max_model_len = 2048 }
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
     root = tmp_path / "vllm"
-    for relative, text in (("engine/arg_utils.py", ARG_UTILS), ("entrypoints/llm.py", LLM),
-                           ("config/speculative.py", SPECULATIVE)):
+    for relative, text in (
+        ("engine/arg_utils.py", ARG_UTILS),
+        ("entrypoints/llm.py", LLM),
+        ("config/speculative.py", SPECULATIVE),
+    ):
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(textwrap.dedent(text))
     monkeypatch.setattr(vllm_fields, "_vllm_dir", lambda: root)
@@ -91,19 +94,38 @@ def test_a_valid_profile_passes(fake_vllm, tmp_path):
     check_vllm_names(profile_with(tmp_path, PROFILE))
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("enforce_eager = true", "enforce_eagr = true",
-     "profile.engine_args.enforce_eagr: not an argument of the installed vLLM (did you mean 'enforce_eager'?)"),
-    ("max_model_len = 2048", "max_model_length = 2048",
-     "cells[0].engine_args.max_model_length: not an argument of the installed vLLM (did you mean 'max_model_len'?)"),
-    ("enforce_eager = true", "enable_prefix_caching = true",
-     "profile.engine_args.enable_prefix_caching: set by the suite itself; a profile cannot override it"),
-    ("max_model_len = 2048", 'seed = 7',
-     "cells[0].engine_args.seed: set by the suite itself; a profile cannot override it"),
-    ("prompt_lookup_min = 3", "prompt_lookup_minimum = 3",
-     "methods.ngram-k3.prompt_lookup_minimum: not an argument of the installed vLLM "
-     "(did you mean 'prompt_lookup_min'?)"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "enforce_eager = true",
+            "enforce_eagr = true",
+            "profile.engine_args.enforce_eagr: not an argument of the installed vLLM (did you mean 'enforce_eager'?)",
+        ),
+        (
+            "max_model_len = 2048",
+            "max_model_length = 2048",
+            "cells[0].engine_args.max_model_length: not an argument of the installed vLLM "
+            "(did you mean 'max_model_len'?)",
+        ),
+        (
+            "enforce_eager = true",
+            "enable_prefix_caching = true",
+            "profile.engine_args.enable_prefix_caching: set by the suite itself; a profile cannot override it",
+        ),
+        (
+            "max_model_len = 2048",
+            "seed = 7",
+            "cells[0].engine_args.seed: set by the suite itself; a profile cannot override it",
+        ),
+        (
+            "prompt_lookup_min = 3",
+            "prompt_lookup_minimum = 3",
+            "methods.ngram-k3.prompt_lookup_minimum: not an argument of the installed vLLM "
+            "(did you mean 'prompt_lookup_min'?)",
+        ),
+    ],
+)
 def test_a_wrong_name_is_one_line_naming_file_and_field(fake_vllm, tmp_path, old, new, message):
     with pytest.raises(pytest.UsageError) as info:
         check_vllm_names(profile_with(tmp_path, PROFILE.replace(old, new)))
@@ -143,5 +165,6 @@ def test_a_run_on_another_vllm_than_the_reference_figures_says_so():
     assert reference_vllm_note([None, "0.32.0"], "0.32.0+cpu") is None
     assert reference_vllm_note(["0.10.1.1", "0.10.1.1", "0.11.1rc1", None], "0.32.0") == (
         "warning: the profile's reference figures were measured with vLLM 0.10.1.1 (2 scenarios), "
-        "0.11.1rc1 (1 scenario); this run uses 0.32.0")
+        "0.11.1rc1 (1 scenario); this run uses 0.32.0"
+    )
     assert "a fork (1 scenario)" in reference_vllm_note(["a fork"], None)

@@ -1,7 +1,8 @@
 """A step-cost model fitted from traced steps, in the study's simulator's form (simulate.StepCost):
 the target forward as a function of the batch's KV-cache tokens and the tokens it verifies, a
 learned drafter as a function of KV-cache tokens and tokens per request (n-gram: a share of the
-forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.  Each part is a least-squares fit with
+forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.  Each part is
+a least-squares fit with
 non-negative coefficients (more work never costs less) over the decode steps of every traced
 scenario of one target model, and comes with its error: the root-mean-square relative error of
 its prediction over those steps.
@@ -18,10 +19,11 @@ from ..methods import method_of
 from ..records import ScenarioResult
 from .simulate import StepCost
 
+
 @dataclass(frozen=True)
 class LinearFit:
-    coefficients: tuple[float, ...]     # one per feature, then the constant
-    error: float                        # RMS relative error over the fitted steps
+    coefficients: tuple[float, ...]  # one per feature, then the constant
+    error: float  # RMS relative error over the fitted steps
     steps: int
 
 
@@ -40,23 +42,25 @@ def decode_steps(result: ScenarioResult, prefill: bool = False) -> dict[str, np.
     trace = result.trace
     if trace is None or not trace.step_batch.get("tokens"):
         return None
-    columns = {**{p: np.array(v, float) / 1e6 for p, v in trace.step_us.items()},
-               **{b: np.array(v, float) for b, v in trace.step_batch.items()}}
+    columns = {
+        **{p: np.array(v, float) / 1e6 for p, v in trace.step_us.items()},
+        **{b: np.array(v, float) for b, v in trace.step_batch.items()},
+    }
     per_request = columns["tokens"] / np.maximum(columns["requests"], 1)
     k = int(result.scenario.method.params.get("num_speculative_tokens", 0))
     keep = (columns["requests"] > 0) & ((per_request <= k + 1) | prefill) & (columns["forward"] > 0)
     columns = {name: values[keep] for name, values in columns.items()}
     columns["per_request"] = per_request[keep]
-    columns["rest"] = columns["total"] - columns["draft"] - columns["forward"]     # sampling included
+    columns["rest"] = columns["total"] - columns["draft"] - columns["forward"]  # sampling included
     return columns if keep.any() else None
 
 
 @dataclass(frozen=True)
 class FittedCost:
     model: str
-    forward: LinearFit                  # kv_tokens, tokens
-    rest: LinearFit                     # constant
-    drafts: dict[str, LinearFit]        # method: learned (kv_tokens, tokens per request); ngram: share
+    forward: LinearFit  # kv_tokens, tokens
+    rest: LinearFit  # constant
+    drafts: dict[str, LinearFit]  # method: learned (kv_tokens, tokens per request); ngram: share
 
     def step_cost(self, method: str) -> StepCost:
         """The study's StepCost for one of the fitted methods.  n-gram's share comes with every one
@@ -65,12 +69,21 @@ class FittedCost:
         kv, token, fixed = self.forward.coefficients
         traits = method_of(method)
         learned_fit = self.drafts.get(traits.fit_from or method)
-        learned = learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0, 0.0)
+        learned = (
+            learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0, 0.0)
+        )
         shared = next((fit for name, fit in self.drafts.items() if method_of(name).drafting_fit == "share"), None)
         share = shared.coefficients[0] if shared is not None else 0.0
-        return StepCost(target_kv=kv, target_token=token, target_fixed=fixed, draft_kv=learned[0],
-                        draft_token=learned[1], draft_fixed=learned[2], ngram_share=share,
-                        overhead=self.rest.coefficients[0])
+        return StepCost(
+            target_kv=kv,
+            target_token=token,
+            target_fixed=fixed,
+            draft_kv=learned[0],
+            draft_token=learned[1],
+            draft_fixed=learned[2],
+            ngram_share=share,
+            overhead=self.rest.coefficients[0],
+        )
 
 
 def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
@@ -84,18 +97,25 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
     fitted = []
     for model, scenarios in sorted(by_model.items()):
         pooled = {name: np.concatenate([s[name] for _, s in scenarios]) for name in scenarios[0][1]}
-        everything = {name: np.concatenate([s[name] for s in with_prefill[model]]) for name in ("kv_tokens", "tokens", "forward")}
+        everything = {
+            name: np.concatenate([s[name] for s in with_prefill[model]]) for name in ("kv_tokens", "tokens", "forward")
+        }
         drafts = {}
-        for method in sorted({m for m, _ in scenarios if method_of(m).drafting_fit}):   # none for mixed steps
+        for method in sorted({m for m, _ in scenarios if method_of(m).drafting_fit}):  # none for mixed steps
             steps = {name: np.concatenate([s[name] for m, s in scenarios if m == method]) for name in pooled}
-            if method_of(method).drafting_fit == "share":           # a share of the forward
+            if method_of(method).drafting_fit == "share":  # a share of the forward
                 drafts[method] = fit_linear(steps["forward"][:, None], steps["draft"], constant=False)
             else:
                 drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], steps["per_request"]]), steps["draft"])
-        fitted.append(FittedCost(
-            model=model,
-            # the prompts' steps too: the simulator prices a request's prefill with the same line
-            forward=fit_linear(np.column_stack([everything["kv_tokens"], everything["tokens"]]), everything["forward"]),
-            rest=fit_linear(np.empty((len(pooled["rest"]), 0)), np.maximum(pooled["rest"], 1e-9)),     # a constant
-            drafts=drafts))
+        fitted.append(
+            FittedCost(
+                model=model,
+                # the prompts' steps too: the simulator prices a request's prefill with the same line
+                forward=fit_linear(
+                    np.column_stack([everything["kv_tokens"], everything["tokens"]]), everything["forward"]
+                ),
+                rest=fit_linear(np.empty((len(pooled["rest"]), 0)), np.maximum(pooled["rest"], 1e-9)),  # a constant
+                drafts=drafts,
+            )
+        )
     return fitted

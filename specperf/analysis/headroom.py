@@ -23,19 +23,18 @@ from . import simulate
 from .cost_fit import FittedCost, decode_steps, fit_costs
 
 
-
 @dataclass
 class Headroom:
     scenario_id: str
     batch_size: int
-    measured: float | None                      # the run's speedup
-    simulated: float | None = None              # the same method and k, simulated
-    oracle: float | None = None                 # the method's oracle bound
-    combined: float | None = None               # per step the better of n-gram and the draft model
-    adaptive: float | None = None               # the adaptive proposer's rule, simulated
-    step_error: float | None = None             # the cost model's RMS relative error on this scenario's steps
-    reference_error: float | None = None        # ... and on its no-SD reference's steps
-    curve: dict[int, dict[str, float]] = field(default_factory=dict)   # batch size -> the simulated values
+    measured: float | None  # the run's speedup
+    simulated: float | None = None  # the same method and k, simulated
+    oracle: float | None = None  # the method's oracle bound
+    combined: float | None = None  # per step the better of n-gram and the draft model
+    adaptive: float | None = None  # the adaptive proposer's rule, simulated
+    step_error: float | None = None  # the cost model's RMS relative error on this scenario's steps
+    reference_error: float | None = None  # ... and on its no-SD reference's steps
+    curve: dict[int, dict[str, float]] = field(default_factory=dict)  # batch size -> the simulated values
     note: str = ""
 
     @property
@@ -60,7 +59,9 @@ def request_acceptance(result: ScenarioResult) -> list[simulate.RequestAcceptanc
     """The traced requests in the simulator's form: n-gram's and the draft model's per-position acceptance."""
     requests = []
     for r in result.trace.requests if result.trace else []:
-        acc = {name: values for name, values in ((simulate.NGRAM, r.ngram_acc), (simulate.DRAFT, r.draft_acc)) if values}
+        acc = {
+            name: values for name, values in ((simulate.NGRAM, r.ngram_acc), (simulate.DRAFT, r.draft_acc)) if values
+        }
         if acc and r.prompt_len:
             requests.append(simulate.RequestAcceptance(r.request_id, r.prompt_len, acc))
     return requests
@@ -76,11 +77,11 @@ def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
     if method.is_reference:
         draft = 0.0
     elif method.drafting_fit == "share":
-        draft = np.where(steps["per_request"] > 1, forward * cost.ngram_share, 0.0)   # drafted: verified more than one
+        draft = np.where(steps["per_request"] > 1, forward * cost.ngram_share, 0.0)  # drafted: verified more than one
     elif method.drafting_fit == "learned":
         draft = cost.learned_draft(steps["kv_tokens"], steps["per_request"])
     else:
-        return None         # mixed steps (the adaptive proposer): which drafted with the model is not recorded
+        return None  # mixed steps (the adaptive proposer): which drafted with the model is not recorded
     predicted = forward + draft + cost.overhead
     return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
 
@@ -109,9 +110,12 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         method = method_of(s.method.name)
         proposer = method.simulated_as
         if proposer is None:
-            row.note = (f"{s.method.name} drafts from the target's hidden states: its acceptance is known only "
-                        "where it drafted, so no bound is simulated" if method.proposer == HEAD else
-                        f"{s.method.name}: the simulator has no model of its drafts")
+            row.note = (
+                f"{s.method.name} drafts from the target's hidden states: its acceptance is known only "
+                "where it drafted, so no bound is simulated"
+                if method.proposer == HEAD
+                else f"{s.method.name}: the simulator has no model of its drafts"
+            )
             continue
         if s.model.name not in costs or not requests:
             row.note = "no fitted step cost or no per-position acceptance in the trace"

@@ -26,12 +26,12 @@ MODES = ("k1", "k3", "k5", "oracle")
 # The simulator's proposers, as the study's trace files name their acceptance (acc_ngram, acc_eagle)
 # and the suite's traces add theirs: methods.py says which method each simulates.
 NGRAM, EAGLE, DRAFT = "ngram", "eagle", "draft"
-COMBINED, ADAPTIVE = "combined", "adaptive"      # the per-step best of two; n-gram where it proposes, else the draft
-PROPOSERS = (EAGLE, NGRAM, COMBINED)             # what `specperf simulate` offers on the study's traces
+COMBINED, ADAPTIVE = "combined", "adaptive"  # the per-step best of two; n-gram where it proposes, else the draft
+PROPOSERS = (EAGLE, NGRAM, COMBINED)  # what `specperf simulate` offers on the study's traces
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
 # The study's chance that n-gram finds a match where its draft would be rejected (simulator.py).
 NGRAM_MATCH = {"sharegpt": 0.2, "cnn": 0.4, "cnn_dailymail": 0.4, "gsm8k": 0.2, "instructcoder": 0.8}
-STUDY_SAMPLE = 300          # requests the study's simulator draws per dataset (random.sample, seed 42)
+STUDY_SAMPLE = 300  # requests the study's simulator draws per dataset (random.sample, seed 42)
 SEED = 42
 
 
@@ -39,14 +39,14 @@ SEED = 42
 class StepCost:
     """Seconds of one step's parts (predictor.py's TimePredictor)."""
 
-    target_kv: float            # target forward: per KV-cache token of the batch
-    target_token: float         # per token verified (batched)
+    target_kv: float  # target forward: per KV-cache token of the batch
+    target_token: float  # per token verified (batched)
     target_fixed: float
-    draft_kv: float             # learned drafter: per KV-cache token
-    draft_token: float          # per token proposed (+1: the study counts the verified input)
+    draft_kv: float  # learned drafter: per KV-cache token
+    draft_token: float  # per token proposed (+1: the study counts the verified input)
     draft_fixed: float
-    ngram_share: float          # n-gram drafting as a share of the step's forward
-    overhead: float             # per step, scheduling and the rest
+    ngram_share: float  # n-gram drafting as a share of the step's forward
+    overhead: float  # per step, scheduling and the rest
 
     def forward(self, kv_tokens, tokens):
         return kv_tokens * self.target_kv + tokens * self.target_token + self.target_fixed
@@ -57,9 +57,16 @@ class StepCost:
 
 
 # Llama-3.1-8B-Instruct on one H100, fitted by the study on InstructCoder at batch 1 to 64 (predictor.py).
-LLAMA_8B_H100 = StepCost(target_kv=3.92645679e-08, target_token=2.10103129e-05, target_fixed=5.88590713e-03,
-                         draft_kv=2.37768493e-09, draft_token=8.41429603e-07, draft_fixed=2.13526175e-03,
-                         ngram_share=0.005875, overhead=1.20683946e-03)
+LLAMA_8B_H100 = StepCost(
+    target_kv=3.92645679e-08,
+    target_token=2.10103129e-05,
+    target_fixed=5.88590713e-03,
+    draft_kv=2.37768493e-09,
+    draft_token=8.41429603e-07,
+    draft_fixed=2.13526175e-03,
+    ngram_share=0.005875,
+    overhead=1.20683946e-03,
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,11 @@ def read_study_traces(path: Path) -> list[RequestAcceptance]:
             continue
         try:
             item = json.loads(line)
-            acc = {name: _lengths(item[key]["acc_len"]) for name, key in ((NGRAM, "acc_ngram"), (EAGLE, "acc_eagle"))
-                   if key in item}
+            acc = {
+                name: _lengths(item[key]["acc_len"])
+                for name, key in ((NGRAM, "acc_ngram"), (EAGLE, "acc_eagle"))
+                if key in item
+            }
             requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), acc))
         except RecursionError:
             raise ValueError(f"{path}:{number}: not a study trace line (nested too deeply)") from None
@@ -102,8 +112,9 @@ def read_study_traces(path: Path) -> list[RequestAcceptance]:
 
 def _lengths(values) -> list[int]:
     """Accepted tokens per step: whole numbers from 0 up."""
-    if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                               for v in values):
+    if not isinstance(values, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+    ):
         raise TypeError("acc_len must be a list of whole numbers from 0 up")
     return values
 
@@ -130,12 +141,12 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
     """`ngram`: 1 means n-gram may have found no match (the study's traces); the suite's own traces
     say so with a 0, and pass False."""
     verified, produced, unmatched, positions = [], [], [], []
-    position, length = 1, len(acc_len)          # the first token comes from the prefill
+    position, length = 1, len(acc_len)  # the first token comes from the prefill
     k = None if mode == "oracle" else int(mode[1:])
     while position < length:
         best = acc_len[position - 1]
         positions.append(position)
-        if best == 0:               # n-gram proposed nothing here (the suite's traces know it): one token
+        if best == 0:  # n-gram proposed nothing here (the suite's traces know it): one token
             verified.append(1), produced.append(1), unmatched.append(False)
         else:
             tokens = best if k is None else k + 1
@@ -143,8 +154,13 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
             produced.append(min(best, tokens))
             unmatched.append(ngram and k is not None and best == 1)
         position += produced[-1]
-    return Trajectory(np.array(verified, float), np.array(produced, float), np.array(unmatched, bool), length,
-                      np.array(positions, int))
+    return Trajectory(
+        np.array(verified, float),
+        np.array(produced, float),
+        np.array(unmatched, bool),
+        length,
+        np.array(positions, int),
+    )
 
 
 def learned_key(request: RequestAcceptance) -> str:
@@ -180,30 +196,45 @@ def _learned_drafts(prompt_len: int, path: Trajectory, batch: int, kv: np.ndarra
     return cost.learned_draft(kv + added * (batch - 1) / 2, path.verified)
 
 
-def sd_latency(prompt_len: int, path: Trajectory, batch: int, cost: StepCost, drafter: str,
-               match: float, rng: np.random.Generator, learned_steps: np.ndarray | None = None) -> float:
+def sd_latency(
+    prompt_len: int,
+    path: Trajectory,
+    batch: int,
+    cost: StepCost,
+    drafter: str,
+    match: float,
+    rng: np.random.Generator,
+    learned_steps: np.ndarray | None = None,
+) -> float:
     """The mean latency of the batch's copies with speculative decoding along `path`.  A learned
     drafter with `learned_steps` (the adaptive proposer) costs n-gram's share on the other steps."""
     kv = batch * prompt_len + batch + batch * np.concatenate([[0.0], np.cumsum(path.produced)[:-1]])
     verified = batch * path.verified
     matched = np.full(len(path.verified), float(batch))
-    if path.maybe_unmatched.any():           # copies whose n-gram found nothing verify one token
+    if path.maybe_unmatched.any():  # copies whose n-gram found nothing verify one token
         matched[path.maybe_unmatched] = rng.binomial(batch, match, int(path.maybe_unmatched.sum()))
         verified = np.where(path.maybe_unmatched, matched * path.verified + (batch - matched), verified)
     forward = cost.forward(kv, verified)
-    if drafter == NGRAM:           # a copy that verifies its last token alone drafted nothing
+    if drafter == NGRAM:  # a copy that verifies its last token alone drafted nothing
         drafts = np.where(path.verified > 1, matched / batch * forward * cost.ngram_share, 0.0)
     elif drafter == "ngram-always":
         drafts = forward * cost.ngram_share
     else:
         drafts = _learned_drafts(prompt_len, path, batch, kv, cost)
-        if learned_steps is not None:       # the adaptive proposer: n-gram's cost where n-gram drafted
+        if learned_steps is not None:  # the adaptive proposer: n-gram's cost where n-gram drafted
             drafts = np.where(learned_steps, drafts, forward * cost.ngram_share)
     return float(cost.forward(0, batch * prompt_len) + cost.overhead + (forward + drafts + cost.overhead).sum())
 
 
-def speedups(requests: list[RequestAcceptance], proposer: str, mode: str, batch_sizes=BATCH_SIZES,
-             cost: StepCost = LLAMA_8B_H100, dataset: str = "", known_misses: bool = False) -> dict[int, float]:
+def speedups(
+    requests: list[RequestAcceptance],
+    proposer: str,
+    mode: str,
+    batch_sizes=BATCH_SIZES,
+    cost: StepCost = LLAMA_8B_H100,
+    dataset: str = "",
+    known_misses: bool = False,
+) -> dict[int, float]:
     """Speedup at each batch size: mean throughput with SD over mean throughput without.
 
     `proposer` is a key of acc_len ("ngram", "eagle", "draft"), "combined" (the per-step best of
@@ -220,13 +251,15 @@ def speedups(requests: list[RequestAcceptance], proposer: str, mode: str, batch_
         if acc:
             path = trajectory(acc, mode, proposer == NGRAM and not known_misses)
             learned = None
-            if proposer == ADAPTIVE:            # the steps the draft model proposed
+            if proposer == ADAPTIVE:  # the steps the draft model proposed
                 learned = np.array(request.acc_len[NGRAM])[path.positions - 1] == 0
             paths.append((request.prompt_len, path, learned))
     result = {}
     for batch in batch_sizes:
-        with_sd = [batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng,
-                                                 learned) for n, p, learned in paths]
+        with_sd = [
+            batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng, learned)
+            for n, p, learned in paths
+        ]
         without = [batch * p.length / baseline_latency(n, p.length, batch, cost) for n, p, _ in paths]
         result[batch] = float(np.mean(with_sd) / np.mean(without))
     return result

@@ -14,8 +14,13 @@ from ..records import ScenarioResult, Trace
 from ..status import REGRESSION
 
 PARTS = ("draft", "forward", "sample", "rest")
-PART_NAMES = {"draft": "drafting", "forward": "target forward (verification)", "sample": "sampling", "rest": "the rest",
-              "acceptance": "acceptance"}
+PART_NAMES = {
+    "draft": "drafting",
+    "forward": "target forward (verification)",
+    "sample": "sampling",
+    "rest": "the rest",
+    "acceptance": "acceptance",
+}
 TENTHS = 10
 PERCENTILES = (5, 25, 50, 75, 95)
 SPEED_METRICS = ("speedup", "throughput_tok_s")
@@ -76,23 +81,29 @@ class Attribution:
     (its change of seconds per step, over the baseline's seconds per token) and acceptance's (fewer
     or more tokens per step), as fractions of the baseline's time per token; they sum to the change."""
 
-    change: float                              # relative change of seconds per output token
-    contributions: dict[str, float]            # part or "acceptance" -> fraction
-    tokens_per_step: tuple[float, float]       # baseline, current
+    change: float  # relative change of seconds per output token
+    contributions: dict[str, float]  # part or "acceptance" -> fraction
+    tokens_per_step: tuple[float, float]  # baseline, current
 
     @property
     def mover(self) -> str:
         return max(self.contributions, key=lambda k: abs(self.contributions[k]))
 
     def to_json(self) -> dict:
-        return {"change": self.change, "contributions": self.contributions, "mover": self.mover,
-                "tokens_per_step": list(self.tokens_per_step)}
+        return {
+            "change": self.change,
+            "contributions": self.contributions,
+            "mover": self.mover,
+            "tokens_per_step": list(self.tokens_per_step),
+        }
 
     def line(self) -> str:
         parts = ", ".join(f"{PART_NAMES[k]} {v:+.1%}" for k, v in self.contributions.items())
         before, after = self.tokens_per_step
-        return (f"time per output token {self.change:+.1%}, mostly {PART_NAMES[self.mover]} ({parts}; "
-                f"tokens per step {before:.2f} -> {after:.2f})")
+        return (
+            f"time per output token {self.change:+.1%}, mostly {PART_NAMES[self.mover]} ({parts}; "
+            f"tokens per step {before:.2f} -> {after:.2f})"
+        )
 
 
 def _per_step(trace: Trace) -> tuple[dict[str, float], float] | None:
@@ -113,8 +124,9 @@ def attribute(current: Trace, baseline: Trace) -> Attribution | None:
     # seconds/token = seconds/step / tokens/step: a step part's change at the baseline's tokens per step,
     # and the change of tokens per step at the current step time, sum to the whole change.
     contributions = {p: (parts_now[p] - parts_before[p]) / tokens_before / per_token_before for p in PARTS}
-    contributions["acceptance"] = (sum(parts_now.values()) / tokens_now - sum(parts_now.values()) / tokens_before) \
-        / per_token_before
+    contributions["acceptance"] = (
+        sum(parts_now.values()) / tokens_now - sum(parts_now.values()) / tokens_before
+    ) / per_token_before
     return Attribution(per_token_now / per_token_before - 1, contributions, (tokens_before, tokens_now))
 
 

@@ -22,8 +22,10 @@ def compare_rules(args) -> tuple[dict[str, Rules], str]:
     if name is None and (Path(args.new) / "run.json").is_file():
         run = read_record(Path(args.new) / "run.json", RunFile, "run file")
         if run.profile not in available_profiles():
-            raise ResultFileError(f"{Path(args.new) / 'run.json'}: its profile {run.profile!r} is not one of "
-                                  f"{', '.join(available_profiles())}; name its file with --profile PATH")
+            raise ResultFileError(
+                f"{Path(args.new) / 'run.json'}: its profile {run.profile!r} is not one of "
+                f"{', '.join(available_profiles())}; name its file with --profile PATH"
+            )
         name = run.profile
     if name is None:
         return {}, "the metrics' own tolerances (no run.json in NEW; name a profile with --profile)"
@@ -43,14 +45,17 @@ def run(args) -> int:
     for result in load_results(Path(args.new)):
         baseline = old.get(result.id)
         if baseline is not None and baseline.device.hardware_key != result.device.hardware_key:
-            baseline = None      # results from other hardware are never compared
+            baseline = None  # results from other hardware are never compared
         if baseline is not None:
             baseline = checked_baseline(baseline_from_result(baseline), result_path(Path(args.old), result.id))
         verdicts.append(judge(result, baseline, rules=rules.get(result.id, DEFAULT_RULES)))
     verdicts.sort(key=lambda v: (SEVERITY.index(v.status), v.scenario_id))
     counts = {s: sum(1 for v in verdicts if v.status == s) for s in SEVERITY}
-    print(f"compare {args.old} -> {args.new}: "
-          + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" (judged by {source})")
+    print(
+        f"compare {args.old} -> {args.new}: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + f" (judged by {source})"
+    )
     for verdict in verdicts:
         print(f"{verdict.scenario_id}: {verdict.status}" + (f" ({verdict.note})" if verdict.note else ""))
         for metric in verdict.metrics:
@@ -64,6 +69,8 @@ def add_parser(sub) -> None:
     compare.add_argument("old")
     compare.add_argument("new")
     compare.add_argument("--all", action="store_true", help="show passing metrics too")
-    compare.add_argument("--profile", help="judge by this profile's tolerances (name or .toml path; default: the "
-                                           "profile NEW's run.json names)")
+    compare.add_argument(
+        "--profile",
+        help="judge by this profile's tolerances (name or .toml path; default: the profile NEW's run.json names)",
+    )
     compare.set_defaults(func=run)

@@ -19,7 +19,7 @@ SPAN = re.compile(r"^(\d+)([hdw])$")
 
 def parse_since(text: str, now: datetime.datetime | None = None) -> datetime.datetime:
     """'30d', '12h', '2w' ago, or an ISO date; argparse turns a ValueError into one line."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     match = SPAN.match(text.strip())
     if match:
         hours = {"h": 1, "d": 24, "w": 168}[match.group(2)] * int(match.group(1))
@@ -41,7 +41,7 @@ def cmd_import(history: History, args) -> int:
         if recorded.added or recorded.present:
             print(recorded.line())
         elif recorded.problems:
-            status = 2          # nothing usable in it: bad input, as everywhere in the CLI (1 is a regression)
+            status = 2  # nothing usable in it: bad input, as everywhere in the CLI (1 is a regression)
     return status
 
 
@@ -58,28 +58,33 @@ def cmd_show(history: History, args) -> int:
         for i, point in enumerate(series.points):
             mark = "  <- vLLM changed" if i in changed else ""
             verdict = f"  {point.verdict}" if point.verdict else ""
-            print(f"  {point.finished_at:%Y-%m-%d %H:%M}  {point.run_id:<44} vllm {point.vllm or '?':<12} "
-                  f"{point.value:>12.4g}{verdict}{mark}")
+            print(
+                f"  {point.finished_at:%Y-%m-%d %H:%M}  {point.run_id:<44} vllm {point.vllm or '?':<12} "
+                f"{point.value:>12.4g}{verdict}{mark}"
+            )
     _skipped(reader)
     return 0
 
 
 def cmd_drift(history: History, args) -> int:
     reader = history.reader()
-    moved = reader.drift(args.since, args.metrics, args.hardware)[:args.top]
+    moved = reader.drift(args.since, args.metrics, args.hardware)[: args.top]
     if not moved:
         print("no scenario has enough runs in that window (6 per metric)")
     for drift in moved:
-        print(f"{drift.change:>+8.1%}  {drift.scenario_id}  {drift.metric} on {drift.hardware_key}: "
-              f"{drift.before:.4g} -> {drift.after:.4g} over {drift.runs} runs")
+        print(
+            f"{drift.change:>+8.1%}  {drift.scenario_id}  {drift.metric} on {drift.hardware_key}: "
+            f"{drift.before:.4g} -> {drift.after:.4g} over {drift.runs} runs"
+        )
     _skipped(reader)
     return 0
 
 
 def add_parser(sub) -> None:
     history = sub.add_parser("history", help="the run history database: backfill, series, drift")
-    history.add_argument("--history", metavar="URL",
-                         help="database URL (default: $SPECPERF_HISTORY, else reports/history.sqlite)")
+    history.add_argument(
+        "--history", metavar="URL", help="database URL (default: $SPECPERF_HISTORY, else reports/history.sqlite)"
+    )
     history.add_argument("--reports-dir", default="reports", help="where the default SQLite file lives")
     verbs = history.add_subparsers(dest="verb", required=True)
     backfill = verbs.add_parser("import", help="record existing run directories (already recorded: no-op)")

@@ -25,8 +25,20 @@ def run(args) -> int:
         extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
         for i in range(args.runs):
             reports = folder / f"run{i + 1}"
-            command = [sys.executable, "-m", "pytest", str(paths.perf_tests()), "--profile", args.profile,
-                       "--reports-dir", str(reports), "-q", "-p", "no:cacheprovider", *extra]
+            command = [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(paths.perf_tests()),
+                "--profile",
+                args.profile,
+                "--reports-dir",
+                str(reports),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *extra,
+            ]
             print(f"noise run {i + 1}/{args.runs}: {' '.join(command)}", flush=True)
             subprocess.run(command, check=False)
             run_dirs += sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []
@@ -42,14 +54,24 @@ def run(args) -> int:
 
 def add_parser(sub) -> None:
     noise = sub.add_parser("noise", help="measure each metric's run-to-run noise (coefficient of variation)")
-    noise.add_argument("--from", dest="run_dirs", nargs="+", default=[], metavar="RUN_DIR",
-                       help="read these runs of the same scenarios instead of making new ones")
+    noise.add_argument(
+        "--from",
+        dest="run_dirs",
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="read these runs of the same scenarios instead of making new ones",
+    )
     noise.add_argument("--profile", default="cpu-smoke", help="profile to repeat (default: cpu-smoke)")
     noise.add_argument("--runs", type=int, default=3, help="how many times to run it (default: 3)")
     noise.add_argument("--reports-dir", default="reports", help="where the runs are written (default: reports)")
-    noise.add_argument("--write", action="store_true",
-                       help="store the result as <baseline-dir>/<hardware-key>/noise.json, widening thresholds")
+    noise.add_argument(
+        "--write",
+        action="store_true",
+        help="store the result as <baseline-dir>/<hardware-key>/noise.json, widening thresholds",
+    )
     noise.add_argument("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
-    noise.add_argument("pytest_args", nargs=argparse.REMAINDER,
-                       help="more pytest arguments for each run, after --: e.g. -- -k ngram")
+    noise.add_argument(
+        "pytest_args", nargs=argparse.REMAINDER, help="more pytest arguments for each run, after --: e.g. -- -k ngram"
+    )
     noise.set_defaults(func=run)

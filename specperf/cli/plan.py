@@ -32,11 +32,13 @@ def run(args) -> int:
         return error(f"--gpus: {profile.name} is a {profile.tier}-tier profile; it runs on no GPU")
     key = args.hardware_key
     if key is None and (profile.tier == "cpu" or device.has_nvidia_gpu()):
-        key = device.describe_cpu()["hardware_key"] if profile.tier == "cpu" else device.describe_device()["hardware_key"]
+        key = (
+            device.describe_cpu()["hardware_key"] if profile.tier == "cpu" else device.describe_device()["hardware_key"]
+        )
     url = history_url(args.history, Path(args.reports_dir))
-    missing = url is not None and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file()
+    missing = url is not None and url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file()
     if missing and args.history is None:
-        url = None                           # no history beside the reports yet: nothing to create
+        url = None  # no history beside the reports yet: nothing to create
     elif missing:
         return error(f"--history {url}: no such database")
     rows = []
@@ -46,8 +48,9 @@ def run(args) -> int:
                 rows = history.reader().timed_results(key)
         except HistoryError as err:
             return error(str(err))
-    where = (f"hardware {key}" if key else f"the study's hardware ({profile.requires_gpu or 'GPU'})") + \
-        (f", {len(rows)} results in the history" if url and key else ", no history")
+    where = (f"hardware {key}" if key else f"the study's hardware ({profile.requires_gpu or 'GPU'})") + (
+        f", {len(rows)} results in the history" if url and key else ", no history"
+    )
     plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus)
     print("\n".join(plan_lines(plan, where, args.scenarios)))
     return 0
@@ -57,10 +60,18 @@ def add_parser(sub) -> None:
     plan = sub.add_parser("plan", help="predict a profile's wall time per shard, and on N GPUs, before it runs")
     plan.add_argument("--profile", required=True, help="profile name (fixtures/scenarios/) or .toml path")
     plan.add_argument("--gpus", type=int, help="schedule the shards on N GPUs: wall time and GPU-hours")
-    plan.add_argument("--shards", type=int, help="split into N shards as --shard I/N does (default: 1; with "
-                                                 "--gpus the count in 1..N with the shortest wall time)")
-    plan.add_argument("--history", metavar="URL", help="run history to predict from (default: $SPECPERF_HISTORY, "
-                                                      "else <reports-dir>/history.sqlite where it exists; 'off')")
+    plan.add_argument(
+        "--shards",
+        type=int,
+        help="split into N shards as --shard I/N does (default: 1; with "
+        "--gpus the count in 1..N with the shortest wall time)",
+    )
+    plan.add_argument(
+        "--history",
+        metavar="URL",
+        help="run history to predict from (default: $SPECPERF_HISTORY, "
+        "else <reports-dir>/history.sqlite where it exists; 'off')",
+    )
     plan.add_argument("--reports-dir", default="reports", help="where the default history lives (default: reports)")
     plan.add_argument("--hardware-key", help="whose history to use (default: this machine's)")
     plan.add_argument("-k", dest="keyword", metavar="EXPR", help="select scenarios as pytest -k does")

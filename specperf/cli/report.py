@@ -6,9 +6,8 @@ from pathlib import Path
 
 
 def run(args) -> int:
-    from ..report import write_report
-
     from ..history import history_url
+    from ..report import write_report
 
     run_dirs = [Path(d) for d in args.run_dirs]
     url = history_url(args.history, run_dirs[0].parent)
@@ -21,7 +20,10 @@ def add_parser(sub) -> None:
     report = sub.add_parser("report", help="(re)write the HTML, Markdown and JSON report of run directories")
     report.add_argument("run_dirs", nargs="+", help="run directories (reports/<run-id>); several merge")
     report.add_argument("--out", help="output folder (default: the first run directory)")
-    report.add_argument("--history", metavar="URL",
-                        help="draw trend lines from this history database (default: $SPECPERF_HISTORY, else "
-                             "history.sqlite beside the first run directory, where it exists; 'off': none)")
+    report.add_argument(
+        "--history",
+        metavar="URL",
+        help="draw trend lines from this history database (default: $SPECPERF_HISTORY, else "
+        "history.sqlite beside the first run directory, where it exists; 'off': none)",
+    )
     report.set_defaults(func=run)

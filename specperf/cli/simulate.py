@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..analysis.simulate import MODES, PROPOSERS as SIMULATED
+from ..analysis.simulate import MODES
+from ..analysis.simulate import PROPOSERS as SIMULATED
 from ..methods import method_of
 from ..storage import load_results
 
@@ -17,22 +18,29 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
 
     fitted = fit_costs([r for d in run_dirs for r in load_results(d) if r.ok])
     if not fitted:
-        print("specperf: error: no traced results with per-step batch counts in "
-              + ", ".join(map(str, run_dirs)), file=sys.stderr)
+        print(
+            "specperf: error: no traced results with per-step batch counts in " + ", ".join(map(str, run_dirs)),
+            file=sys.stderr,
+        )
         return 2
     for cost in fitted:
         kv, token, fixed = cost.forward.coefficients
-        print(f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
-              f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
-              f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})")
+        print(
+            f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
+            f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
+            f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})"
+        )
         for method, fit in cost.drafts.items():
-            formula = (f"{fit.coefficients[0]:.3g} x the forward" if method_of(method).drafting_fit == "share" else
-                       "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients))
+            formula = (
+                f"{fit.coefficients[0]:.3g} x the forward"
+                if method_of(method).drafting_fit == "share"
+                else "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients)
+            )
             print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
     return 0
 
 
-AGREE = {True: "yes", False: "no", None: "-"}     # simulated within the cost model's error of measured
+AGREE = {True: "yes", False: "no", None: "-"}  # simulated within the cost model's error of measured
 
 
 def print_headroom(run_dirs: list[Path]) -> None:
@@ -43,12 +51,16 @@ def print_headroom(run_dirs: list[Path]) -> None:
         return f"{value:.2f}x" if value is not None else "-"
 
     rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
-    print(f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
-          f"{'adaptive':>8}  agree")
+    print(
+        f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
+        f"{'adaptive':>8}  agree"
+    )
     for h in rows:
         error = f"{h.speedup_error:.0%}" if h.speedup_error is not None else "-"
-        print(f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
-              f"{x(h.combined):>8} {x(h.adaptive):>8}  {AGREE[h.within_error]:<5}" + (f"  ({h.note})" if h.note else ""))
+        print(
+            f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
+            f"{x(h.combined):>8} {x(h.adaptive):>8}  {AGREE[h.within_error]:<5}" + (f"  ({h.note})" if h.note else "")
+        )
 
 
 def run(args) -> int:
@@ -100,16 +112,30 @@ def run(args) -> int:
 
 
 def add_parser(sub) -> None:
-    simulate = sub.add_parser("simulate", help="speedup per batch size from acceptance traces: fixed k, oracle, "
-                                               "the per-step best of n-gram and EAGLE")
-    simulate.add_argument("--study-traces", metavar="DIR",
-                          help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)")
-    simulate.add_argument("--fit-from", nargs="+", metavar="RUN_DIR",
-                          help="fit the step-cost model to the traced results of these runs, print it and "
-                               "each traced scenario's measured, simulated and oracle speedups")
+    simulate = sub.add_parser(
+        "simulate",
+        help="speedup per batch size from acceptance traces: fixed k, oracle, the per-step best of n-gram and EAGLE",
+    )
+    simulate.add_argument(
+        "--study-traces",
+        metavar="DIR",
+        help="the study's released traces (SpecDecode-Bench/simulator data/llama3.1-8B/)",
+    )
+    simulate.add_argument(
+        "--fit-from",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="fit the step-cost model to the traced results of these runs, print it and "
+        "each traced scenario's measured, simulated and oracle speedups",
+    )
     simulate.add_argument("--datasets", nargs="+", default=["gsm8k", "instructcoder", "sharegpt", "cnn"])
-    simulate.add_argument("--proposers", nargs="+", default=list(SIMULATED), choices=list(SIMULATED),
-                          help="eagle: the learned head the traces hold (EAGLE-3 in the study's release)")
+    simulate.add_argument(
+        "--proposers",
+        nargs="+",
+        default=list(SIMULATED),
+        choices=list(SIMULATED),
+        help="eagle: the learned head the traces hold (EAGLE-3 in the study's release)",
+    )
     simulate.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
     simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")

@@ -20,10 +20,10 @@ from ..messages import one_line
 
 ENV_VAR = "SPECPERF_HISTORY"
 OFF = ("off", "none")
-DEFAULT_FILE = "history.sqlite"            # beside the run directories
+DEFAULT_FILE = "history.sqlite"  # beside the run directories
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 LOCK_WAIT_S = 60
-MIGRATION_LOCK = 0x5EC0_0001                # PostgreSQL advisory lock key
+MIGRATION_LOCK = 0x5EC0_0001  # PostgreSQL advisory lock key
 
 
 class HistoryError(Exception):
@@ -37,12 +37,12 @@ def history_url(option: str | None, reports_dir: Path) -> str | None:
         return None
     if not value:
         return f"sqlite:///{Path(reports_dir).resolve() / DEFAULT_FILE}"
-    if "://" not in value:                   # a plain path is a SQLite file
+    if "://" not in value:  # a plain path is a SQLite file
         return f"sqlite:///{Path(value).resolve()}"
     return value
 
 
-SECRET_WORDS = ("password", "secret", "token")     # query parameters that carry a secret (sslpassword, ...)
+SECRET_WORDS = ("password", "secret", "token")  # query parameters that carry a secret (sslpassword, ...)
 
 
 def shown(url: str) -> str:
@@ -52,8 +52,10 @@ def shown(url: str) -> str:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
         return re.sub(r"//[^/@]*@", "//***@", url.split("?")[0])
-    query = {key: ("***" if any(word in key.lower() for word in SECRET_WORDS) else value)
-             for key, value in parsed.query.items()}
+    query = {
+        key: ("***" if any(word in key.lower() for word in SECRET_WORDS) else value)
+        for key, value in parsed.query.items()
+    }
     return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
 
 
@@ -72,10 +74,9 @@ def open_engine(url: str) -> Engine:
     """An engine for `url`; PostgreSQL URLs without a driver use psycopg (version 3)."""
     try:
         parsed = make_url(url)
-        _ = parsed.port                     # a port that is no number fails here, not at the first query
+        _ = parsed.port  # a port that is no number fails here, not at the first query
     except (ArgumentError, ValueError):
-        raise HistoryError(f"history {shown(url)}: not a database URL (sqlite:///FILE or "
-                           "postgresql://...)") from None
+        raise HistoryError(f"history {shown(url)}: not a database URL (sqlite:///FILE or postgresql://...)") from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() == "sqlite":
@@ -90,8 +91,10 @@ def open_engine(url: str) -> Engine:
     if parsed.get_backend_name() != "postgresql":
         raise HistoryError(f"history {shown(url)}: {parsed.get_backend_name()} is not supported (SQLite or PostgreSQL)")
     if parsed.drivername != "postgresql+psycopg":
-        raise HistoryError(f"history {shown(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
-                           "supported; use postgresql:// (psycopg 3)")
+        raise HistoryError(
+            f"history {shown(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
+            "supported; use postgresql:// (psycopg 3)"
+        )
     return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
 
 
@@ -134,8 +137,10 @@ def migrate(engine: Engine, url: str) -> None:
             if current == head:
                 return
             if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
-                raise HistoryError(f"history {shown(url)}: schema revision {current} is newer than this suite's "
-                                   f"({head}); upgrade specperf to use it")
+                raise HistoryError(
+                    f"history {shown(url)}: schema revision {current} is newer than this suite's "
+                    f"({head}); upgrade specperf to use it"
+                )
             command.upgrade(_migration_config(connection), "head")
     except SQLAlchemyError as err:
         raise HistoryError(f"history {shown(url)}: {one_line(err, 300)}") from None

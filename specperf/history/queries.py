@@ -30,7 +30,7 @@ class Point:
     finished_at: datetime.datetime
     vllm: str | None
     value: float
-    verdict: str | None = None        # the metric's verdict in that run
+    verdict: str | None = None  # the metric's verdict in that run
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Series:
     scenario_id: str
     metric: str
     hardware_key: str
-    points: list[Point] = field(default_factory=list)      # oldest first
+    points: list[Point] = field(default_factory=list)  # oldest first
 
     def version_changes(self) -> list[int]:
         """Indexes of points whose vLLM differs from the point before."""
@@ -50,8 +50,8 @@ class Drift:
     scenario_id: str
     metric: str
     hardware_key: str
-    before: float          # median of the window's first runs
-    after: float           # median of its last runs
+    before: float  # median of the window's first runs
+    after: float  # median of its last runs
     runs: int
 
     @property
@@ -87,7 +87,7 @@ class TimedResult:
     measure_s: float | None
     rounds: int | None
     output_tokens: int | None
-    sequences: int | None = None        # per round
+    sequences: int | None = None  # per round
     prompt_tokens: float | None = None  # mean per request
 
 
@@ -111,7 +111,7 @@ class Reader:
                 return connection.execute(query).all()
         except SQLAlchemyError as err:
             raise HistoryError(f"history {shown(self.url)}: {one_line(err, 300)}") from None
-        except (ValueError, TypeError) as err:       # a column of the wrong type (a time that is no time)
+        except (ValueError, TypeError) as err:  # a column of the wrong type (a time that is no time)
             raise HistoryError(f"history {shown(self.url)}: unreadable row: {one_line(err, 300)}") from None
 
     def _usable(self, row) -> bool:
@@ -122,25 +122,45 @@ class Reader:
         return False
 
     def _base(self, metric: str):
-        return (select(runs.c.run_id, runs.c.complete, runs.c.record_schema, results.c.scenario_id,
-                       results.c.hardware_key, results.c.finished_at, results.c.vllm, metric_values.c.metric,
-                       metric_values.c.value)
-                .join(runs, runs.c.id == results.c.run_pk)
-                .join(metric_values, and_(metric_values.c.result_pk == results.c.id, metric_values.c.metric == metric))
-                .where(results.c.status == OK, results.c.valid.is_(True)))
+        return (
+            select(
+                runs.c.run_id,
+                runs.c.complete,
+                runs.c.record_schema,
+                results.c.scenario_id,
+                results.c.hardware_key,
+                results.c.finished_at,
+                results.c.vllm,
+                metric_values.c.metric,
+                metric_values.c.value,
+            )
+            .join(runs, runs.c.id == results.c.run_pk)
+            .join(metric_values, and_(metric_values.c.result_pk == results.c.id, metric_values.c.metric == metric))
+            .where(results.c.status == OK, results.c.valid.is_(True))
+        )
 
     def hardware_keys(self, scenario_id: str) -> list[str]:
         query = select(results.c.hardware_key).where(results.c.scenario_id == scenario_id).distinct()
         return sorted(row.hardware_key for row in self._rows(query))
 
-    def series(self, scenario_id: str, metric: str, hardware_key: str, last: int | None = None,
-               scenario_hash: str | None = None, before_run: str | None = None) -> Series:
+    def series(
+        self,
+        scenario_id: str,
+        metric: str,
+        hardware_key: str,
+        last: int | None = None,
+        scenario_hash: str | None = None,
+        before_run: str | None = None,
+    ) -> Series:
         """The metric's value in the last `last` runs of the scenario on that hardware, oldest first
         (only runs of that scenario hash, and none of `before_run` itself or later, where given)."""
-        query = (self._base(metric).add_columns(verdicts.c.status.label("verdict"))
-                 .outerjoin(verdicts, and_(verdicts.c.result_pk == results.c.id, verdicts.c.metric == metric))
-                 .where(results.c.scenario_id == scenario_id, results.c.hardware_key == hardware_key)
-                 .order_by(results.c.finished_at.desc()))
+        query = (
+            self._base(metric)
+            .add_columns(verdicts.c.status.label("verdict"))
+            .outerjoin(verdicts, and_(verdicts.c.result_pk == results.c.id, verdicts.c.metric == metric))
+            .where(results.c.scenario_id == scenario_id, results.c.hardware_key == hardware_key)
+            .order_by(results.c.finished_at.desc())
+        )
         if scenario_hash is not None:
             query = query.where(results.c.scenario_hash == scenario_hash)
         if before_run is not None:
@@ -156,30 +176,60 @@ class Reader:
     def timed_results(self, hardware_key: str) -> list[TimedResult]:
         """Every measured result on that hardware with its throughput, speedup and timings, newest first."""
         throughput, speedup = metric_values.alias("throughput"), metric_values.alias("speedup")
-        query = (select(runs.c.run_id, runs.c.started_at, runs.c.finished_at.label("run_finished_at"),
-                        results.c.scenario_hash, results.c.model, results.c.method, results.c.batch_size,
-                        results.c.dataset, results.c.engine_start_s, results.c.warmup_s, results.c.measure_s,
-                        results.c.rounds, results.c.output_tokens, results.c.sequences,
-                        results.c.prompt_tokens, throughput.c.value.label("throughput"),
-                        speedup.c.value.label("speedup"))
-                 .join(runs, runs.c.id == results.c.run_pk)
-                 .outerjoin(throughput, and_(throughput.c.result_pk == results.c.id,
-                                             throughput.c.metric == "throughput_tok_s"))
-                 .outerjoin(speedup, and_(speedup.c.result_pk == results.c.id, speedup.c.metric == "speedup"))
-                 .where(results.c.hardware_key == hardware_key, results.c.status == OK)
-                 .order_by(results.c.finished_at.desc()))
-        return [TimedResult(
-            run_id=row.run_id, run_started_at=row.started_at and as_utc(row.started_at),
-            run_finished_at=row.run_finished_at and as_utc(row.run_finished_at), scenario_hash=row.scenario_hash,
-            model=row.model, method=row.method, batch_size=row.batch_size, dataset=row.dataset,
-            throughput=_number(row.throughput), speedup=_number(row.speedup),
-            engine_start_s=_number(row.engine_start_s), warmup_s=_number(row.warmup_s),
-            measure_s=_number(row.measure_s), rounds=_number(row.rounds), output_tokens=_number(row.output_tokens),
-            sequences=_number(row.sequences), prompt_tokens=_number(row.prompt_tokens),
-        ) for row in self._rows(query)]
+        query = (
+            select(
+                runs.c.run_id,
+                runs.c.started_at,
+                runs.c.finished_at.label("run_finished_at"),
+                results.c.scenario_hash,
+                results.c.model,
+                results.c.method,
+                results.c.batch_size,
+                results.c.dataset,
+                results.c.engine_start_s,
+                results.c.warmup_s,
+                results.c.measure_s,
+                results.c.rounds,
+                results.c.output_tokens,
+                results.c.sequences,
+                results.c.prompt_tokens,
+                throughput.c.value.label("throughput"),
+                speedup.c.value.label("speedup"),
+            )
+            .join(runs, runs.c.id == results.c.run_pk)
+            .outerjoin(
+                throughput, and_(throughput.c.result_pk == results.c.id, throughput.c.metric == "throughput_tok_s")
+            )
+            .outerjoin(speedup, and_(speedup.c.result_pk == results.c.id, speedup.c.metric == "speedup"))
+            .where(results.c.hardware_key == hardware_key, results.c.status == OK)
+            .order_by(results.c.finished_at.desc())
+        )
+        return [
+            TimedResult(
+                run_id=row.run_id,
+                run_started_at=row.started_at and as_utc(row.started_at),
+                run_finished_at=row.run_finished_at and as_utc(row.run_finished_at),
+                scenario_hash=row.scenario_hash,
+                model=row.model,
+                method=row.method,
+                batch_size=row.batch_size,
+                dataset=row.dataset,
+                throughput=_number(row.throughput),
+                speedup=_number(row.speedup),
+                engine_start_s=_number(row.engine_start_s),
+                warmup_s=_number(row.warmup_s),
+                measure_s=_number(row.measure_s),
+                rounds=_number(row.rounds),
+                output_tokens=_number(row.output_tokens),
+                sequences=_number(row.sequences),
+                prompt_tokens=_number(row.prompt_tokens),
+            )
+            for row in self._rows(query)
+        ]
 
-    def drift(self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None,
-              edge: int = 3) -> list[Drift]:
+    def drift(
+        self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None, edge: int = 3
+    ) -> list[Drift]:
         """Per scenario, metric and hardware key since `since`: the median of its last `edge` runs
         against that of its first `edge` (needs 2 x edge runs), largest move first."""
         found: dict[tuple[str, str, str], list[tuple[datetime.datetime, float]]] = {}
@@ -190,12 +240,21 @@ class Reader:
             for row in self._rows(query):
                 if self._usable(row):
                     found.setdefault((row.scenario_id, metric, row.hardware_key), []).append(
-                        (row.finished_at, row.value))
+                        (row.finished_at, row.value)
+                    )
         moved = []
         for (scenario_id, metric, key), points in found.items():
             if len(points) < 2 * edge:
                 continue
             values = [v for _, v in sorted(points, key=lambda p: p[0])]
-            moved.append(Drift(scenario_id, metric, key, statistics.median(values[:edge]),
-                               statistics.median(values[-edge:]), len(values)))
+            moved.append(
+                Drift(
+                    scenario_id,
+                    metric,
+                    key,
+                    statistics.median(values[:edge]),
+                    statistics.median(values[-edge:]),
+                    len(values),
+                )
+            )
         return sorted(moved, key=lambda d: -abs(d.change))

@@ -30,9 +30,9 @@ ATTEMPTS = 3
 @dataclass
 class Recorded:
     run_id: str
-    added: int = 0                 # results new to the store
-    present: int = 0               # results it held already
-    problems: list[str] = field(default_factory=list)     # files that could not be recorded, one line each
+    added: int = 0  # results new to the store
+    present: int = 0  # results it held already
+    problems: list[str] = field(default_factory=list)  # files that could not be recorded, one line each
 
     def line(self) -> str:
         held = f", {self.present} already there" if self.present else ""
@@ -47,8 +47,7 @@ def utc_time(text: str | None) -> datetime.datetime | None:
 
 def as_utc(value: datetime.datetime) -> datetime.datetime:
     """Times are stored in UTC (SQLite keeps no zone, so a naive time read back is UTC)."""
-    return value.replace(tzinfo=datetime.timezone.utc) if value.tzinfo is None \
-        else value.astimezone(datetime.timezone.utc)
+    return value.replace(tzinfo=datetime.UTC) if value.tzinfo is None else value.astimezone(datetime.UTC)
 
 
 def flat(name: str, value) -> list[tuple[str, float | None]]:
@@ -64,28 +63,46 @@ def _run_row(run_id: str, run: RunFile | None, first: ScenarioResult | None) -> 
     device = source.device if source is not None else None
     finished = run.finished_at if run is not None else None
     return {
-        "run_id": run_id, "profile": run.profile if run is not None else (first.scenario.profile if first else ""),
-        "hardware_key": device.hardware_key if device else "", "started_at": utc_time(run and run.started_at),
-        "finished_at": utc_time(finished), "complete": run is not None and bool(finished) and not run.interrupted,
-        "record_schema": SCHEMA_VERSION, "vllm": provenance.get("vllm"), "git_commit": provenance.get("git_commit"),
-        "suite_version": provenance.get("suite_version"), "hostname": provenance.get("hostname"),
-        "provenance": provenance, "recorded_at": datetime.datetime.now(datetime.timezone.utc),
+        "run_id": run_id,
+        "profile": run.profile if run is not None else (first.scenario.profile if first else ""),
+        "hardware_key": device.hardware_key if device else "",
+        "started_at": utc_time(run and run.started_at),
+        "finished_at": utc_time(finished),
+        "complete": run is not None and bool(finished) and not run.interrupted,
+        "record_schema": SCHEMA_VERSION,
+        "vllm": provenance.get("vllm"),
+        "git_commit": provenance.get("git_commit"),
+        "suite_version": provenance.get("suite_version"),
+        "hostname": provenance.get("hostname"),
+        "provenance": provenance,
+        "recorded_at": datetime.datetime.now(datetime.UTC),
     }
 
 
 def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime) -> dict:
     scenario, timings = result.scenario, result.timings
     return {
-        "run_pk": run_pk, "scenario_id": scenario.id, "scenario_hash": scenario.hash,
-        "hardware_key": result.device.hardware_key, "finished_at": utc_time(result.finished_at) or fallback,
-        "vllm": result.provenance.get("vllm"), "model": scenario.model.name, "method": scenario.method.label,
-        "batch_size": scenario.batch_size, "dataset": scenario.dataset, "status": result.status,
-        "valid": result.valid, "verdict": result.verdict.status if result.verdict else None,
+        "run_pk": run_pk,
+        "scenario_id": scenario.id,
+        "scenario_hash": scenario.hash,
+        "hardware_key": result.device.hardware_key,
+        "finished_at": utc_time(result.finished_at) or fallback,
+        "vllm": result.provenance.get("vllm"),
+        "model": scenario.model.name,
+        "method": scenario.method.label,
+        "batch_size": scenario.batch_size,
+        "dataset": scenario.dataset,
+        "status": result.status,
+        "valid": result.valid,
+        "verdict": result.verdict.status if result.verdict else None,
         "engine_start_s": timings.engine_start_s if timings else None,
-        "warmup_s": timings.warmup_s if timings else None, "measure_s": timings.measure_s if timings else None,
-        "rounds": len(result.rounds), "output_tokens": sum(r.output_tokens for r in result.rounds),
+        "warmup_s": timings.warmup_s if timings else None,
+        "measure_s": timings.measure_s if timings else None,
+        "rounds": len(result.rounds),
+        "output_tokens": sum(r.output_tokens for r in result.rounds),
         "sequences": len(result.output_hashes) if result.output_hashes else None,
-        "prompt_tokens": statistics.fmean(prompts) if (prompts := result.workload and result.workload.prompt_tokens)
+        "prompt_tokens": statistics.fmean(prompts)
+        if (prompts := result.workload and result.workload.prompt_tokens)
         else None,
     }
 
@@ -99,34 +116,61 @@ def _children(pk: int, result: ScenarioResult) -> tuple[list[dict], list[dict], 
             samples += [{"result_pk": pk, "metric": m, "round": i, "value": v} for m, v in flat(name, sample)]
     if result.verdict is not None:
         verdict = result.verdict
-        judged.append({"result_pk": pk, "metric": "", "status": verdict.status, "change": None, "ci_low": None,
-                       "ci_high": None, "p_value": None, "tolerance": None, "judged_by": None, "note": verdict.note})
-        judged += [{"result_pk": pk, "metric": m.metric, "status": m.status, "change": m.change, "ci_low": m.ci_low,
-                    "ci_high": m.ci_high, "p_value": m.p_value, "tolerance": m.tolerance,
-                    "judged_by": m.judged_by, "note": m.note} for m in verdict.metrics]
+        judged.append(
+            {
+                "result_pk": pk,
+                "metric": "",
+                "status": verdict.status,
+                "change": None,
+                "ci_low": None,
+                "ci_high": None,
+                "p_value": None,
+                "tolerance": None,
+                "judged_by": None,
+                "note": verdict.note,
+            }
+        )
+        judged += [
+            {
+                "result_pk": pk,
+                "metric": m.metric,
+                "status": m.status,
+                "change": m.change,
+                "ci_low": m.ci_low,
+                "ci_high": m.ci_high,
+                "p_value": m.p_value,
+                "tolerance": m.tolerance,
+                "judged_by": m.judged_by,
+                "note": m.note,
+            }
+            for m in verdict.metrics
+        ]
     return values, samples, judged
 
 
-def _record_once(connection: Connection, run_id: str, run: RunFile | None,
-                 found: list[ScenarioResult], recorded: Recorded) -> None:
+def _record_once(
+    connection: Connection, run_id: str, run: RunFile | None, found: list[ScenarioResult], recorded: Recorded
+) -> None:
     row = _run_row(run_id, run, found[0] if found else None)
     stored = connection.execute(select(runs.c.id, runs.c.complete).where(runs.c.run_id == run_id)).first()
     if stored is None:
         run_pk = connection.execute(insert(runs).returning(runs.c.id), row).scalar_one()
     else:
         run_pk = stored.id
-        if row["complete"] and not stored.complete:          # a resumed run has finished since
-            connection.execute(update(runs).where(runs.c.id == run_pk).values(
-                complete=True, finished_at=row["finished_at"]))
+        if row["complete"] and not stored.complete:  # a resumed run has finished since
+            connection.execute(
+                update(runs).where(runs.c.id == run_pk).values(complete=True, finished_at=row["finished_at"])
+            )
     held = set(connection.execute(select(results.c.scenario_id).where(results.c.run_pk == run_pk)).scalars())
     new = [r for r in found if r.id not in held]
     recorded.present, recorded.added = len(found) - len(new), len(new)
     if not new:
         return
     fallback = row["finished_at"] or row["recorded_at"]
-    keys = connection.execute(insert(results).returning(results.c.id, results.c.scenario_id,
-                                                        sort_by_parameter_order=True),
-                              [_result_row(run_pk, r, fallback) for r in new]).all()
+    keys = connection.execute(
+        insert(results).returning(results.c.id, results.c.scenario_id, sort_by_parameter_order=True),
+        [_result_row(run_pk, r, fallback) for r in new],
+    ).all()
     rows = {"values": [], "samples": [], "verdicts": []}
     for (pk, _), result in zip(keys, new):
         values, samples, judged = _children(pk, result)
@@ -138,8 +182,7 @@ def _record_once(connection: Connection, run_id: str, run: RunFile | None,
             connection.execute(insert(table), rows[name])
 
 
-def record_results(engine: Engine, url: str, run_id: str, run: RunFile | None,
-                   found: list[ScenarioResult]) -> Recorded:
+def record_results(engine: Engine, url: str, run_id: str, run: RunFile | None, found: list[ScenarioResult]) -> Recorded:
     """Store a run's results (those already there are left alone); HistoryError when the database fails."""
     recorded = Recorded(run_id)
     for attempt in range(ATTEMPTS):
@@ -147,7 +190,7 @@ def record_results(engine: Engine, url: str, run_id: str, run: RunFile | None,
             with engine.begin() as connection:
                 _record_once(connection, run_id, run, found, recorded)
             return recorded
-        except IntegrityError:          # another process recorded the same run meanwhile: look again
+        except IntegrityError:  # another process recorded the same run meanwhile: look again
             if attempt == ATTEMPTS - 1:
                 raise HistoryError(f"history {shown(url)}: {run_id}: kept colliding with another recording") from None
         except SQLAlchemyError as err:

@@ -8,24 +8,42 @@ stored one row per position, named `metric[i]`.
 
 from __future__ import annotations
 
-from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String,
-                        Table, Text, UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
-metadata = MetaData(naming_convention={
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s", "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s", "pk": "pk_%(table_name)s",
-})
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
 
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("id", Integer, primary_key=True),
     Column("run_id", String(200), nullable=False, unique=True),
     Column("profile", String(200), nullable=False),
     Column("hardware_key", String(200), nullable=False),
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
-    Column("complete", Boolean, nullable=False),        # run.json says it finished, uninterrupted
-    Column("record_schema", Integer, nullable=False),   # the result files' schema version
+    Column("complete", Boolean, nullable=False),  # run.json says it finished, uninterrupted
+    Column("record_schema", Integer, nullable=False),  # the result files' schema version
     Column("vllm", String(100)),
     Column("git_commit", String(100)),
     Column("suite_version", String(50)),
@@ -35,7 +53,8 @@ runs = Table(
 )
 
 results = Table(
-    "results", metadata,
+    "results",
+    metadata,
     Column("id", Integer, primary_key=True),
     Column("run_pk", ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("scenario_id", String(300), nullable=False),
@@ -50,27 +69,29 @@ results = Table(
     Column("status", String(30), nullable=False),
     Column("valid", Boolean, nullable=False),
     Column("verdict", String(30)),
-    Column("engine_start_s", Float),      # the result's timings (records.Timings), for specperf plan
+    Column("engine_start_s", Float),  # the result's timings (records.Timings), for specperf plan
     Column("warmup_s", Float),
     Column("measure_s", Float),
-    Column("rounds", Integer),            # rounds measured and the output tokens of all of them
+    Column("rounds", Integer),  # rounds measured and the output tokens of all of them
     Column("output_tokens", Integer),
-    Column("sequences", Integer),         # sequences a round generates (requests x batch)
-    Column("prompt_tokens", Float),       # mean prompt tokens of the workload's requests
+    Column("sequences", Integer),  # sequences a round generates (requests x batch)
+    Column("prompt_tokens", Float),  # mean prompt tokens of the workload's requests
     UniqueConstraint("run_pk", "scenario_id"),
     Index("ix_results_trend", "scenario_id", "hardware_key", "finished_at"),
     Index("ix_results_finished_at", "finished_at"),
 )
 
 metric_values = Table(
-    "metric_values", metadata,
+    "metric_values",
+    metadata,
     Column("result_pk", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
     Column("metric", String(100), primary_key=True),
     Column("value", Float),
 )
 
 round_values = Table(
-    "round_values", metadata,
+    "round_values",
+    metadata,
     Column("result_pk", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
     Column("metric", String(100), primary_key=True),
     Column("round", Integer, primary_key=True),
@@ -78,9 +99,10 @@ round_values = Table(
 )
 
 verdicts = Table(
-    "verdicts", metadata,
+    "verdicts",
+    metadata,
     Column("result_pk", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
-    Column("metric", String(100), primary_key=True),     # "" for the scenario's own verdict
+    Column("metric", String(100), primary_key=True),  # "" for the scenario's own verdict
     Column("status", String(30), nullable=False),
     Column("change", Float),
     Column("ci_low", Float),

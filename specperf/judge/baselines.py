@@ -16,7 +16,7 @@ from ..records import Baseline, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
 from .metrics import METRICS, known_metric, metric_samples, spec_for, summarise
 
-PORTABLE = "portable"       # the folder of the deterministic metrics' baselines, for every machine
+PORTABLE = "portable"  # the folder of the deterministic metrics' baselines, for every machine
 
 
 def baseline_path(baseline_dir: Path, hardware_key: str, scenario_id: str) -> Path:
@@ -48,12 +48,20 @@ def checked_baseline(baseline: Baseline, path: Path) -> Baseline:
 
 def baseline_from_result(result: ScenarioResult) -> Baseline:
     return Baseline(
-        scenario_id=result.id, scenario_hash=result.scenario.hash, hardware_key=result.device.hardware_key,
+        scenario_id=result.id,
+        scenario_hash=result.scenario.hash,
+        hardware_key=result.device.hardware_key,
         metrics=result.metrics,
-        summaries={name: summarise([s for s in entry.samples if s is not None])
-                   for name, entry in result.metrics.items() if name != "per_position_acceptance"},
-        provenance=result.provenance, device=result.device.to_json(), effective_config=result.effective_config,
-        memory=result.memory, recorded_at=result.finished_at,
+        summaries={
+            name: summarise([s for s in entry.samples if s is not None])
+            for name, entry in result.metrics.items()
+            if name != "per_position_acceptance"
+        },
+        provenance=result.provenance,
+        device=result.device.to_json(),
+        effective_config=result.effective_config,
+        memory=result.memory,
+        recorded_at=result.finished_at,
         trace=result.trace.totals() if result.trace else None,
     )
 
@@ -62,24 +70,33 @@ def write_baseline(baseline_dir: Path, result: ScenarioResult, hardware_key: str
     """Store a result as the new baseline of this machine (hardware_key: its key, never one read from
     a file); refuses results that are not valid and complete, or that were measured elsewhere."""
     if result.device.hardware_key != hardware_key:
-        raise ValueError(f"{result.id}: refusing to write a baseline for {hardware_key} from a result measured on "
-                         f"{result.device.hardware_key}")
+        raise ValueError(
+            f"{result.id}: refusing to write a baseline for {hardware_key} from a result measured on "
+            f"{result.device.hardware_key}"
+        )
     if not result.ok:
         raise ValueError(f"{result.id}: refusing to write a baseline from a result with status {result.status!r}")
     if not result.valid:
-        raise ValueError(f"{result.id}: refusing to write a baseline from an invalid result "
-                         f"({'; '.join(result.validity.reasons)})")
-    return write_record(baseline_path(baseline_dir, hardware_key, result.id),
-                        baseline_from_result(result))
+        raise ValueError(
+            f"{result.id}: refusing to write a baseline from an invalid result ({'; '.join(result.validity.reasons)})"
+        )
+    return write_record(baseline_path(baseline_dir, hardware_key, result.id), baseline_from_result(result))
 
 
 def portable_from_result(result: ScenarioResult) -> Baseline:
     """The deterministic metrics of a result (acceptance, per-position rates, lossless), for any machine."""
     baseline = baseline_from_result(result)
     deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].deterministic}
-    return baseline.model_copy(update={
-        "hardware_key": PORTABLE, "metrics": deterministic, "device": None, "memory": None, "trace": None,
-        "summaries": {k: v for k, v in baseline.summaries.items() if k in deterministic}})
+    return baseline.model_copy(
+        update={
+            "hardware_key": PORTABLE,
+            "metrics": deterministic,
+            "device": None,
+            "memory": None,
+            "trace": None,
+            "summaries": {k: v for k, v in baseline.summaries.items() if k in deterministic},
+        }
+    )
 
 
 def write_portable_baseline(baseline_dir: Path, result: ScenarioResult) -> Path | None:

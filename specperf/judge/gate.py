@@ -24,13 +24,22 @@ def _speedup(result: ScenarioResult, current: dict, clusters: list[int], rules: 
     """Speedup judged as throughput change relative to the reference's change; None where the gate
     has no separately measured reference (paired_reference divides pair by pair)."""
     reference = result.gate.reference
-    change = None if reference is None else \
-        usable_change(reference.current, reference.candidate, reference.clusters, rules.gate_engine_offset)
+    change = (
+        None
+        if reference is None
+        else usable_change(reference.current, reference.candidate, reference.clusters, rules.gate_engine_offset)
+    )
     if change is None:
         return None
-    verdict = compare_paired("speedup", current.get("throughput_tok_s", []),
-                             metric_samples(result.metrics)["throughput_tok_s"], rules.gate_tolerance,
-                             clusters, rules.gate_engine_offset, relative_to=change)
+    verdict = compare_paired(
+        "speedup",
+        current.get("throughput_tok_s", []),
+        metric_samples(result.metrics)["throughput_tok_s"],
+        rules.gate_tolerance,
+        clusters,
+        rules.gate_engine_offset,
+        relative_to=change,
+    )
     if verdict.status != INVALID:
         verdict.baseline = statistics.median(current["speedup"]) if current.get("speedup") else None
         verdict.current = result.value("speedup")
@@ -51,19 +60,34 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
             verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
             verdict.judged_by = "current build"
         else:
-            verdict = (name == "speedup" and _speedup(result, current, clusters, rules)) or \
-                compare_paired(name, current.get(name, []), samples, rules.gate_tolerance,
-                               clusters if len(clusters) == len(samples) else None, rules.gate_engine_offset)
+            verdict = (name == "speedup" and _speedup(result, current, clusters, rules)) or compare_paired(
+                name,
+                current.get(name, []),
+                samples,
+                rules.gate_tolerance,
+                clusters if len(clusters) == len(samples) else None,
+                rules.gate_engine_offset,
+            )
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)
-    reasons = [*(result.validity.reasons if result.validity else []),
-               *(f"current build: {r}" for r in (result.gate.current.validity.reasons
-                                                  if result.gate.current.validity else []))]
+    reasons = [
+        *(result.validity.reasons if result.validity else []),
+        *(
+            f"current build: {r}"
+            for r in (result.gate.current.validity.reasons if result.gate.current.validity else [])
+        ),
+    ]
     if reasons and status not in FAILING:
         status = INVALID
-    notes = reasons + ([f"greedy output differs from the current build for {result.gate.output_drift} "
-                        "request(s) (output drift)"] if result.gate.output_drift else []) + \
-        list(filter(None, [unknown_note(unknown)]))
+    notes = (
+        reasons
+        + (
+            [f"greedy output differs from the current build for {result.gate.output_drift} request(s) (output drift)"]
+            if result.gate.output_drift
+            else []
+        )
+        + list(filter(None, [unknown_note(unknown)]))
+    )
     return Verdict(scenario_id=scenario.id, status=status, metrics=verdicts, note="; ".join(notes))
 
 

@@ -20,12 +20,12 @@ LOWER = "lower"
 class MetricSpec:
     name: str
     unit: str
-    direction: str            # which way is better
-    rel_tolerance: float      # a change smaller than this fraction of the baseline is never a regression
-    test: str                 # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
+    direction: str  # which way is better
+    rel_tolerance: float  # a change smaller than this fraction of the baseline is never a regression
+    test: str  # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
     description: str
-    least: float = 0.0        # the smallest value the metric can take (a speed: just above 0)
-    most: float = math.inf    # and the largest (a rate: 1)
+    least: float = 0.0  # the smallest value the metric can take (a speed: just above 0)
+    most: float = math.inf  # and the largest (a rate: 1)
 
     def out_of_range(self, value) -> str | None:
         """Why `value` cannot be a value of this metric (None: it can)."""
@@ -42,22 +42,73 @@ class MetricSpec:
         return self.test == "threshold"
 
 
-LEAST_SPEED = 1e-6     # a speed (tok/s, a speedup) below this is no measurement: a zero or denormal in a file
+LEAST_SPEED = 1e-6  # a speed (tok/s, a speedup) below this is no measurement: a zero or denormal in a file
 
-METRICS: dict[str, MetricSpec] = {m.name: m for m in (
-    MetricSpec("throughput_tok_s", "tok/s", HIGHER, 0.05, "mannwhitney",
-               "output tokens of the call / wall time of the call, prefill included", LEAST_SPEED, math.inf),
-    MetricSpec("speedup", "x", HIGHER, 0.05, "mannwhitney",
-               "SD throughput / no-SD throughput at the same model, dataset and batch size", LEAST_SPEED, math.inf),
-    MetricSpec("mean_acceptance_length", "tokens", HIGHER, 0.05, "threshold",
-               "1 + accepted / drafts (vLLM's gate: within 5%)", 1.0, math.inf),
-    MetricSpec("draft_acceptance_rate", "", HIGHER, 0.05, "threshold",
-               "accepted draft tokens / proposed draft tokens", 0.0, 1.0),
-    MetricSpec("per_position_acceptance", "", HIGHER, 0.05, "threshold",
-               "accepted at draft position i / drafts, each position checked", 0.0, 1.0),
-    MetricSpec("lossless_fraction", "", HIGHER, 0.0, "threshold",
-               "fraction of requests whose greedy SD output equals the no-SD output", 0.0, 1.0),
-)}
+METRICS: dict[str, MetricSpec] = {
+    m.name: m
+    for m in (
+        MetricSpec(
+            "throughput_tok_s",
+            "tok/s",
+            HIGHER,
+            0.05,
+            "mannwhitney",
+            "output tokens of the call / wall time of the call, prefill included",
+            LEAST_SPEED,
+            math.inf,
+        ),
+        MetricSpec(
+            "speedup",
+            "x",
+            HIGHER,
+            0.05,
+            "mannwhitney",
+            "SD throughput / no-SD throughput at the same model, dataset and batch size",
+            LEAST_SPEED,
+            math.inf,
+        ),
+        MetricSpec(
+            "mean_acceptance_length",
+            "tokens",
+            HIGHER,
+            0.05,
+            "threshold",
+            "1 + accepted / drafts (vLLM's gate: within 5%)",
+            1.0,
+            math.inf,
+        ),
+        MetricSpec(
+            "draft_acceptance_rate",
+            "",
+            HIGHER,
+            0.05,
+            "threshold",
+            "accepted draft tokens / proposed draft tokens",
+            0.0,
+            1.0,
+        ),
+        MetricSpec(
+            "per_position_acceptance",
+            "",
+            HIGHER,
+            0.05,
+            "threshold",
+            "accepted at draft position i / drafts, each position checked",
+            0.0,
+            1.0,
+        ),
+        MetricSpec(
+            "lossless_fraction",
+            "",
+            HIGHER,
+            0.0,
+            "threshold",
+            "fraction of requests whose greedy SD output equals the no-SD output",
+            0.0,
+            1.0,
+        ),
+    )
+}
 
 
 def known_metric(metric: str) -> bool:
@@ -79,9 +130,7 @@ def counter_delta(before: dict, after: dict) -> dict:
         "drafts": after["drafts"] - before["drafts"],
         "draft_tokens": after["draft_tokens"] - before["draft_tokens"],
         "accepted": after["accepted"] - before["accepted"],
-        "accepted_per_pos": [
-            a - (before_pos[i] if i < len(before_pos) else 0) for i, a in enumerate(after_pos)
-        ],
+        "accepted_per_pos": [a - (before_pos[i] if i < len(before_pos) else 0) for i, a in enumerate(after_pos)],
     }
 
 
@@ -109,7 +158,7 @@ def acceptance(counters: dict) -> dict:
     }
 
 
-STUDY_MAX_CALLS = 500     # vis_speedup.load_method_data(max_reqs=500) in the study's scripts
+STUDY_MAX_CALLS = 500  # vis_speedup.load_method_data(max_reqs=500) in the study's scripts
 
 
 def study_throughput(calls: list[dict]) -> float | None:
@@ -145,8 +194,12 @@ def summarise(samples: list[float]) -> dict:
     median = statistics.median(samples)
     spread = statistics.stdev(samples) if len(samples) > 1 else 0.0
     return {
-        "n": len(samples), "median": median, "mean": statistics.fmean(samples),
-        "min": min(samples), "max": max(samples), "stdev": spread,
+        "n": len(samples),
+        "median": median,
+        "mean": statistics.fmean(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "stdev": spread,
         "cv": spread / statistics.fmean(samples) if statistics.fmean(samples) else None,
     }
 

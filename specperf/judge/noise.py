@@ -44,14 +44,17 @@ def measure_noise(run_dirs: list[Path]) -> dict:
         for name, entry in sorted(metrics.items()):
             across = summarise(entry["medians"])
             scenarios[scenario_id][name] = {
-                "runs": across["n"], "median": across.get("median"),
+                "runs": across["n"],
+                "median": across.get("median"),
                 "round_cv": statistics.median(entry["round_cvs"]) if entry["round_cvs"] else None,
                 "run_cv": across.get("cv") if across["n"] > 1 else None,
             }
     return {
-        "schema_version": SCHEMA_VERSION, "measured_at": now_iso(),
+        "schema_version": SCHEMA_VERSION,
+        "measured_at": now_iso(),
         "hardware_key": hardware_keys.pop() if hardware_keys else None,
-        "run_dirs": [str(d) for d in run_dirs], "scenarios": scenarios,
+        "run_dirs": [str(d) for d in run_dirs],
+        "scenarios": scenarios,
     }
 
 
@@ -72,14 +75,19 @@ def load_noise(baseline_dir: Path, hardware_key: str) -> dict[str, dict[str, flo
     if not path.exists():
         return {}
     noise = read_record(path, NoiseFile, "noise file")
-    return {scenario_id: {name: entry.cv for name, entry in metrics.items() if entry.cv is not None}
-            for scenario_id, metrics in noise.scenarios.items()}
+    return {
+        scenario_id: {name: entry.cv for name, entry in metrics.items() if entry.cv is not None}
+        for scenario_id, metrics in noise.scenarios.items()
+    }
 
 
 def noise_table(noise: dict) -> list[str]:
     """The noise measurement as aligned text lines, noisiest metric first."""
-    rows = [(scenario_id, name, entry) for scenario_id, metrics in noise["scenarios"].items()
-            for name, entry in metrics.items()]
+    rows = [
+        (scenario_id, name, entry)
+        for scenario_id, metrics in noise["scenarios"].items()
+        for name, entry in metrics.items()
+    ]
     rows.sort(key=lambda row: -(noise_cv(row[2]) or 0.0))
 
     def pct(value):
@@ -89,6 +97,8 @@ def noise_table(noise: dict) -> list[str]:
     lines = [f"{'scenario':<{width}}  {'metric':<24} runs  {'median':>10}  round CV  run CV"]
     for scenario_id, name, entry in rows:
         median = "n/a" if entry["median"] is None else f"{entry['median']:.4g}"
-        lines.append(f"{scenario_id:<{width}}  {name:<24} {entry['runs']:>4}  {median:>10}  "
-                     f"{pct(entry['round_cv']):>8}  {pct(entry['run_cv']):>6}")
+        lines.append(
+            f"{scenario_id:<{width}}  {name:<24} {entry['runs']:>4}  {median:>10}  "
+            f"{pct(entry['round_cv']):>8}  {pct(entry['run_cv']):>6}"
+        )
     return lines

@@ -28,7 +28,7 @@ from ..status import IMPROVEMENT, INVALID, PASS, REGRESSION
 from .metrics import HIGHER
 from .verdicts import ALPHA, EPSILON, GATE_TOLERANCE, spec_for
 
-MIN_PAIRS = 5               # with fewer, no test of the pairs' noise is worth having
+MIN_PAIRS = 5  # with fewer, no test of the pairs' noise is worth having
 CONFIDENCE = 0.95
 
 
@@ -38,8 +38,14 @@ def ratios(current: list[float], candidate: list[float]) -> list[float]:
 
 
 def _usable(a, b) -> bool:
-    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
-        math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0
+    return (
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and math.isfinite(a)
+        and math.isfinite(b)
+        and a > 0
+        and b > 0
+    )
 
 
 def hodges_lehmann(values, axis: int = -1):
@@ -57,10 +63,10 @@ class PairedChange:
     """A paired change in log units, with the two parts of its error."""
 
     log_change: float
-    se: float                       # standard error of log_change
-    df: float                       # degrees of freedom of se
-    between_engines: float | None   # SD of one cluster's engine offset (None: one cluster, not seen)
-    between_pairs: float | None     # SD of one pair's noise (None: one pair per cluster)
+    se: float  # standard error of log_change
+    df: float  # degrees of freedom of se
+    between_engines: float | None  # SD of one cluster's engine offset (None: one cluster, not seen)
+    between_pairs: float | None  # SD of one pair's noise (None: one pair per cluster)
     clusters: int
     pairs: int
 
@@ -83,14 +89,22 @@ class PairedChange:
     def minus(self, other: PairedChange) -> PairedChange:
         """This change relative to another measured apart from it (speedup = SD change - reference
         change): errors add in quadrature, degrees of freedom by Welch-Satterthwaite."""
-        v1, v2 = self.se ** 2, other.se ** 2
-        df = (v1 + v2) ** 2 / (v1 ** 2 / self.df + v2 ** 2 / other.df) if v1 + v2 > 0 else self.df
-        return PairedChange(self.log_change - other.log_change, math.sqrt(v1 + v2), df,
-                            self.between_engines, self.between_pairs, self.clusters, self.pairs)
+        v1, v2 = self.se**2, other.se**2
+        df = (v1 + v2) ** 2 / (v1**2 / self.df + v2**2 / other.df) if v1 + v2 > 0 else self.df
+        return PairedChange(
+            self.log_change - other.log_change,
+            math.sqrt(v1 + v2),
+            df,
+            self.between_engines,
+            self.between_pairs,
+            self.clusters,
+            self.pairs,
+        )
 
 
-def paired_change(log_ratios: list[float], clusters: list[int] | None = None,
-                  offset_floor: float = 0.0) -> PairedChange:
+def paired_change(
+    log_ratios: list[float], clusters: list[int] | None = None, offset_floor: float = 0.0
+) -> PairedChange:
     """The change and its error from per-pair log ratios; `clusters[j]` names the engines pair j ran
     on (None: all on one engine per side), `offset_floor` the least SD of one cluster's offset."""
     clusters = clusters if clusters is not None else [0] * len(log_ratios)
@@ -101,32 +115,46 @@ def paired_change(log_ratios: list[float], clusters: list[int] | None = None,
     estimates = [float(hodges_lehmann(g)) for g in members]
     count, pairs = len(members), len(log_ratios)
     within_df = pairs - count
-    within = (math.fsum((x - statistics.fmean(g)) ** 2 for g in members for x in g) / within_df
-              if within_df > 0 else 0.0)
+    within = math.fsum((x - statistics.fmean(g)) ** 2 for g in members for x in g) / within_df if within_df > 0 else 0.0
     per_cluster = pairs / count
-    floor = offset_floor ** 2 + within / per_cluster       # the variance of one cluster's estimate, at least
+    floor = offset_floor**2 + within / per_cluster  # the variance of one cluster's estimate, at least
     spread = statistics.variance(estimates) if count > 1 else 0.0
     variance, df = (spread, count - 1) if count > 1 and spread >= floor else (floor, max(within_df, 1))
     return PairedChange(
-        log_change=statistics.fmean(estimates), se=math.sqrt(variance / count), df=df,
+        log_change=statistics.fmean(estimates),
+        se=math.sqrt(variance / count),
+        df=df,
         between_engines=math.sqrt(max(0.0, spread - within / per_cluster)) if count > 1 else None,
-        between_pairs=math.sqrt(within) if within_df > 0 else None, clusters=count, pairs=pairs)
+        between_pairs=math.sqrt(within) if within_df > 0 else None,
+        clusters=count,
+        pairs=pairs,
+    )
 
 
-def usable_change(current: list[float], candidate: list[float], clusters: list[int] | None = None,
-                  offset_floor: float = 0.0) -> PairedChange | None:
+def usable_change(
+    current: list[float], candidate: list[float], clusters: list[int] | None = None, offset_floor: float = 0.0
+) -> PairedChange | None:
     """paired_change over the pairs where both rounds are finite and positive; None with fewer than
     MIN_PAIRS of them."""
     usable = [j for j, (a, b) in enumerate(zip(current, candidate)) if _usable(a, b)]
     if len(usable) < MIN_PAIRS:
         return None
-    return paired_change([math.log(candidate[j] / current[j]) for j in usable],
-                         [clusters[j] for j in usable] if clusters is not None else None, offset_floor)
+    return paired_change(
+        [math.log(candidate[j] / current[j]) for j in usable],
+        [clusters[j] for j in usable] if clusters is not None else None,
+        offset_floor,
+    )
 
 
-def compare_paired(metric: str, current: list[float], candidate: list[float],
-                   tolerance: float = GATE_TOLERANCE, clusters: list[int] | None = None,
-                   offset_floor: float = 0.0, relative_to: PairedChange | None = None) -> MetricVerdict:
+def compare_paired(
+    metric: str,
+    current: list[float],
+    candidate: list[float],
+    tolerance: float = GATE_TOLERANCE,
+    clusters: list[int] | None = None,
+    offset_floor: float = 0.0,
+    relative_to: PairedChange | None = None,
+) -> MetricVerdict:
     """Judge `candidate` against `current`, pair by pair (the lists are aligned by round; `clusters`
     too).  `relative_to`: a change measured apart that this one is judged relative to (a gate's
     speedup: the SD engines' change less their no-SD reference's)."""
@@ -134,20 +162,34 @@ def compare_paired(metric: str, current: list[float], candidate: list[float],
     usable = [j for j, (a, b) in enumerate(zip(current, candidate)) if _usable(a, b)]
     estimate = usable_change(current, candidate, clusters, offset_floor)
     if estimate is None:
-        return MetricVerdict(metric=metric, status=INVALID, tolerance=tolerance,
-                             note=f"{len(usable)} pairs are too few for the paired test (need {MIN_PAIRS})")
+        return MetricVerdict(
+            metric=metric,
+            status=INVALID,
+            tolerance=tolerance,
+            note=f"{len(usable)} pairs are too few for the paired test (need {MIN_PAIRS})",
+        )
     if relative_to is not None:
         estimate = estimate.minus(relative_to)
     change = math.exp(estimate.log_change) - 1
     low, high = (math.exp(bound) - 1 for bound in estimate.interval())
     worse_by = -change if spec.direction == HIGHER else change
-    note = f"{estimate.pairs} pairs on {estimate.clusters} engine pair(s)" + \
-        ("; relative to the no-SD reference's change" if relative_to is not None else "")
-    verdict = MetricVerdict(metric=metric, status=PASS, baseline=statistics.median(current[j] for j in usable),
-                            current=statistics.median(candidate[j] for j in usable), change=change,
-                            tolerance=tolerance, ci_low=low, ci_high=high, judged_by="paired",
-                            between_engines=estimate.between_engines, between_pairs=estimate.between_pairs,
-                            note=note)
+    note = f"{estimate.pairs} pairs on {estimate.clusters} engine pair(s)" + (
+        "; relative to the no-SD reference's change" if relative_to is not None else ""
+    )
+    verdict = MetricVerdict(
+        metric=metric,
+        status=PASS,
+        baseline=statistics.median(current[j] for j in usable),
+        current=statistics.median(candidate[j] for j in usable),
+        change=change,
+        tolerance=tolerance,
+        ci_low=low,
+        ci_high=high,
+        judged_by="paired",
+        between_engines=estimate.between_engines,
+        between_pairs=estimate.between_pairs,
+        note=note,
+    )
     if abs(worse_by) <= tolerance + EPSILON:
         return verdict
     verdict.p_value = estimate.p_value(lower=change < 0)

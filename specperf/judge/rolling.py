@@ -16,7 +16,7 @@ from ..records import Baseline, Metric, ScenarioResult, Verdict
 from ..status import ERROR, REGRESSION, SUSPECT
 from .verdicts import DEFAULT_RULES, Judgement, Rules, judge, scenario_verdict, spec_for
 
-MIN_RUNS = 3            # fewer runs in history: no rolling baseline yet
+MIN_RUNS = 3  # fewer runs in history: no rolling baseline yet
 JUDGED_BY = "history"
 
 
@@ -28,15 +28,21 @@ class RollingJudge:
         self.run_id, self.two_strike = run_id, two_strike
 
     def _series(self, result: ScenarioResult, metric: str) -> Series:
-        return self.reader.series(result.id, metric, self.hardware_key, last=self.runs,
-                                  scenario_hash=result.scenario.hash, before_run=self.run_id)
+        return self.reader.series(
+            result.id,
+            metric,
+            self.hardware_key,
+            last=self.runs,
+            scenario_hash=result.scenario.hash,
+            before_run=self.run_id,
+        )
 
     def baseline(self, result: ScenarioResult) -> tuple[Baseline | None, dict[str, str | None]]:
         """The rolling baseline (None: fewer than MIN_RUNS runs), and each metric's verdict in the
         latest of those runs (what the two-strike rule looks at)."""
         metrics, previous, counts = {}, {}, []
         for name, metric in result.metrics.items():
-            if isinstance(metric.value, list):          # per position: one series each, joined by run
+            if isinstance(metric.value, list):  # per position: one series each, joined by run
                 positions = [self._series(result, f"{name}[{i}]") for i in range(len(metric.value))]
                 runs = [p.run_id for p in positions[0].points] if positions else []
                 by_run = [{p.run_id: p.value for p in s.points} for s in positions]
@@ -53,8 +59,9 @@ class RollingJudge:
                 metrics[name] = Metric(value=value, samples=samples)
         if not counts or max(counts) < MIN_RUNS:
             return None, previous
-        return Baseline(scenario_id=result.id, scenario_hash=result.scenario.hash, hardware_key=self.hardware_key,
-                        metrics=metrics), previous
+        return Baseline(
+            scenario_id=result.id, scenario_hash=result.scenario.hash, hardware_key=self.hardware_key, metrics=metrics
+        ), previous
 
     def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
         """The verdict by the profile's `rules`."""
@@ -66,20 +73,31 @@ class RollingJudge:
             verdict.status, verdict.note = ERROR, f"{result.id}: cannot be judged against the history: {one_line(err)}"
             return Judgement(verdict)
         if baseline is None and result.ok:
-            verdict.note = "; ".join(filter(None, [verdict.note, f"the history holds fewer than {MIN_RUNS} valid runs "
-                                                                 f"of this scenario on {self.hardware_key}"]))
+            verdict.note = "; ".join(
+                filter(
+                    None,
+                    [
+                        verdict.note,
+                        f"the history holds fewer than {MIN_RUNS} valid runs of this scenario on {self.hardware_key}",
+                    ],
+                )
+            )
         for metric in verdict.metrics:
             metric.judged_by = JUDGED_BY if metric.baseline is not None else ""
         if self.two_strike:
             verdict = self._strikes(result, verdict, previous, rules)
         return Judgement(verdict)
 
-    def _strikes(self, result: ScenarioResult, verdict: Verdict, previous: dict[str, str | None],
-                 rules: Rules) -> Verdict:
+    def _strikes(
+        self, result: ScenarioResult, verdict: Verdict, previous: dict[str, str | None], rules: Rules
+    ) -> Verdict:
         """A speed regression the run before did not see becomes suspect."""
         for metric in verdict.metrics:
-            if metric.status == REGRESSION and not spec_for(metric.metric).deterministic \
-                    and previous.get(metric.metric) not in (REGRESSION, SUSPECT):
+            if (
+                metric.status == REGRESSION
+                and not spec_for(metric.metric).deterministic
+                and previous.get(metric.metric) not in (REGRESSION, SUSPECT)
+            ):
                 metric.status = SUSPECT
                 metric.note = "; ".join(filter(None, [metric.note, "first strike: fails if the next run confirms it"]))
         return scenario_verdict(result, verdict.metrics, True, rules) if verdict.status == REGRESSION else verdict

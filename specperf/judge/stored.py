@@ -16,9 +16,13 @@ from .verdicts import DEFAULT_RULES, Judgement, Rules, judge
 def baseline_ref(baseline: Baseline) -> BaselineRef:
     """What the report shows of the baseline that judged a result."""
     return BaselineRef.of(
-        baseline.metrics, vllm=baseline.provenance.get("vllm"), recorded_at=baseline.recorded_at,
-        effective_config=baseline.effective_config, device=baseline.device,
-        memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None, trace=baseline.trace,
+        baseline.metrics,
+        vllm=baseline.provenance.get("vllm"),
+        recorded_at=baseline.recorded_at,
+        effective_config=baseline.effective_config,
+        device=baseline.device,
+        memory_peak_mib=baseline.memory.peak_mib if baseline.memory else None,
+        trace=baseline.trace,
     )
 
 
@@ -74,5 +78,7 @@ class StoredJudge:
         return f"no baseline yet, for {self.hardware_key} or portable: record one with --update-baselines"
 
     def no_speed_baseline(self) -> str:
-        return (f"acceptance and lossless judged against the portable baseline; speed has no baseline on "
-                f"{self.hardware_key} yet: record one with --update-baselines")
+        return (
+            f"acceptance and lossless judged against the portable baseline; speed has no baseline on "
+            f"{self.hardware_key} yet: record one with --update-baselines"
+        )

@@ -17,13 +17,12 @@ from ..records import Baseline, BaselineRef, MetricVerdict, ScenarioResult, Verd
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
 from .metrics import HIGHER, known_metric, metric_samples, spec_for
 
-
-ALPHA = 0.05        # significance level of the U test
-MIN_ROUNDS = 4      # with fewer rounds on either side, p < ALPHA is impossible
-NOISE_MULTIPLE = 3.0    # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
-MAX_NOISE_TOLERANCE = 0.5   # measured noise never widens a speed threshold beyond 50%
+ALPHA = 0.05  # significance level of the U test
+MIN_ROUNDS = 4  # with fewer rounds on either side, p < ALPHA is impossible
+NOISE_MULTIPLE = 3.0  # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
+MAX_NOISE_TOLERANCE = 0.5  # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
-GATE_TOLERANCE = 0.03       # a paired speed change smaller than this is never a regression
+GATE_TOLERANCE = 0.03  # a paired speed change smaller than this is never a regression
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,12 @@ class Rules:
     @classmethod
     def of(cls, scenario) -> Rules:
         """The rules of a scenario of the profile in force (profiles.scenarios.Scenario)."""
-        return cls(dict(scenario.tolerances), frozenset(scenario.informational), scenario.gate_tolerance,
-                   scenario.gate_engine_offset)
+        return cls(
+            dict(scenario.tolerances),
+            frozenset(scenario.informational),
+            scenario.gate_tolerance,
+            scenario.gate_engine_offset,
+        )
 
     def tolerance(self, metric: str) -> float | None:
         """The profile's override for this metric (or for its spec, e.g. per_position_acceptance), if any."""
@@ -70,8 +73,13 @@ class Judge(Protocol):
     def __call__(self, result: ScenarioResult, rules: Rules) -> Judgement: ...
 
 
-def compare_metric(metric: str, baseline_samples: list[float], current_samples: list[float],
-                   tolerance: float | None = None, noise_cv: float | None = None) -> MetricVerdict:
+def compare_metric(
+    metric: str,
+    baseline_samples: list[float],
+    current_samples: list[float],
+    tolerance: float | None = None,
+    noise_cv: float | None = None,
+) -> MetricVerdict:
     """tolerance: the profile's (default: the metric's); noise_cv widens a speed metric's to
     NOISE_MULTIPLE x CV, at most MAX_NOISE_TOLERANCE.  A value the metric cannot take (not finite,
     a zero speed, a rate above 1) on either side makes the verdict invalid."""
@@ -88,12 +96,18 @@ def compare_metric(metric: str, baseline_samples: list[float], current_samples: 
     current = statistics.median(current_samples)
     if not baseline_samples:
         return MetricVerdict(metric=metric, status=NO_BASELINE, current=current, tolerance=tol)
-    baseline = statistics.median(baseline_samples)       # within the metric's range: >= 0, > 0 for speeds
+    baseline = statistics.median(baseline_samples)  # within the metric's range: >= 0, > 0 for speeds
     change = (current - baseline) / baseline if baseline else math.inf if current else 0.0
     worse_by = -change if spec.direction == HIGHER else change
-    verdict = MetricVerdict(metric=metric, status=PASS, baseline=baseline, current=current,
-                            change=change if math.isfinite(change) else None, tolerance=tol,
-                            note="" if math.isfinite(change) else "baseline is 0")
+    verdict = MetricVerdict(
+        metric=metric,
+        status=PASS,
+        baseline=baseline,
+        current=current,
+        change=change if math.isfinite(change) else None,
+        tolerance=tol,
+        note="" if math.isfinite(change) else "baseline is 0",
+    )
     if abs(worse_by) <= tol + EPSILON:
         return verdict
     if spec.test == "mannwhitney":
@@ -129,21 +143,30 @@ def unknown_note(names: list[str]) -> str:
     return f"not judged: unknown metric(s) {', '.join(names)}" if names else ""
 
 
-def judge(result: ScenarioResult, baseline: Baseline | None, noise: dict[str, float] | None = None,
-          rules: Rules = DEFAULT_RULES) -> Verdict:
+def judge(
+    result: ScenarioResult,
+    baseline: Baseline | None,
+    noise: dict[str, float] | None = None,
+    rules: Rules = DEFAULT_RULES,
+) -> Verdict:
     """noise: this scenario's measured CV per metric (noise.load_noise), widening its thresholds;
     rules: the profile's (never the result's own)."""
     scenario = result.scenario
     if not result.ok:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     if baseline is not None and baseline.scenario_hash != scenario.hash:
-        return Verdict(scenario_id=scenario.id, status=INCOMPATIBLE,
-                       note=f"scenario changed (hash {baseline.scenario_hash} -> {scenario.hash})")
+        return Verdict(
+            scenario_id=scenario.id,
+            status=INCOMPATIBLE,
+            note=f"scenario changed (hash {baseline.scenario_hash} -> {scenario.hash})",
+        )
     base = judged_samples(baseline.metrics)[0] if baseline is not None else {}
     current, unknown = judged_samples(result.metrics)
     noise = noise or {}
-    verdicts = [compare_metric(name, base.get(name, []), samples, rules.tolerance(name), noise.get(name))
-                for name, samples in current.items()]
+    verdicts = [
+        compare_metric(name, base.get(name, []), samples, rules.tolerance(name), noise.get(name))
+        for name, samples in current.items()
+    ]
     for verdict in verdicts:
         if rules.is_informational(verdict.metric):
             verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
@@ -152,14 +175,14 @@ def judge(result: ScenarioResult, baseline: Baseline | None, noise: dict[str, fl
     return verdict
 
 
-def scenario_verdict(result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool,
-                     rules: Rules = DEFAULT_RULES) -> Verdict:
+def scenario_verdict(
+    result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool, rules: Rules = DEFAULT_RULES
+) -> Verdict:
     """The worst status of the gating metrics' verdicts; an invalid result is never trusted or failed on."""
-    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric)) \
-        if has_baseline else NO_BASELINE
+    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric)) if has_baseline else NO_BASELINE
     note = ""
     if not result.valid:
         note = "; ".join(result.validity.reasons)
-        if status not in FAILING:      # an invalid run is shown, never trusted, never failed on
+        if status not in FAILING:  # an invalid run is shown, never trusted, never failed on
             status = INVALID
     return Verdict(scenario_id=result.scenario.id, status=status, metrics=verdicts, note=note)

@@ -36,11 +36,28 @@ MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
 #: Bits per element of each safetensors dtype code.
 SAFETENSORS_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64,
-    "F64": 64, "C64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E4M3": 8,
+    "F8_E5M2": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
 }
-FLOAT_CODES = ("F16", "BF16", "F32", "F64")     # cast to the engine's dtype on loading
+FLOAT_CODES = ("F16", "BF16", "F32", "F64")  # cast to the engine's dtype on loading
 #: Bytes per element of a torch or vLLM dtype name (engine ``dtype`` and ``kv_cache_dtype``).
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8}
 AUTO = "auto"
@@ -50,20 +67,25 @@ AUTO = "auto"
 class MemoryEstimate:
     """What a scenario's checkpoints need, in bytes; None where not known (the note says why)."""
 
-    weights_bytes: int | None = None              # the target's weights
-    draft_weights_bytes: int | None = None        # the draft's or head's (0: none)
-    kv_bytes_per_token: int | None = None         # the target's KV cache per token
-    draft_kv_bytes_per_token: int | None = None   # the draft's or head's (0: none)
+    weights_bytes: int | None = None  # the target's weights
+    draft_weights_bytes: int | None = None  # the draft's or head's (0: none)
+    kv_bytes_per_token: int | None = None  # the target's KV cache per token
+    draft_kv_bytes_per_token: int | None = None  # the draft's or head's (0: none)
     weights_dtype: str | None = None
     kv_dtype: str | None = None
     note: str | None = None
 
     def fields(self) -> dict:
         """The estimate as records.Memory names its fields."""
-        return {"weights_bytes": self.weights_bytes, "draft_weights_bytes": self.draft_weights_bytes,
-                "kv_bytes_per_token": self.kv_bytes_per_token,
-                "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
-                "weights_dtype": self.weights_dtype, "kv_dtype": self.kv_dtype, "estimate_note": self.note}
+        return {
+            "weights_bytes": self.weights_bytes,
+            "draft_weights_bytes": self.draft_weights_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
+            "weights_dtype": self.weights_dtype,
+            "kv_dtype": self.kv_dtype,
+            "estimate_note": self.note,
+        }
 
 
 class Unavailable(Exception):
@@ -72,7 +94,7 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Tensor:
-    dtype: str      # safetensors' code: "F32", "BF16", "I8", ...
+    dtype: str  # safetensors' code: "F32", "BF16", "I8", ...
     numel: int
 
     def bytes_at(self, float_bytes: int | None) -> int:
@@ -91,8 +113,8 @@ class Checkpoint:
     ref: str
     folder: Path
     config: dict
-    tensors: dict[str, Tensor] | None   # None where its safetensors files are not all here
-    stored_bytes: int | None            # then the sharded index's total_size, where the index is here
+    tensors: dict[str, Tensor] | None  # None where its safetensors files are not all here
+    stored_bytes: int | None  # then the sharded index's total_size, where the index is here
 
     @property
     def text_config(self) -> dict:
@@ -106,7 +128,7 @@ def locate(ref: str) -> Path | None:
     A builtin that is not built yet is not built here: that takes minutes, an estimate must be cheap."""
     if is_builtin(ref):
         try:
-            folder = checkpoint_path(ref[len(BUILTIN_PREFIX):])
+            folder = checkpoint_path(ref[len(BUILTIN_PREFIX) :])
         except CheckpointError:
             return None
         return folder if folder.is_dir() else None
@@ -117,7 +139,7 @@ def locate(ref: str) -> Path | None:
 
     try:
         config = try_to_load_from_cache(ref, "config.json")
-    except ValueError:      # not a hub id (huggingface_hub's HFValidationError)
+    except ValueError:  # not a hub id (huggingface_hub's HFValidationError)
         return None
     return Path(config).parent if isinstance(config, str) else None
 
@@ -173,7 +195,7 @@ def _read_json(path: Path) -> dict:
 
 
 def dtype_name(value) -> str | None:
-    """"torch.bfloat16" and "bfloat16" -> "bfloat16"; None and "auto" -> None."""
+    """ "torch.bfloat16" and "bfloat16" -> "bfloat16"; None and "auto" -> None."""
     if value is None:
         return None
     name = str(value).removeprefix("torch.").lower()
@@ -270,15 +292,21 @@ def estimate(scenario, effective_dtype: str | None = None) -> MemoryEstimate:
             draft_weights = _weights(draft, draft.tensors, float_bytes, notes)
             # A draft run in the engine process (the adaptive proposer's) keeps a transformers cache
             # in the model's dtype.
-            draft_kv = _kv(draft.ref, draft.text_config, draft.text_config.get("num_hidden_layers"),
-                           float_bytes if traits.draft_in_engine else kv_bytes, notes)
+            draft_kv = _kv(
+                draft.ref,
+                draft.text_config,
+                draft.text_config.get("num_hidden_layers"),
+                float_bytes if traits.draft_in_engine else kv_bytes,
+                notes,
+            )
     else:
         notes.append(f"method {method}: no draft checkpoint named")
     return MemoryEstimate(weights, draft_weights, kv, draft_kv, weights_dtype, kv_dtype, "; ".join(notes) or None)
 
 
-def _weights(checkpoint: Checkpoint, tensors: dict[str, Tensor] | None, float_bytes: int | None,
-             notes: list[str]) -> int | None:
+def _weights(
+    checkpoint: Checkpoint, tensors: dict[str, Tensor] | None, float_bytes: int | None, notes: list[str]
+) -> int | None:
     if tensors is not None:
         try:
             return sum(t.bytes_at(float_bytes) for t in tensors.values())

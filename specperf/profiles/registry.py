@@ -8,7 +8,7 @@ entry in ``specperf/methods.py``'s ``METHODS``.
 from __future__ import annotations
 
 from ..methods import METHODS, REFERENCE, SDMethod, method_of
-from ..records import NO_SD    # the method name of the no-SD reference scenarios
+from ..records import NO_SD  # the method name of the no-SD reference scenarios
 from .workloads.catalog import WORKLOADS, Workload
 
 __all__ = [
@@ -31,14 +31,13 @@ __all__ = [
 ]
 
 
-NO_SD_LABEL = REFERENCE.marker     # the reference's label in scenario ids, and its pytest marker
+NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its pytest marker
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
-GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200",
-               "B100", "B200", "GB200")
+GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200", "B100", "B200", "GB200")
 
-SELECTION_MODES = ("hash", "study")         # which records a workload sample takes (workloads/sampling.py)
-BATCHING_MODES = ("replicate", "distinct")   # one prompt replicated B times (the study's), or B prompts
+SELECTION_MODES = ("hash", "study")  # which records a workload sample takes (workloads/sampling.py)
+BATCHING_MODES = ("replicate", "distinct")  # one prompt replicated B times (the study's), or B prompts
 TIERS = ("cpu", "gpu")
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
@@ -18,8 +19,16 @@ from ..judge.metrics import METRICS
 from ..messages import field_path
 from ..methods import method_of
 from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
-from .registry import (BATCHING_MODES, GPU_CLASSES, NO_SD, NO_SD_LABEL, SELECTION_MODES, TIERS, method_names,
-                       workload_names)
+from .registry import (
+    BATCHING_MODES,
+    GPU_CLASSES,
+    NO_SD,
+    NO_SD_LABEL,
+    SELECTION_MODES,
+    TIERS,
+    method_names,
+    workload_names,
+)
 
 SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 
@@ -74,6 +83,7 @@ def _known(kind: str, names: tuple[str, ...]) -> Callable[[Any], str]:
         if value not in names:
             raise ValueError(f"unknown {kind} {value!r} (known: {', '.join(names)})")
         return value
+
     return check
 
 
@@ -96,7 +106,7 @@ def _sd_method(value: Any) -> str:
 def _checkpoint(value: Any) -> str:
     """A hub id, a local path, or builtin:NAME naming one of the suite's own checkpoints."""
     ref = _text(value)
-    if is_builtin(ref) and ref[len(BUILTIN_PREFIX):] not in BUILTINS:
+    if is_builtin(ref) and ref[len(BUILTIN_PREFIX) :] not in BUILTINS:
         raise ValueError(f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
     if ref.startswith(("/", "./", "../", "~")):
         local = Path(ref).expanduser()
@@ -117,7 +127,7 @@ NonNegativeInt = _checked(lambda v: _integer(v, 0, "non-negative"), Annotated[in
 Rounds = _bounded(1000)
 Warmup = _bounded(100, low=0)
 Requests = _bounded(100_000)
-OutputLen = _bounded(131_072)          # 128 Ki tokens, beyond any model's context in the study
+OutputLen = _bounded(131_072)  # 128 Ki tokens, beyond any model's context in the study
 DraftTokens = _bounded(64)
 BatchSize = _bounded(8192)
 GpuCount = _bounded(64)
@@ -134,13 +144,22 @@ Batching = _name_in("batching mode", BATCHING_MODES)
 Selection = _name_in("selection mode", SELECTION_MODES)
 Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
 Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
-Tolerances = Annotated[dict[MetricName, Tolerance], Field(
-    description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)")]
+Tolerances = Annotated[
+    dict[MetricName, Tolerance],
+    Field(description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)"),
+]
 EngineArgs = Annotated[dict[str, Any], Field(description="keyword arguments of vllm.LLM(...)")]
-EngineEnv = Annotated[dict[str, Text], Field(description="environment variables of the engine processes, e.g. "
-                                             "VLLM_DISABLE_COMPILE_CACHE = \"1\"")]
-VllmVersion = Annotated[Text, Field(description="the vLLM the profile's reference figures were measured with "
-                                    "(a version such as 0.10.1.1, or a fork's name); a run on another vLLM warns")]
+EngineEnv = Annotated[
+    dict[str, Text],
+    Field(description='environment variables of the engine processes, e.g. VLLM_DISABLE_COMPILE_CACHE = "1"'),
+]
+VllmVersion = Annotated[
+    Text,
+    Field(
+        description="the vLLM the profile's reference figures were measured with "
+        "(a version such as 0.10.1.1, or a fork's name); a run on another vLLM warns"
+    ),
+]
 
 
 def _optional(description: str) -> Any:
@@ -177,41 +196,62 @@ class ProfileTable(_Table):
 
     name: Slug = _optional("the profile's name; default: the file name without .toml")
     description: str = ""
-    tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked "
-                       "requires_gpu")
+    tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked requires_gpu")
     rounds: Rounds = Field(5, description="measured rounds per scenario")
     warmup: Warmup = Field(1, description="unmeasured rounds before them")
     seed: NonNegativeInt = Field(42, description="engine seed and workload sampling seed")
     num_requests: Requests = Field(8, description="requests drawn from the dataset per scenario")
     output_len: OutputLen = Field(128, description="max_tokens of each request")
-    batching: Batching = Field("replicate", description="replicate: one prompt B times per call (the "
-                               "study's); distinct: B different prompts (named in the scenario id)")
-    selection: Selection = Field("hash", description="hash: the first num_requests records ranked by "
-                                 "sha256(seed:id); study: the study's order (a streaming shuffle with the seed, "
-                                 "ShareGPT a seeded random.shuffle) and its length filters")
+    batching: Batching = Field(
+        "replicate",
+        description="replicate: one prompt B times per call (the "
+        "study's); distinct: B different prompts (named in the scenario id)",
+    )
+    selection: Selection = Field(
+        "hash",
+        description="hash: the first num_requests records ranked by "
+        "sha256(seed:id); study: the study's order (a streaming shuffle with the seed, "
+        "ShareGPT a seeded random.shuffle) and its length filters",
+    )
     engine_args: EngineArgs = {}
     env: EngineEnv = {}
     vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}
-    informational: list[MetricName] = Field([], description="metrics judged and shown whose "
-                                            "regression does not fail a case")
+    informational: list[MetricName] = Field(
+        [], description="metrics judged and shown whose regression does not fail a case"
+    )
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
-    paired_reference: bool = Field(False, description="keep each SD scenario's no-SD engine alive beside "
-                                   "it and alternate their rounds, so speedup is a ratio per pair of rounds")
-    gate_instances: GateEngines = Field(1, description="paired runs (--candidate, paired_reference): engines "
-                                        "per side, side by side, pairs taking them in turn; averages the offset "
-                                        "between fresh engines of one build")
-    gate_engine_sets: GateEngines = Field(1, description="paired runs: the pairs split over this many "
-                                          "sets of fresh engines, started anew for each set (more engine "
-                                          "pairs, each an independent draw of the offset between engines)")
+    paired_reference: bool = Field(
+        False,
+        description="keep each SD scenario's no-SD engine alive beside "
+        "it and alternate their rounds, so speedup is a ratio per pair of rounds",
+    )
+    gate_instances: GateEngines = Field(
+        1,
+        description="paired runs (--candidate, paired_reference): engines "
+        "per side, side by side, pairs taking them in turn; averages the offset "
+        "between fresh engines of one build",
+    )
+    gate_engine_sets: GateEngines = Field(
+        1,
+        description="paired runs: the pairs split over this many "
+        "sets of fresh engines, started anew for each set (more engine "
+        "pairs, each an independent draw of the offset between engines)",
+    )
     gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = Field(
-        0.0, description="paired runs: the least SD of the offset between a fresh current and candidate "
+        0.0,
+        description="paired runs: the least SD of the offset between a fresh current and candidate "
         "engine (log units), as benchmarks/engine_offsets.py measures it on this tier; the change's "
-        "error is never below what it implies")
-    gate_tolerance: Tolerance = Field(0.03, description="a paired speed change (--candidate, "
-                                      "paired_reference) within this fraction is never a regression")
-    trace: bool = Field(False, description="record per-step acceptance and step times (ids end in "
-                        "-traced; tracing costs some throughput)")
+        "error is never below what it implies",
+    )
+    gate_tolerance: Tolerance = Field(
+        0.03,
+        description="a paired speed change (--candidate, paired_reference) within this fraction is never a regression",
+    )
+    trace: bool = Field(
+        False,
+        description="record per-step acceptance and step times (ids end in -traced; tracing costs some throughput)",
+    )
 
 
 class MethodTable(_Table):
@@ -230,8 +270,10 @@ class MethodTable(_Table):
         extra = self.model_extra or {}
         for key in method_of(self.method).requires:
             if (self.model if key == "model" else extra.get(key)) is None:
-                raise Invalid((key,), f"required for method {self.method!r} "
-                                      f"(it needs {', '.join(method_of(self.method).requires)})")
+                raise Invalid(
+                    (key,),
+                    f"required for method {self.method!r} (it needs {', '.join(method_of(self.method).requires)})",
+                )
         return self
 
     def params(self) -> dict[str, Any]:
@@ -245,10 +287,12 @@ class ModelTable(_Table):
     path: Checkpoint = Field(description="hub id, local path or builtin:NAME")
     tokenizer: Checkpoint = _optional("hub id, local path or builtin:NAME; default: the model's own")
     tp: GpuCount = Field(1, description="tensor-parallel size (GPUs per engine)")
-    thinking: bool = _optional("enable_thinking passed to the chat template (Qwen3's reasoning switch); "
-                               "default: the template's own default")
-    methods: dict[MethodLabel, MethodTable] = Field({}, description="methods of this model only; "
-                                                    "they override shared methods of the same label")
+    thinking: bool = _optional(
+        "enable_thinking passed to the chat template (Qwen3's reasoning switch); default: the template's own default"
+    )
+    methods: dict[MethodLabel, MethodTable] = Field(
+        {}, description="methods of this model only; they override shared methods of the same label"
+    )
 
 
 class CellTable(_Table):
@@ -256,8 +300,9 @@ class CellTable(_Table):
     come from [profile]."""
 
     model: Text = Field(description="a NAME of [models.NAME]")
-    methods: Annotated[list[Text], Field(min_length=1, description="method labels; the no-SD "
-                                         "reference is added by itself")]
+    methods: Annotated[
+        list[Text], Field(min_length=1, description="method labels; the no-SD reference is added by itself")
+    ]
     batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
     datasets: Annotated[list[Dataset], Field(min_length=1)]
     num_requests: Requests = _optional("default: [profile] num_requests")
@@ -265,8 +310,9 @@ class CellTable(_Table):
     rounds: Rounds = _optional("default: [profile] rounds")
     batching: Batching = _optional("default: [profile] batching")
     selection: Selection = _optional("default: [profile] selection")
-    chat: bool = _optional("apply the target's chat template to the prompts; default: the workload's "
-                           "(every workload but AIME)")
+    chat: bool = _optional(
+        "apply the target's chat template to the prompts; default: the workload's (every workload but AIME)"
+    )
     vllm: VllmVersion = _optional("default: [profile] vllm")
     trace: bool = _optional("default: [profile] trace")
     engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
@@ -289,13 +335,15 @@ class ProfileFile(_Table):
     def _cells_name_declared_models_and_methods(self) -> ProfileFile:
         for i, cell in enumerate(self.cells):
             if cell.model not in self.models:
-                raise Invalid(("cells", i, "model"),
-                              f"unknown model {cell.model!r} (declared: {', '.join(self.models)})")
+                raise Invalid(
+                    ("cells", i, "model"), f"unknown model {cell.model!r} (declared: {', '.join(self.models)})"
+                )
             declared = [NO_SD_LABEL, *self.methods_of(cell.model)]
             for j, label in enumerate(cell.methods):
                 if label not in declared:
-                    raise Invalid(("cells", i, "methods", j),
-                                  f"unknown method {label!r} (declared: {', '.join(declared)})")
+                    raise Invalid(
+                        ("cells", i, "methods", j), f"unknown method {label!r} (declared: {', '.join(declared)})"
+                    )
         return self
 
 

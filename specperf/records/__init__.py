@@ -10,12 +10,42 @@ Modules: ``base`` (Record and shared constants), ``measured`` (a scenario and wh
 ``files`` (verdicts, baselines, gates and the files written).
 """
 
-from .base import Record, SCHEMA_VERSION, NO_SD, Number, Provenance
-from .measured import (ModelInfo, MethodInfo, ScenarioInfo, Counters, CallTiming, Round, StudyThroughput,
-    Metric, Validity, Lossless, ShownOutput, WorkloadFacts, Memory, Timings, RequestTrace, Trace, Device,
-    VECTOR_METRICS, checked_metrics)
-from .files import (MetricVerdict, Verdict, BaselineRef, Side, Gate, PairedSamples, ScenarioResult, Baseline, RunStats,
-    RunFile, NoiseEntry, NoiseFile)
+from .base import NO_SD, SCHEMA_VERSION, Number, Provenance, Record
+from .files import (
+    Baseline,
+    BaselineRef,
+    Gate,
+    MetricVerdict,
+    NoiseEntry,
+    NoiseFile,
+    PairedSamples,
+    RunFile,
+    RunStats,
+    ScenarioResult,
+    Side,
+    Verdict,
+)
+from .measured import (
+    VECTOR_METRICS,
+    CallTiming,
+    Counters,
+    Device,
+    Lossless,
+    Memory,
+    MethodInfo,
+    Metric,
+    ModelInfo,
+    RequestTrace,
+    Round,
+    ScenarioInfo,
+    ShownOutput,
+    StudyThroughput,
+    Timings,
+    Trace,
+    Validity,
+    WorkloadFacts,
+    checked_metrics,
+)
 
 __all__ = [
     "Baseline",

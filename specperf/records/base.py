@@ -1,6 +1,5 @@
 """The base of every record, and the constants records share."""
 
-
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict

@@ -8,11 +8,25 @@ from pydantic import Field, ValidationError, computed_field, field_validator, mo
 
 from ..status import FAILING, OK
 from .base import SCHEMA_VERSION, Provenance, Record
-from .measured import (Counters, Device, Lossless, Memory, Metric, Round, ScenarioInfo, ShownOutput, StudyThroughput,
-                       Timings, Trace, Validity, WorkloadFacts, checked_metrics)
-
+from .measured import (
+    Counters,
+    Device,
+    Lossless,
+    Memory,
+    Metric,
+    Round,
+    ScenarioInfo,
+    ShownOutput,
+    StudyThroughput,
+    Timings,
+    Trace,
+    Validity,
+    WorkloadFacts,
+    checked_metrics,
+)
 
 # ------------------------------------------------------------------ shapes of the plain dicts
+
 
 class Spread(Record):
     min: float
@@ -45,12 +59,13 @@ class Environment(Record):
     python: str | None = None
     vllm: str | None = None
     distribution: str | None = None
-    methods: dict[str, str | None]          # SD method -> None (supported) or why not
+    methods: dict[str, str | None]  # SD method -> None (supported) or why not
 
 
 def shaped_as(model: type[Record]):
     """A field validator that checks a plain dict (or each value of a dict of them) against `model`
     and keeps it a dict: what the report reads of it is then there and of its type."""
+
     def check(value):
         try:
             if value is not None:
@@ -60,6 +75,7 @@ def shaped_as(model: type[Record]):
             where = ".".join(str(part) for part in first["loc"])
             raise ValueError(f"{where}: {first['msg']}" if where else first["msg"]) from None
         return value
+
     return check
 
 
@@ -70,34 +86,40 @@ def each_shaped_as(model: type[Record]):
 
 # ------------------------------------------------------------------ how it compared
 
+
 class MetricVerdict(Record):
     metric: str
     status: str
     baseline: float | None = None
     current: float | None = None
-    change: float | None = None          # relative, signed: (current - baseline) / baseline
+    change: float | None = None  # relative, signed: (current - baseline) / baseline
     tolerance: float | None = None
     p_value: float | None = None
     note: str = ""
-    ci_low: float | None = None          # the change's confidence interval (paired comparisons)
+    ci_low: float | None = None  # the change's confidence interval (paired comparisons)
     ci_high: float | None = None
-    judged_by: str = ""                  # "hardware" or "portable" baseline, or "paired" rounds
+    judged_by: str = ""  # "hardware" or "portable" baseline, or "paired" rounds
     between_engines: float | None = None  # paired: SD of the offset between fresh engines (log units)
-    between_pairs: float | None = None    # paired: SD of one pair's noise (log units)
+    between_pairs: float | None = None  # paired: SD of one pair's noise (log units)
 
     def line(self) -> str:
         def fmt(value):
             return "n/a" if value is None else f"{value:.4g}"
+
         change = "n/a" if self.change is None else f"{self.change:+.1%}"
         tolerance = "n/a" if self.tolerance is None else f"{self.tolerance:.1%}"
         p_value = "n/a" if self.p_value is None else f"{self.p_value:.3g}"
         interval = "" if self.ci_low is None else f" [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
-        parts = [f"{name} {value:.1%}" for name, value in (("between engines", self.between_engines),
-                                                          ("between pairs", self.between_pairs))
-                 if value is not None]
+        parts = [
+            f"{name} {value:.1%}"
+            for name, value in (("between engines", self.between_engines), ("between pairs", self.between_pairs))
+            if value is not None
+        ]
         interval += f" (SD {', '.join(parts)})" if parts else ""
-        text = (f"{self.metric}: {self.status}: baseline {fmt(self.baseline)}, current {fmt(self.current)}, "
-                f"change {change}{interval}, tolerance {tolerance}, p-value {p_value}")
+        text = (
+            f"{self.metric}: {self.status}: baseline {fmt(self.baseline)}, current {fmt(self.current)}, "
+            f"change {change}{interval}, tolerance {tolerance}, p-value {p_value}"
+        )
         return f"{text} ({self.note})" if self.note else text
 
 
@@ -147,8 +169,11 @@ class BaselineRef(Record):
     @classmethod
     def of(cls, metrics: dict[str, Metric], **facts: Any) -> BaselineRef:
         """The medians and samples of `metrics`, with the other facts given."""
-        return cls(metric_medians={k: m.value for k, m in metrics.items()},
-                   metric_samples={k: m.samples for k, m in metrics.items()}, **facts)
+        return cls(
+            metric_medians={k: m.value for k, m in metrics.items()},
+            metric_samples={k: m.samples for k, m in metrics.items()},
+            **facts,
+        )
 
 
 class Side(Record):
@@ -179,14 +204,16 @@ class Gate(Record):
 
     current: Side
     candidate_python: str
-    pairing: str                               # "interleaved", or "blocks of N rounds"
-    reference: PairedSamples | None = None     # the no-SD reference's throughput, where speedup divides by it
-    output_drift: int = 0                      # requests whose greedy output differs between the builds
+    pairing: str  # "interleaved", or "blocks of N rounds"
+    reference: PairedSamples | None = None  # the no-SD reference's throughput, where speedup divides by it
+    output_drift: int = 0  # requests whose greedy output differs between the builds
     config_diff: dict[str, Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
-        default_factory=dict)                  # setting -> [current, candidate]
+        default_factory=dict
+    )  # setting -> [current, candidate]
 
 
 # ------------------------------------------------------------------ the files
+
 
 class ScenarioResult(Record):
     """reports/<run-id>/results/<scenario-id>.json: one scenario of one run."""
@@ -253,7 +280,7 @@ class Baseline(Record):
     effective_config: dict[str, Any] | None = None
     memory: Memory | None = None
     recorded_at: str | None = None
-    trace: Trace | None = None                 # its totals: what a regression is attributed against
+    trace: Trace | None = None  # its totals: what a regression is attributed against
 
 
 class RunStats(Record):
@@ -282,8 +309,8 @@ class RunFile(Record):
     stats: RunStats = Field(default_factory=RunStats)
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None
-    scenario_hashes: dict[str, str] = Field(default_factory=dict)     # the profile's, id -> content hash
-    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)   # a gate's builds (run.environments)
+    scenario_hashes: dict[str, str] = Field(default_factory=dict)  # the profile's, id -> content hash
+    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a gate's builds (run.environments)
     _environments_shape = field_validator("environments")(each_shaped_as(Environment))
 
 

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from .base import NO_SD, Number, Record
 
-
 # ------------------------------------------------------------------ the scenario
+
 
 class ModelInfo(Record):
     name: str
@@ -63,6 +63,7 @@ class ScenarioInfo(Record):
 
 # ------------------------------------------------------------------ what was measured
 
+
 class Counters(Record):
     """vLLM's spec-decode counters over some calls (see run.engine.read_spec_counters)."""
 
@@ -86,8 +87,8 @@ class Round(Record):
     throughput: float
     counters: Counters = Field(default_factory=Counters)
     calls: list[CallTiming] = Field(default_factory=list)
-    cpu_s: float | None = None          # CPU time (user + system) of the engine's process tree
-    engine_instance: int = 0            # in a paired run: the engine pair (cluster) the round ran on
+    cpu_s: float | None = None  # CPU time (user + system) of the engine's process tree
+    engine_instance: int = 0  # in a paired run: the engine pair (cluster) the round ran on
 
 
 class StudyThroughput(Record):
@@ -107,7 +108,7 @@ class Metric(Record):
     samples: list[float | list[float] | None] = Field(default_factory=list)
 
 
-VECTOR_METRICS = ("per_position_acceptance",)     # one value per draft position
+VECTOR_METRICS = ("per_position_acceptance",)  # one value per draft position
 
 
 def checked_metrics(metrics: dict[str, Metric]) -> dict[str, Metric]:
@@ -116,8 +117,9 @@ def checked_metrics(metrics: dict[str, Metric]) -> dict[str, Metric]:
         vector = name in VECTOR_METRICS
         for value in [metric.value, *metric.samples]:
             if value is not None and isinstance(value, list) != vector:
-                raise ValueError(f"{name}: {'a list per draft position' if vector else 'a number'} expected, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"{name}: {'a list per draft position' if vector else 'a number'} expected, got {value!r}"
+                )
     return metrics
 
 
@@ -146,7 +148,7 @@ class WorkloadFacts(Record):
     prompt_tokens: list[int] = Field(default_factory=list)
     output_len: int | None = None
     overlap_bleu4: list[float] = Field(default_factory=list)
-    selection: str | None = None         # how the requests were chosen (workloads/sampling.py)
+    selection: str | None = None  # how the requests were chosen (workloads/sampling.py)
 
 
 class Memory(Record):
@@ -159,7 +161,7 @@ class Memory(Record):
     draft_kv_bytes_per_token: int | None = None
     weights_dtype: str | None = None
     kv_dtype: str | None = None
-    estimate_note: str | None = None        # why a figure is None
+    estimate_note: str | None = None  # why a figure is None
 
 
 class Timings(Record):
@@ -187,14 +189,14 @@ class Trace(Record):
     draft - forward - sample (scheduling, input preparation, bookkeeping)."""
 
     requests: list[RequestTrace] = Field(default_factory=list)
-    step_us: dict[str, list[int]] = Field(default_factory=dict)     # total, draft, forward, sample
+    step_us: dict[str, list[int]] = Field(default_factory=dict)  # total, draft, forward, sample
     step_batch: dict[str, list[int]] = Field(default_factory=dict)  # tokens (forward), kv_tokens, requests
-    seconds: dict[str, float] = Field(default_factory=dict)         # the same parts and rest, all rounds
-    steps: int = 0                                                  # engine steps, all rounds
-    output_tokens: int = 0                                          # all rounds
-    drafted: int = 0                                                # per-step counts summed, all rounds
+    seconds: dict[str, float] = Field(default_factory=dict)  # the same parts and rest, all rounds
+    steps: int = 0  # engine steps, all rounds
+    output_tokens: int = 0  # all rounds
+    drafted: int = 0  # per-step counts summed, all rounds
     accepted: int = 0
-    notes: list[str] = Field(default_factory=list)                  # what could not be traced, and why
+    notes: list[str] = Field(default_factory=list)  # what could not be traced, and why
 
     def totals(self) -> Trace:
         """The totals without the per-step lists: what a baseline keeps."""

@@ -23,9 +23,27 @@ from .summary import summary_json
 from .trends import load_trends
 from .view import IMPROVEMENT_HINT, ReportView, build_view
 
-__all__ = ["CPU_CLOCKS", "IMPROVEMENT_HINT", "REFERENCE_DATA", "TEXT_LIMIT", "ReportView", "ResultFileError",
-           "RunData", "build_view", "load_reference", "load_run", "md_escape", "render_html", "render_markdown",
-           "study_panel", "study_series_name", "summary_json", "write_report", "write_run_report", "add_trends"]
+__all__ = [
+    "CPU_CLOCKS",
+    "IMPROVEMENT_HINT",
+    "REFERENCE_DATA",
+    "TEXT_LIMIT",
+    "ReportView",
+    "ResultFileError",
+    "RunData",
+    "build_view",
+    "load_reference",
+    "load_run",
+    "md_escape",
+    "render_html",
+    "render_markdown",
+    "study_panel",
+    "study_series_name",
+    "summary_json",
+    "write_report",
+    "write_run_report",
+    "add_trends",
+]
 
 
 def write_run_report(data: RunData, out_dir: Path) -> Path:

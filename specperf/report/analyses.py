@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..methods import method_of
 from ..judge.metrics import acceptance, metric_samples, sum_counters, summarise
-from ..records import Device, Memory, Metric, MetricVerdict, ScenarioResult
+from ..methods import method_of
 from ..profiles.registry import study_dataset_label
+from ..records import Device, Memory, Metric, MetricVerdict, ScenarioResult
 from ..run.telemetry import BAD_THROTTLE_REASONS
 from ..status import OK
 from .format import distinct
@@ -26,8 +26,10 @@ CPU_CLOCKS = "no GPU: clocks and throttling not measured (CPU tier)"
 # The study's names (arXiv 2601.11580, figure 1: speedup against batch size on H100), kept here only.
 # Substrings of a scenario's model name or path -> the model tag in the panel titles.
 STUDY_MODELS = (
-    ("llama3.1-8b", "L3.1-8B"), ("llama-3.1-8b", "L3.1-8B"),
-    ("llama3-70b", "L3-70B"), ("llama-3-70b", "L3-70B"),
+    ("llama3.1-8b", "L3.1-8B"),
+    ("llama-3.1-8b", "L3.1-8B"),
+    ("llama3-70b", "L3-70B"),
+    ("llama-3-70b", "L3-70B"),
     ("qwen3-8b", "Q3-8B"),
 )
 # A scenario's dataset -> the dataset tag in the panel titles.
@@ -42,6 +44,7 @@ def _method(result: ScenarioResult) -> str:
 
 
 # --------------------------------------------------------------------------- spreads
+
 
 @dataclass(frozen=True)
 class MetricSpread:
@@ -67,6 +70,7 @@ def metric_spreads(result: ScenarioResult) -> list[MetricSpread]:
 
 # --------------------------------------------------------------------------- acceptance
 
+
 @dataclass(frozen=True)
 class Pooled:
     """Acceptance of several scenarios from their summed counters (not a mean of their rates)."""
@@ -80,8 +84,12 @@ class Pooled:
 def pooled_acceptance(results: list[ScenarioResult]) -> Pooled:
     total = sum_counters([r.counters.model_dump() for r in results if r.counters is not None])
     pooled = acceptance(total)
-    return Pooled(pooled["mean_acceptance_length"], pooled["draft_acceptance_rate"],
-                  pooled["per_position_acceptance"] or [], total["drafts"])
+    return Pooled(
+        pooled["mean_acceptance_length"],
+        pooled["draft_acceptance_rate"],
+        pooled["per_position_acceptance"] or [],
+        total["drafts"],
+    )
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ class AcceptanceCell:
 class AcceptanceRow:
     model: str
     method: str
-    cells: list[AcceptanceCell | None]      # one per column (dataset); None where not run
+    cells: list[AcceptanceCell | None]  # one per column (dataset); None where not run
 
 
 @dataclass(frozen=True)
@@ -112,13 +120,18 @@ def acceptance_table(results: list[ScenarioResult]) -> AcceptanceTable:
     columns = sorted({dataset for by_dataset in cells.values() for dataset in by_dataset})
     rows = []
     for (model, method), by_dataset in sorted(cells.items()):
-        row = [AcceptanceCell(pooled_acceptance(members), sorted({m.scenario.batch_size for m in members}))
-               if (members := by_dataset.get(dataset)) else None for dataset in columns]
+        row = [
+            AcceptanceCell(pooled_acceptance(members), sorted({m.scenario.batch_size for m in members}))
+            if (members := by_dataset.get(dataset))
+            else None
+            for dataset in columns
+        ]
         rows.append(AcceptanceRow(model, method, row))
     return AcceptanceTable(columns, rows)
 
 
 # --------------------------------------------------------------------------- where SD pays
+
 
 def speedup_curves(results: list[ScenarioResult]) -> dict[tuple[str, str, str], dict[int, float]]:
     """(model, dataset, method) -> batch size -> measured speedup, for SD scenarios that have one."""
@@ -137,10 +150,10 @@ class PayLimit:
     model: str
     dataset: str
     method: str
-    points: dict[int, float]        # batch size -> speedup, ascending
+    points: dict[int, float]  # batch size -> speedup, ascending
     largest: int | None
-    all_pay: bool                   # above 1.0 at every size tested
-    gap: bool                       # at or below 1.0 at some size smaller than `largest`
+    all_pay: bool  # above 1.0 at every size tested
+    gap: bool  # at or below 1.0 at some size smaller than `largest`
 
 
 @dataclass(frozen=True)
@@ -170,8 +183,17 @@ def where_sd_pays(results: list[ScenarioResult]) -> SdPays:
         points = dict(sorted(points.items()))
         paying = [b for b, s in points.items() if s > 1.0]
         largest = max(paying) if paying else None
-        limits.append(PayLimit(model, dataset, method, points, largest, bool(paying) and len(paying) == len(points),
-                               bool(paying) and any(b < largest and s <= 1.0 for b, s in points.items())))
+        limits.append(
+            PayLimit(
+                model,
+                dataset,
+                method,
+                points,
+                largest,
+                bool(paying) and len(paying) == len(points),
+                bool(paying) and any(b < largest and s <= 1.0 for b, s in points.items()),
+            )
+        )
     cells: dict[tuple[str, str, int], list[tuple[float, str]]] = {}
     for (model, dataset, method), points in curves.items():
         for batch_size, speedup in points.items():
@@ -179,17 +201,21 @@ def where_sd_pays(results: list[ScenarioResult]) -> SdPays:
     best = []
     for (model, dataset, batch_size), options in sorted(cells.items()):
         options.sort(key=lambda o: (-o[0], o[1]))
-        best.append(BestMethod(model, dataset, batch_size, options[0][1], options[0][0],
-                               [(m, s) for s, m in options[1:]]))
+        best.append(
+            BestMethod(model, dataset, batch_size, options[0][1], options[0][0], [(m, s) for s, m in options[1:]])
+        )
     return SdPays(limits, best)
 
 
 # --------------------------------------------------------------------------- peak memory
 
+
 def memory_peaks(result: ScenarioResult) -> tuple[float | None, float | None]:
     """(current, baseline) peak memory in MiB of one scenario, None where not measured."""
-    return (result.memory.peak_mib if result.memory else None,
-            result.baseline.memory_peak_mib if result.baseline else None)
+    return (
+        result.memory.peak_mib if result.memory else None,
+        result.baseline.memory_peak_mib if result.baseline else None,
+    )
 
 
 def _ratio(value: float | None, reference: float | None) -> float | None:
@@ -198,15 +224,15 @@ def _ratio(value: float | None, reference: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class MemoryCell:
-    method: str | None              # None: the no-SD reference
+    method: str | None  # None: the no-SD reference
     peak_mib: float | None
-    ratio: float | None             # against the no-SD reference of the same model, dataset and batch size
+    ratio: float | None  # against the no-SD reference of the same model, dataset and batch size
     baseline_peak_mib: float | None
     baseline_ratio: float | None
     # From the checkpoints' configs: the target's (no-SD) or the draft's or head's weights and KV cache per token.
     weights_mib: float | None = None
     kv_kib_per_token: float | None = None
-    kv_ratio: float | None = None       # a method's KV per token with the target's, over the target's alone
+    kv_ratio: float | None = None  # a method's KV per token with the target's, over the target's alone
     estimate_note: str | None = None
 
 
@@ -216,7 +242,7 @@ class MemoryRow:
     dataset: str
     batch_size: int
     reference: MemoryCell | None
-    methods: list[MemoryCell | None]    # one per MemoryTable.methods; None where not measured
+    methods: list[MemoryCell | None]  # one per MemoryTable.methods; None where not measured
 
 
 @dataclass(frozen=True)
@@ -234,12 +260,24 @@ def _memory_cell(method: str | None, result: ScenarioResult, reference: Scenario
     current, baseline = memory_peaks(result)
     ref_current, ref_baseline = memory_peaks(reference) if reference else (None, None)
     memory = result.memory or Memory()
-    weights, kv = ((memory.weights_bytes, memory.kv_bytes_per_token) if method is None
-                   else (memory.draft_weights_bytes, memory.draft_kv_bytes_per_token))
+    weights, kv = (
+        (memory.weights_bytes, memory.kv_bytes_per_token)
+        if method is None
+        else (memory.draft_weights_bytes, memory.draft_kv_bytes_per_token)
+    )
     target_kv, draft_kv = memory.kv_bytes_per_token, memory.draft_kv_bytes_per_token
     kv_ratio = (target_kv + draft_kv) / target_kv if method is not None and target_kv and draft_kv is not None else None
-    return MemoryCell(method, current, _ratio(current, ref_current), baseline, _ratio(baseline, ref_baseline),
-                      _scaled(weights, 2**20), _scaled(kv, 2**10), kv_ratio, memory.estimate_note)
+    return MemoryCell(
+        method,
+        current,
+        _ratio(current, ref_current),
+        baseline,
+        _ratio(baseline, ref_baseline),
+        _scaled(weights, 2**20),
+        _scaled(kv, 2**10),
+        kv_ratio,
+        memory.estimate_note,
+    )
 
 
 def memory_table(results: list[ScenarioResult]) -> MemoryTable:
@@ -253,14 +291,21 @@ def memory_table(results: list[ScenarioResult]) -> MemoryTable:
     rows = []
     for (model, dataset, batch_size), group in sorted(groups.items()):
         reference = group.get(None)
-        rows.append(MemoryRow(model, dataset, batch_size,
-                              _memory_cell(None, reference, None) if reference else None,
-                              [_memory_cell(m, group[m], reference) if m in group else None for m in methods]))
+        rows.append(
+            MemoryRow(
+                model,
+                dataset,
+                batch_size,
+                _memory_cell(None, reference, None) if reference else None,
+                [_memory_cell(m, group[m], reference) if m in group else None for m in methods],
+            )
+        )
     sources = distinct(r.memory.source for r in results if r.memory)
     return MemoryTable(methods, rows, sources)
 
 
 # --------------------------------------------------------------------------- config drift
+
 
 @dataclass(frozen=True)
 class Drift:
@@ -273,11 +318,15 @@ def config_drift(current: dict | None, baseline: dict | None) -> list[Drift]:
     """Effective-config keys whose value differs from the baseline's (defaults drift across vLLM versions)."""
     if current is None or baseline is None:
         return []
-    return [Drift(k, baseline.get(k), current.get(k)) for k in sorted(set(current) | set(baseline))
-            if current.get(k) != baseline.get(k)]
+    return [
+        Drift(k, baseline.get(k), current.get(k))
+        for k in sorted(set(current) | set(baseline))
+        if current.get(k) != baseline.get(k)
+    ]
 
 
 # --------------------------------------------------------------------------- clocks
+
 
 @dataclass(frozen=True)
 class Clocks:
@@ -287,7 +336,7 @@ class Clocks:
     line: str
     sm_clock_mhz: float | None = None
     max_sm_clock_mhz: float | None = None
-    throttle_reasons: list[str] = field(default_factory=list)     # clock-lowering ones first
+    throttle_reasons: list[str] = field(default_factory=list)  # clock-lowering ones first
     bad_reasons: list[str] = field(default_factory=list)
     bad_scenarios: list[str] = field(default_factory=list)
 
@@ -297,24 +346,41 @@ def clock_summary(results: list[ScenarioResult], devices: list[Device]) -> Clock
     sampled = [(r.id, r.gpu_telemetry) for r in results if r.gpu_telemetry]
     if not sampled:
         kinds = {d.kind for d in devices}
-        return Clocks(False, "GPU clocks and throttling not recorded" if "gpu" in kinds
-                      else CPU_CLOCKS if "cpu" in kinds else "clocks and throttling unknown")
+        return Clocks(
+            False,
+            "GPU clocks and throttling not recorded"
+            if "gpu" in kinds
+            else CPU_CLOCKS
+            if "cpu" in kinds
+            else "clocks and throttling unknown",
+        )
     medians = [m for _, t in sampled if (m := (t.get("sm_clock_mhz") or {}).get("median")) is not None]
-    maxima = [m for d in devices for g in (d.model_extra or {}).get("gpus") or []
-              if (m := g.get("max_sm_clock_mhz")) is not None]
-    reasons = sorted(distinct(name for _, t in sampled for name in t.get("throttle_reasons") or []),
-                     key=lambda name: name not in BAD_THROTTLE_REASONS)
+    maxima = [
+        m
+        for d in devices
+        for g in (d.model_extra or {}).get("gpus") or []
+        if (m := g.get("max_sm_clock_mhz")) is not None
+    ]
+    reasons = sorted(
+        distinct(name for _, t in sampled for name in t.get("throttle_reasons") or []),
+        key=lambda name: name not in BAD_THROTTLE_REASONS,
+    )
     clock = f"SM clock {min(medians):.0f} MHz" if medians else "SM clock not sampled"
     if maxima:
         clock += f" (max {max(maxima):.0f})"
     return Clocks(
-        True, f"{clock}, throttling: {', '.join(reasons) or 'none seen'}",
-        min(medians) if medians else None, max(maxima) if maxima else None, reasons,
+        True,
+        f"{clock}, throttling: {', '.join(reasons) or 'none seen'}",
+        min(medians) if medians else None,
+        max(maxima) if maxima else None,
+        reasons,
         [x for x in reasons if x in BAD_THROTTLE_REASONS],
-        [sid for sid, t in sampled if BAD_THROTTLE_REASONS.intersection(t.get("throttle_reasons") or [])])
+        [sid for sid, t in sampled if BAD_THROTTLE_REASONS.intersection(t.get("throttle_reasons") or [])],
+    )
 
 
 # --------------------------------------------------------------------------- the study
+
 
 def load_reference() -> dict:
     """The study's figure data shipped with the suite (arXiv 2601.11580), or {} when unreadable."""

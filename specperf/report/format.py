@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-TEXT_LIMIT = 2000        # characters of a prompt or output shown on the page
+TEXT_LIMIT = 2000  # characters of a prompt or output shown on the page
 NONE = "—"
 
 
@@ -25,9 +25,9 @@ def _or_dash(pattern: str):
     return lambda value: NONE if value is None else pattern.format(value)
 
 
-fmt_change = _or_dash("{:+.1%}")      # a signed relative change: +3.6%
+fmt_change = _or_dash("{:+.1%}")  # a signed relative change: +3.6%
 fmt_pct = _or_dash("{:.1%}")
-fmt_p = _or_dash("{:.3g}")            # a p-value
+fmt_p = _or_dash("{:.3g}")  # a p-value
 fmt_mib = _or_dash("{:.0f} MiB")
 fmt_ratio = _or_dash("x{:.2f}")
 

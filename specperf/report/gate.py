@@ -11,10 +11,10 @@ SIDES = ("current", "candidate")
 
 @dataclass(frozen=True)
 class GateView:
-    builds: list[dict]                          # side, python, vllm, distribution
-    capabilities: list[tuple[str, list[str]]]   # method -> per side "supported" or the reason
-    config_diff: list[tuple[str, list[str], list[str]]]   # setting, [current, candidate], scenario ids
-    drift: list[tuple[str, int, int]]           # scenario id, requests whose output differs, requests
+    builds: list[dict]  # side, python, vllm, distribution
+    capabilities: list[tuple[str, list[str]]]  # method -> per side "supported" or the reason
+    config_diff: list[tuple[str, list[str], list[str]]]  # setting, [current, candidate], scenario ids
+    drift: list[tuple[str, int, int]]  # scenario id, requests whose output differs, requests
     pairings: list[str] = field(default_factory=list)
 
     @property
@@ -29,17 +29,22 @@ def gate_view(runs: list[RunFile], results: list[ScenarioResult]) -> GateView | 
     if environments is None and not gated:
         return None
     environments = environments or {}
-    builds = [{"side": side, **{k: environments[side].get(k) for k in ("python", "vllm", "distribution")}}
-              for side in SIDES if side in environments]
+    builds = [
+        {"side": side, **{k: environments[side].get(k) for k in ("python", "vllm", "distribution")}}
+        for side in SIDES
+        if side in environments
+    ]
     methods = sorted({m for e in environments.values() for m in e.get("methods", {})})
-    capabilities = [(m, [environments[s]["methods"].get(m) or "supported" for s in SIDES if s in environments])
-                    for m in methods]
+    capabilities = [
+        (m, [environments[s]["methods"].get(m) or "supported" for s in SIDES if s in environments]) for m in methods
+    ]
     diffs: dict[tuple[str, str, str], list[str]] = {}
     for r in gated:
         for setting, (current, candidate) in r.gate.config_diff.items():
             diffs.setdefault((setting, str(current), str(candidate)), []).append(r.id)
     return GateView(
-        builds=builds, capabilities=capabilities,
+        builds=builds,
+        capabilities=capabilities,
         config_diff=[(setting, [a, b], ids) for (setting, a, b), ids in sorted(diffs.items())],
         drift=[(r.id, r.gate.output_drift, len(r.output_hashes or [])) for r in gated if r.gate.output_drift],
         pairings=sorted({r.gate.pairing for r in gated}),

@@ -15,32 +15,67 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from ..analysis.traces import PART_NAMES
 from ..run.telemetry import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
 from .charts import method_colors, speedup_charts
+from .format import (
+    TEXT_LIMIT,
+    clip,
+    fmt_change,
+    fmt_duration,
+    fmt_estimate,
+    fmt_mib,
+    fmt_num,
+    fmt_p,
+    fmt_pct,
+    fmt_ratio,
+    fmt_spread,
+    pretty_json,
+)
 from .svg import bar_chart
-from .format import (TEXT_LIMIT, clip, fmt_change, fmt_duration, fmt_estimate, fmt_mib, fmt_num, fmt_p, fmt_pct,
-                     fmt_ratio, fmt_spread, pretty_json)
-from ..analysis.traces import PART_NAMES
 from .traces import BAR_W, PART_COLORS
 from .trends import TREND_METRICS
 from .view import ReportView, ScenarioView, severity_rank, status_class
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
-OUTPUTS_SHOWN = 3        # distinct sample requests shown per scenario
+OUTPUTS_SHOWN = 3  # distinct sample requests shown per scenario
 # The one-row-per-scenario table: metric, column title, formatter.
-TABLE_METRICS = (("throughput_tok_s", "throughput (tok/s)", fmt_num), ("speedup", "speedup", fmt_num),
-                 ("mean_acceptance_length", "acceptance length", fmt_num), ("lossless_fraction", "lossless", fmt_pct))
-TELEMETRY_ROWS = (("sm_clock_mhz", "SM clock (MHz)"), ("mem_clock_mhz", "memory clock (MHz)"),
-                  ("temperature_c", "temperature (°C)"), ("power_w", "power (W)"))
+TABLE_METRICS = (
+    ("throughput_tok_s", "throughput (tok/s)", fmt_num),
+    ("speedup", "speedup", fmt_num),
+    ("mean_acceptance_length", "acceptance length", fmt_num),
+    ("lossless_fraction", "lossless", fmt_pct),
+)
+TELEMETRY_ROWS = (
+    ("sm_clock_mhz", "SM clock (MHz)"),
+    ("mem_clock_mhz", "memory clock (MHz)"),
+    ("temperature_c", "temperature (°C)"),
+    ("power_w", "power (W)"),
+)
 
 
 def template_environment() -> Environment:
     """Jinja over templates/, autoescaping, with the report's formatters as filters."""
-    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=fmt_num, mib=fmt_mib, ratio=fmt_ratio, pct=fmt_pct, change=fmt_change, p=fmt_p,
-                       duration=fmt_duration, css=status_class, json=pretty_json, estimate=fmt_estimate)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        num=fmt_num,
+        mib=fmt_mib,
+        ratio=fmt_ratio,
+        pct=fmt_pct,
+        change=fmt_change,
+        p=fmt_p,
+        duration=fmt_duration,
+        css=status_class,
+        json=pretty_json,
+        estimate=fmt_estimate,
+    )
     env.globals["spread"] = fmt_spread
     return env
 
@@ -49,7 +84,7 @@ def filter_script() -> tuple[Markup, str]:
     """The page's only script (progressive filtering) and its CSP source; the page reads fine without it."""
     source = (TEMPLATE_DIR / "filter.js").read_text(encoding="utf-8")
     digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
-    return Markup(source), f"'sha256-{digest}'"   # our own file, not untrusted text
+    return Markup(source), f"'sha256-{digest}'"  # our own file, not untrusted text
 
 
 def _telemetry(telemetry: dict | None) -> dict | None:
@@ -58,11 +93,15 @@ def _telemetry(telemetry: dict | None) -> dict | None:
         return None
     memory = telemetry.get("memory_used_mib") or {}
     return {
-        "rows": [{"label": label, **{k: (telemetry.get(key) or {}).get(k) for k in ("min", "median", "max")}}
-                 for key, label in TELEMETRY_ROWS],
+        "rows": [
+            {"label": label, **{k: (telemetry.get(key) or {}).get(k) for k in ("min", "median", "max")}}
+            for key, label in TELEMETRY_ROWS
+        ],
         "reasons": [{"name": x, "bad": x in BAD_THROTTLE_REASONS} for x in telemetry.get("throttle_reasons", [])],
-        "memory_start": memory.get("start"), "memory_peak": memory.get("peak"),
-        "samples": telemetry.get("samples"), "interval_s": telemetry.get("interval_s"),
+        "memory_start": memory.get("start"),
+        "memory_peak": memory.get("peak"),
+        "samples": telemetry.get("samples"),
+        "interval_s": telemetry.get("interval_s"),
         "foreign_pids": telemetry.get("foreign_pids", []),
     }
 
@@ -75,8 +114,12 @@ def _samples(view: ScenarioView) -> list[dict]:
         if key in distinct:
             distinct[key]["repeats"] += 1
         else:
-            distinct[key] = {"request_id": o.request_id, "prompt": clip(o.prompt), "output": clip(o.output),
-                             "repeats": 1}
+            distinct[key] = {
+                "request_id": o.request_id,
+                "prompt": clip(o.prompt),
+                "output": clip(o.output),
+                "repeats": 1,
+            }
     return list(distinct.values())
 
 
@@ -118,9 +161,15 @@ def _acceptance(table: AcceptanceTable, colors: dict[str, str]) -> list[dict]:
     rows = []
     for row in table.rows:
         color = colors[row.method]
-        rows.append({"row": row, "color": color,
-                     "bars": [bar_chart(c.pooled.per_position, color) if c and c.pooled.per_position else None
-                              for c in row.cells]})
+        rows.append(
+            {
+                "row": row,
+                "color": color,
+                "bars": [
+                    bar_chart(c.pooled.per_position, color) if c and c.pooled.per_position else None for c in row.cells
+                ],
+            }
+        )
     return rows
 
 
@@ -132,26 +181,43 @@ def render_html(view: ReportView) -> str:
     script, script_hash = filter_script()
     devices, provenances = _Shared("device"), _Shared("provenance")
     details = [_detail(v, devices, provenances) for v in scenarios]
-    return template_environment().get_template("report.html.j2").render(
-        title="specperf report: " + (", ".join(view.header.run_ids) or "run"),
-        header=view.header,
-        attention=view.attention,
-        scenarios=scenarios,
-        table_metrics=TABLE_METRICS,
-        filters={
-            "model": sorted({v.model for v in scenarios}), "method": sorted({v.method for v in scenarios}),
-            "dataset": sorted({v.dataset for v in scenarios}),
-            "status": sorted({v.status for v in scenarios}, key=severity_rank),
-        },
-        charts=speedup_charts(scenarios, colors, reference, view.traces.bound_curves()),
-        study={"source": reference.get("source", ""), "hardware": reference.get("hardware", ""),
-               "engine": reference.get("engine", "")},
-        acceptance=view.acceptance, acceptance_rows=_acceptance(view.acceptance, colors),
-        pays=view.pays,
-        memory=view.memory,
-        gate=view.gate,
-        traces=view.traces, part_colors=PART_COLORS, part_names=PART_NAMES, bar_w=BAR_W,
-        trends=view.data.trends, trend_metrics=TREND_METRICS,
-        details=details, devices=devices.blocks(), provenances=provenances.blocks(),
-        script=script, script_hash=script_hash, text_limit=TEXT_LIMIT,
+    return (
+        template_environment()
+        .get_template("report.html.j2")
+        .render(
+            title="specperf report: " + (", ".join(view.header.run_ids) or "run"),
+            header=view.header,
+            attention=view.attention,
+            scenarios=scenarios,
+            table_metrics=TABLE_METRICS,
+            filters={
+                "model": sorted({v.model for v in scenarios}),
+                "method": sorted({v.method for v in scenarios}),
+                "dataset": sorted({v.dataset for v in scenarios}),
+                "status": sorted({v.status for v in scenarios}, key=severity_rank),
+            },
+            charts=speedup_charts(scenarios, colors, reference, view.traces.bound_curves()),
+            study={
+                "source": reference.get("source", ""),
+                "hardware": reference.get("hardware", ""),
+                "engine": reference.get("engine", ""),
+            },
+            acceptance=view.acceptance,
+            acceptance_rows=_acceptance(view.acceptance, colors),
+            pays=view.pays,
+            memory=view.memory,
+            gate=view.gate,
+            traces=view.traces,
+            part_colors=PART_COLORS,
+            part_names=PART_NAMES,
+            bar_w=BAR_W,
+            trends=view.data.trends,
+            trend_metrics=TREND_METRICS,
+            details=details,
+            devices=devices.blocks(),
+            provenances=provenances.blocks(),
+            script=script,
+            script_hash=script_hash,
+            text_limit=TEXT_LIMIT,
+        )
     )

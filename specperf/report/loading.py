@@ -15,11 +15,11 @@ class RunData:
     """The merged results of one or more run directories."""
 
     run_dirs: list[Path]
-    runs: list[RunFile] = field(default_factory=list)            # run.json of each directory that has one
+    runs: list[RunFile] = field(default_factory=list)  # run.json of each directory that has one
     results: list[ScenarioResult] = field(default_factory=list)  # one per scenario id, sorted by id
-    sources: dict[str, Path] = field(default_factory=dict)       # scenario id -> directory it came from
-    problems: list[str] = field(default_factory=list)            # files that could not be used, one line each
-    trends: Trends = field(default_factory=Trends)                # from the history store, where one is given
+    sources: dict[str, Path] = field(default_factory=dict)  # scenario id -> directory it came from
+    problems: list[str] = field(default_factory=list)  # files that could not be used, one line each
+    trends: Trends = field(default_factory=Trends)  # from the history store, where one is given
 
 
 def load_run(run_dirs: list[Path]) -> RunData:

@@ -11,14 +11,14 @@ from .analyses import MemoryCell, MemoryTable
 from .format import NONE, fmt_estimate, fmt_mib, fmt_num, fmt_ratio
 from .view import ReportView, ScenarioView
 
-MARKDOWN_ROWS = 200      # scenarios listed
+MARKDOWN_ROWS = 200  # scenarios listed
 
 
 def md_escape(text, limit: int = 300) -> str:
     """Untrusted text for a Markdown table cell: one line, no HTML, no table breaks, no code spans or links."""
     text = " ".join(str(text).split())
     if len(text) > limit:
-        text = text[:limit - 1] + "…"
+        text = text[: limit - 1] + "…"
     text = text.replace("\\", "\\\\")
     for char in "|*_[]!#~":
         text = text.replace(char, "\\" + char)
@@ -41,24 +41,39 @@ def _row(cells: list[str]) -> str:
 
 
 def _scenario_table(views: list[ScenarioView]) -> list[str]:
-    lines = ["| Scenario | Verdict | Throughput (tok/s) | Speedup | Acceptance length | Why |",
-             "|---|---|---:|---:|---:|---|"]
+    lines = [
+        "| Scenario | Verdict | Throughput (tok/s) | Speedup | Acceptance length | Why |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for view in views:
         status = md_escape(view.status)
-        lines.append(_row([
-            md_escape(view.id), f"**{status}**" if view.status in FAILING else status,
-            fmt_num(view.value("throughput_tok_s")), fmt_num(view.value("speedup")),
-            fmt_num(view.value("mean_acceptance_length")), md_escape("; ".join(view.why())),
-        ]))
+        lines.append(
+            _row(
+                [
+                    md_escape(view.id),
+                    f"**{status}**" if view.status in FAILING else status,
+                    fmt_num(view.value("throughput_tok_s")),
+                    fmt_num(view.value("speedup")),
+                    fmt_num(view.value("mean_acceptance_length")),
+                    md_escape("; ".join(view.why())),
+                ]
+            )
+        )
     return lines
 
 
 def _memory_table(memory: MemoryTable) -> list[str]:
-    lines = [_row(["Model", "Dataset", "Batch", "no-SD"] + [md_escape(m) for m in memory.methods]),
-             "|---|---|---:|---:|" + "---:|" * len(memory.methods)]
+    lines = [
+        _row(["Model", "Dataset", "Batch", "no-SD"] + [md_escape(m) for m in memory.methods]),
+        "|---|---|---:|---:|" + "---:|" * len(memory.methods),
+    ]
     for row in memory.rows[:MARKDOWN_ROWS]:
-        lines.append(_row([md_escape(row.model), md_escape(row.dataset), fmt_num(row.batch_size)]
-                          + [memory_text(c) if c else NONE for c in [row.reference, *row.methods]]))
+        lines.append(
+            _row(
+                [md_escape(row.model), md_escape(row.dataset), fmt_num(row.batch_size)]
+                + [memory_text(c) if c else NONE for c in [row.reference, *row.methods]]
+            )
+        )
     return lines
 
 
@@ -100,7 +115,7 @@ def render_markdown(view: ReportView) -> str:
         lines += [""] + _scenario_table(attention[:MARKDOWN_ROWS])
         shown += min(len(attention), MARKDOWN_ROWS)
     if passing and shown < MARKDOWN_ROWS:
-        rows = passing[:MARKDOWN_ROWS - shown]
+        rows = passing[: MARKDOWN_ROWS - shown]
         shown += len(rows)
         lines += ["", f"<details><summary>{len(passing)} passing scenarios</summary>", ""]
         lines += _scenario_table(rows) + ["", "</details>"]
@@ -116,11 +131,14 @@ def _gate_lines(gate) -> str:
     parts = ["**Upgrade gate**: " + md_escape(gate.versions) + " (speed judged pair by pair; baseline = current build)"]
     for method, sides in gate.capabilities:
         if any(s != "supported" for s in sides):
-            parts.append(f"- {md_escape(method)}: " + "; ".join(
-                f"{md_escape(b['side'])}: {md_escape(s)}" for b, s in zip(gate.builds, sides)))
+            parts.append(
+                f"- {md_escape(method)}: "
+                + "; ".join(f"{md_escape(b['side'])}: {md_escape(s)}" for b, s in zip(gate.builds, sides))
+            )
     for setting, values, ids in gate.config_diff:
-        parts.append(f"- setting {md_escape(setting)}: {md_escape(values[0])} → {md_escape(values[1])} "
-                     f"({len(ids)} scenarios)")
+        parts.append(
+            f"- setting {md_escape(setting)}: {md_escape(values[0])} → {md_escape(values[1])} ({len(ids)} scenarios)"
+        )
     for scenario_id, changed, total in gate.drift:
         parts.append(f"- output drift in {md_escape(scenario_id)}: {changed} of {total} requests")
     return "\n".join(parts)

@@ -14,8 +14,15 @@ def _memory_rows(view: ReportView) -> list[dict]:
         reference = dataclasses.asdict(row.reference) if row.reference else None
         if reference:
             del reference["method"]
-        rows.append({"model": row.model, "dataset": row.dataset, "batch_size": row.batch_size,
-                     "reference": reference, "methods": [dataclasses.asdict(c) for c in row.methods if c]})
+        rows.append(
+            {
+                "model": row.model,
+                "dataset": row.dataset,
+                "batch_size": row.batch_size,
+                "reference": reference,
+                "methods": [dataclasses.asdict(c) for c in row.methods if c],
+            }
+        )
     return rows
 
 
@@ -24,20 +31,31 @@ def summary_json(view: ReportView) -> dict:
     scenarios = []
     for v in view.scenarios:
         r = v.result
-        scenarios.append({
-            "id": v.id, "model": v.model, "method": v.method, "batch_size": v.batch_size, "dataset": v.dataset,
-            "verdict": v.status, "note": v.note, "result_status": r.status, "error": r.error or None,
-            "metrics": {name: v.value(name) for name in KEY_METRICS},
-            "metric_verdicts": [{**s.verdict.to_json(), "baseline_stats": s.baseline_stats,
-                                 "current_stats": s.current_stats} for s in v.spreads],
-            "hint": v.hint or None,
-            "attribution": v.attribution.to_json() if v.attribution else None,
-            "lossless": r.lossless.to_json() if r.lossless else None,
-            "memory": r.memory.to_json() if r.memory else None,
-            "gpu_telemetry": r.gpu_telemetry,
-            "stand_in": r.workload.stand_in if r.workload else None,
-            "source": v.source,
-        })
+        scenarios.append(
+            {
+                "id": v.id,
+                "model": v.model,
+                "method": v.method,
+                "batch_size": v.batch_size,
+                "dataset": v.dataset,
+                "verdict": v.status,
+                "note": v.note,
+                "result_status": r.status,
+                "error": r.error or None,
+                "metrics": {name: v.value(name) for name in KEY_METRICS},
+                "metric_verdicts": [
+                    {**s.verdict.to_json(), "baseline_stats": s.baseline_stats, "current_stats": s.current_stats}
+                    for s in v.spreads
+                ],
+                "hint": v.hint or None,
+                "attribution": v.attribution.to_json() if v.attribution else None,
+                "lossless": r.lossless.to_json() if r.lossless else None,
+                "memory": r.memory.to_json() if r.memory else None,
+                "gpu_telemetry": r.gpu_telemetry,
+                "stand_in": r.workload.stand_in if r.workload else None,
+                "source": v.source,
+            }
+        )
     return {
         "schema_version": SCHEMA_VERSION,
         "run_ids": header.run_ids,

@@ -26,8 +26,8 @@ def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
 class Series:
     label: str
     color: str
-    style: str                                  # current, baseline, study or bound (see DASH)
-    points: list[tuple[float, float, str]]     # (x, y, tooltip)
+    style: str  # current, baseline, study or bound (see DASH)
+    points: list[tuple[float, float, str]]  # (x, y, tooltip)
 
 
 def legend_entries(series: list[Series]) -> list[dict]:
@@ -35,8 +35,15 @@ def legend_entries(series: list[Series]) -> list[dict]:
     return [{"label": s.label, "color": s.color, "dash": DASH[s.style]} for s in series]
 
 
-def line_chart(series: list[Series], *, width: int = 460, height: int = 250, reference: float | None = 1.0,
-               x_title: str = "batch size", y_title: str = "speedup (x)") -> dict:
+def line_chart(
+    series: list[Series],
+    *,
+    width: int = 460,
+    height: int = 250,
+    reference: float | None = 1.0,
+    x_title: str = "batch size",
+    y_title: str = "speedup (x)",
+) -> dict:
     """Geometry of a line chart with a log2 x axis (batch sizes) and a linear y axis."""
     left, right, top, bottom = 50, 14, 12, 40
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -46,7 +53,7 @@ def line_chart(series: list[Series], *, width: int = 460, height: int = 250, ref
     pad = (hi - lo) * 0.08 or 0.1
     ticks = nice_ticks(lo - pad, hi + pad)
     y_lo, y_hi = ticks[0], ticks[-1]
-    inset = 14                      # keeps the first and last points off the axes
+    inset = 14  # keeps the first and last points off the axes
 
     def px(x: float) -> float:
         if len(xs) == 1:
@@ -60,14 +67,25 @@ def line_chart(series: list[Series], *, width: int = 460, height: int = 250, ref
     lines = []
     for s in series:
         points = sorted(s.points)
-        lines.append({
-            "label": s.label, "color": s.color, "style": s.style, "dash": DASH[s.style],
-            "path": " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in points),
-            "markers": [{"cx": f"{px(x):.1f}", "cy": f"{py(y):.1f}", "tip": tip} for x, y, tip in points],
-        })
+        lines.append(
+            {
+                "label": s.label,
+                "color": s.color,
+                "style": s.style,
+                "dash": DASH[s.style],
+                "path": " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in points),
+                "markers": [{"cx": f"{px(x):.1f}", "cy": f"{py(y):.1f}", "tip": tip} for x, y, tip in points],
+            }
+        )
     return {
-        "width": width, "height": height, "left": left, "right": width - right, "top": top,
-        "bottom": top + plot_h, "x_title": x_title, "y_title": y_title,
+        "width": width,
+        "height": height,
+        "left": left,
+        "right": width - right,
+        "top": top,
+        "bottom": top + plot_h,
+        "x_title": x_title,
+        "y_title": y_title,
         "x_ticks": [{"x": f"{px(x):.1f}", "label": fmt_num(x)} for x in xs],
         "y_ticks": [{"y": f"{py(y):.1f}", "label": f"{y:g}"} for y in ticks],
         "reference": f"{py(reference):.1f}" if reference is not None else None,
@@ -75,19 +93,35 @@ def line_chart(series: list[Series], *, width: int = 460, height: int = 250, ref
     }
 
 
-def bar_chart(rates: list[float], color: str, bar: int = 16, gap: int = 5, height: int = 64,
-              what: str = "position") -> dict:
+def bar_chart(
+    rates: list[float], color: str, bar: int = 16, gap: int = 5, height: int = 64, what: str = "position"
+) -> dict:
     """Geometry of a small bar chart of acceptance rates (0..1) by draft position, or `what` else."""
     plot_h = height - 26
     bars = []
     for i, rate in enumerate(rates):
         h = min(max(rate, 0.0), 1.0) * plot_h
         x = gap + i * (bar + gap)
-        bars.append({"x": x, "y": f"{12 + plot_h - h:.1f}", "h": f"{h:.1f}", "w": bar,
-                     "label": f"{rate * 100:.0f}", "label_x": x + bar / 2, "label_y": f"{10 + plot_h - h:.1f}",
-                     "pos": i + 1, "tip": f"{what} {i + 1}: {rate:.1%} of drafts accepted"})
-    return {"width": gap + len(rates) * (bar + gap), "height": height, "base": 12 + plot_h,
-            "color": color, "bars": bars}
+        bars.append(
+            {
+                "x": x,
+                "y": f"{12 + plot_h - h:.1f}",
+                "h": f"{h:.1f}",
+                "w": bar,
+                "label": f"{rate * 100:.0f}",
+                "label_x": x + bar / 2,
+                "label_y": f"{10 + plot_h - h:.1f}",
+                "pos": i + 1,
+                "tip": f"{what} {i + 1}: {rate:.1%} of drafts accepted",
+            }
+        )
+    return {
+        "width": gap + len(rates) * (bar + gap),
+        "height": height,
+        "base": 12 + plot_h,
+        "color": color,
+        "bars": bars,
+    }
 
 
 def sparkline(values: list[float], tips: list[str], marks: list[int], *, width: int = 150, height: int = 34) -> dict:
@@ -104,10 +138,14 @@ def sparkline(values: list[float], tips: list[str], marks: list[int], *, width: 
         return pad + (hi - v) / span * (height - 2 * pad) if hi > lo else height / 2
 
     return {
-        "width": width, "height": height,
+        "width": width,
+        "height": height,
         "path": " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(values)),
-        "points": [{"cx": f"{px(i):.1f}", "cy": f"{py(v):.1f}", "tip": tip, "last": i == len(values) - 1}
-                   for i, (v, tip) in enumerate(zip(values, tips))],
+        "points": [
+            {"cx": f"{px(i):.1f}", "cy": f"{py(v):.1f}", "tip": tip, "last": i == len(values) - 1}
+            for i, (v, tip) in enumerate(zip(values, tips))
+        ],
         "marks": [{"x": f"{(px(i - 1) + px(i)) / 2:.1f}", "tip": tips[i]} for i in marks if 0 < i < len(values)],
-        "low": fmt_num(lo), "high": fmt_num(hi),
+        "low": fmt_num(lo),
+        "high": fmt_num(hi),
     }

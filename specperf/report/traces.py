@@ -20,11 +20,11 @@ BAR_W = 320
 
 @dataclass
 class TraceViews:
-    shares: list[dict] = field(default_factory=list)         # one stacked bar per traced scenario
-    tenths: list[dict] = field(default_factory=list)         # acceptance by tenth of the output, SD only
-    spreads: list[dict] = field(default_factory=list)        # per-request acceptance length percentiles
-    overlap: list[dict] = field(default_factory=list)        # per (model, dataset, batch size): scatter
-    headroom: list[dict] = field(default_factory=list)       # per traced SD scenario: analysis.headroom
+    shares: list[dict] = field(default_factory=list)  # one stacked bar per traced scenario
+    tenths: list[dict] = field(default_factory=list)  # acceptance by tenth of the output, SD only
+    spreads: list[dict] = field(default_factory=list)  # per-request acceptance length percentiles
+    overlap: list[dict] = field(default_factory=list)  # per (model, dataset, batch size): scatter
+    headroom: list[dict] = field(default_factory=list)  # per traced SD scenario: analysis.headroom
     notes: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -39,8 +39,9 @@ class TraceViews:
             "time_shares": [{"id": s["id"], "shares": s["shares"]} for s in self.shares],
             "acceptance_by_tenth": [{"id": t["id"], "rates": t["rates"]} for t in self.tenths],
             "request_acceptance": [{"id": s["id"], "percentiles": s["percentiles"]} for s in self.spreads],
-            "overlap_vs_ngram_advantage": [{k: o[k] for k in ("model", "dataset", "batch_size", "points")}
-                                           for o in self.overlap],
+            "overlap_vs_ngram_advantage": [
+                {k: o[k] for k in ("model", "dataset", "batch_size", "points")} for o in self.overlap
+            ],
             "headroom": [{k: v for k, v in h.items() if k != "label"} for h in self.headroom],
             "notes": self.notes,
         }
@@ -55,16 +56,25 @@ def _stacked(shares: dict[str, float]) -> list[dict]:
     segments, x = [], 0.0
     for part in traces.PARTS:
         w = shares[part] * BAR_W
-        segments.append({"part": part, "x": f"{x:.1f}", "w": f"{w:.1f}", "color": PART_COLORS[part],
-                         "tip": f"{traces.PART_NAMES[part]}: {shares[part]:.1%} of step time"})
+        segments.append(
+            {
+                "part": part,
+                "x": f"{x:.1f}",
+                "w": f"{w:.1f}",
+                "color": PART_COLORS[part],
+                "tip": f"{traces.PART_NAMES[part]}: {shares[part]:.1%} of step time",
+            }
+        )
         x += w
     return segments
 
 
 def _spread_bar(p: dict[str, float], top: float) -> dict:
     """A box from p25 to p75, whiskers to p5 and p95, a tick at the median; acceptance length 1..top."""
+
     def px(v: float) -> str:
         return f"{(v - 1) / (top - 1) * BAR_W if top > 1 else 0:.1f}"
+
     return {k: px(v) for k, v in p.items()}
 
 
@@ -103,13 +113,25 @@ def scatter(points: list[dict], width: int = 360, height: int = 220) -> dict:
     def py(y: float) -> float:
         return top + (y_ticks[-1] - y) / ((y_ticks[-1] - y_ticks[0]) or 1) * (height - top - bottom)
 
-    return {"width": width, "height": height, "left": left, "right": width - right, "top": top,
-            "bottom": height - bottom, "zero": f"{py(0):.1f}",
-            "x_ticks": [{"x": f"{px(x):.1f}", "label": f"{x:g}"} for x in x_ticks],
-            "y_ticks": [{"y": f"{py(y):.1f}", "label": f"{y:g}"} for y in y_ticks],
-            "dots": [{"cx": f"{px(p['overlap']):.1f}", "cy": f"{py(p['advantage']):.1f}",
-                      "tip": f"{p['request_id']}: overlap {p['overlap']:.2f}, n-gram {p['advantage']:+.2f} "
-                             "tokens per step"} for p in points]}
+    return {
+        "width": width,
+        "height": height,
+        "left": left,
+        "right": width - right,
+        "top": top,
+        "bottom": height - bottom,
+        "zero": f"{py(0):.1f}",
+        "x_ticks": [{"x": f"{px(x):.1f}", "label": f"{x:g}"} for x in x_ticks],
+        "y_ticks": [{"y": f"{py(y):.1f}", "label": f"{y:g}"} for y in y_ticks],
+        "dots": [
+            {
+                "cx": f"{px(p['overlap']):.1f}",
+                "cy": f"{py(p['advantage']):.1f}",
+                "tip": f"{p['request_id']}: overlap {p['overlap']:.2f}, n-gram {p['advantage']:+.2f} tokens per step",
+            }
+            for p in points
+        ],
+    }
 
 
 def trace_views(results: list[ScenarioResult]) -> TraceViews:
@@ -120,19 +142,36 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
             views.shares.append({"id": r.id, "label": _label(r), "shares": shares, "segments": _stacked(shares)})
         if r.trace.requests:
             rates = traces.acceptance_by_tenth(r.trace, ngram=method_of(r.scenario.method.name).ngram_drafts)
-            views.tenths.append({"id": r.id, "label": _label(r), "rates": rates,
-                                 "bars": bar_chart([x or 0.0 for x in rates], PART_COLORS["draft"],
-                                                   what="tenth of the output")})
+            views.tenths.append(
+                {
+                    "id": r.id,
+                    "label": _label(r),
+                    "rates": rates,
+                    "bars": bar_chart([x or 0.0 for x in rates], PART_COLORS["draft"], what="tenth of the output"),
+                }
+            )
             if (p := traces.percentiles(traces.request_acceptance_lengths(r.trace))) is not None:
                 top = 1 + max(1, int(r.scenario.method.params.get("num_speculative_tokens", 1)))
-                views.spreads.append({"id": r.id, "label": _label(r), "percentiles": p, "top": top,
-                                      "box": _spread_bar(p, top)})
+                views.spreads.append(
+                    {"id": r.id, "label": _label(r), "percentiles": p, "top": top, "box": _spread_bar(p, top)}
+                )
     labels = {r.id: _label(r) for r in traced}
     for row in headroom(traced):
-        views.headroom.append({"id": row.scenario_id, "label": labels[row.scenario_id], "measured": row.measured,
-                               "simulated": row.simulated, "speedup_error": row.speedup_error,
-                               "within_error": row.within_error, "oracle": row.oracle, "combined": row.combined,
-                               "adaptive": row.adaptive, "curve": row.curve, "note": row.note})
+        views.headroom.append(
+            {
+                "id": row.scenario_id,
+                "label": labels[row.scenario_id],
+                "measured": row.measured,
+                "simulated": row.simulated,
+                "speedup_error": row.speedup_error,
+                "within_error": row.within_error,
+                "oracle": row.oracle,
+                "combined": row.combined,
+                "adaptive": row.adaptive,
+                "curve": row.curve,
+                "note": row.note,
+            }
+        )
     groups: dict[tuple, list[ScenarioResult]] = {}
     for r in traced:
         groups.setdefault((r.scenario.model.name, r.scenario.dataset, r.scenario.batch_size), []).append(r)
@@ -140,6 +179,13 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
         ngram = next((r for r in members if method_of(r.scenario.method.name).ngram_drafts), None)
         learned = [r for r in members if method_of(r.scenario.method.name).learned]
         if ngram and learned and (points := _overlap_points(ngram, learned)):
-            views.overlap.append({"model": model, "dataset": dataset, "batch_size": batch_size,
-                                  "points": points, "chart": scatter(points)})
+            views.overlap.append(
+                {
+                    "model": model,
+                    "dataset": dataset,
+                    "batch_size": batch_size,
+                    "points": points,
+                    "chart": scatter(points),
+                }
+            )
     return views

@@ -10,8 +10,12 @@ from ..records import ScenarioResult
 from .format import fmt_num
 from .svg import sparkline
 
-TREND_METRICS = (("throughput_tok_s", "throughput (tok/s)"), ("speedup", "speedup"),
-                 ("mean_acceptance_length", "acceptance length"), ("lossless_fraction", "lossless"))
+TREND_METRICS = (
+    ("throughput_tok_s", "throughput (tok/s)"),
+    ("speedup", "speedup"),
+    ("mean_acceptance_length", "acceptance length"),
+    ("lossless_fraction", "lossless"),
+)
 LAST_RUNS = 20
 
 
@@ -21,7 +25,7 @@ class Trends:
 
     lines: dict[str, dict[str, dict]] = field(default_factory=dict)
     runs: int = LAST_RUNS
-    source: str = ""                 # the database, password hidden
+    source: str = ""  # the database, password hidden
     problems: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -31,8 +35,9 @@ class Trends:
 def _line(series) -> dict | None:
     if len(series.points) < 2:
         return None
-    tips = [f"{p.finished_at:%Y-%m-%d %H:%M} · {p.run_id} · vLLM {p.vllm or '?'}: {fmt_num(p.value)}"
-            for p in series.points]
+    tips = [
+        f"{p.finished_at:%Y-%m-%d %H:%M} · {p.run_id} · vLLM {p.vllm or '?'}: {fmt_num(p.value)}" for p in series.points
+    ]
     line = sparkline([p.value for p in series.points], tips, series.version_changes())
     line["versions"] = [series.points[i].vllm or "?" for i in series.version_changes()]
     line["count"] = len(series.points)
@@ -63,8 +68,11 @@ def load_trends(url: str | None, results: list[ScenarioResult], last: int = LAST
                 for metric, _ in TREND_METRICS:
                     if metric not in result.metrics:
                         continue
-                    line = _line(reader.series(result.id, metric, result.device.hardware_key, last=last,
-                                               scenario_hash=result.scenario.hash))
+                    line = _line(
+                        reader.series(
+                            result.id, metric, result.device.hardware_key, last=last, scenario_hash=result.scenario.hash
+                        )
+                    )
                     if line is not None:
                         trends.lines.setdefault(result.id, {})[metric] = line
             trends.problems += list(reader.skipped.values())

@@ -5,22 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..records import Device, ScenarioResult
-from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, OK, PASS, REGRESSION, \
-    SEVERITY, SKIPPED
 from ..analysis import traces
+from ..records import Device, ScenarioResult
+from ..status import (
+    ERROR,
+    FAILING,
+    IMPROVEMENT,
+    INCOMPATIBLE,
+    INVALID,
+    NO_BASELINE,
+    OK,
+    PASS,
+    REGRESSION,
+    SEVERITY,
+    SKIPPED,
+)
+from ..storage import parse_time
 from . import analyses
 from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
-from .gate import GateView, gate_view
-from .traces import TraceViews, trace_views
-from ..storage import parse_time
 from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread
+from .gate import GateView, gate_view
 from .loading import RunData
+from .traces import TraceViews, trace_views
 
 IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
-KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate",
-               "lossless_fraction")
-ATTENTION = (ERROR, REGRESSION, INVALID)     # verdicts listed first, with their change and reason
+KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
+ATTENTION = (ERROR, REGRESSION, INVALID)  # verdicts listed first, with their change and reason
 
 
 def severity_rank(status: str) -> float:
@@ -40,8 +50,10 @@ def status_class(status: str) -> str:
 def metric_line(spread: MetricSpread) -> str:
     """'throughput_tok_s regression +3.6%: 130 ±6.3% (n=4) → 134.7 ±1.2% (n=5), p 0.01 (note)'."""
     m = spread.verdict
-    text = (f"{m.metric} {m.status} {fmt_change(m.change)}: {fmt_spread(m.baseline, spread.baseline_stats)} → "
-            f"{fmt_spread(m.current, spread.current_stats)}")
+    text = (
+        f"{m.metric} {m.status} {fmt_change(m.change)}: {fmt_spread(m.baseline, spread.baseline_stats)} → "
+        f"{fmt_spread(m.current, spread.current_stats)}"
+    )
     if m.p_value is not None:
         text += f", p {fmt_p(m.p_value)}"
     return text + (f" ({m.note})" if m.note else "")
@@ -55,7 +67,7 @@ class ScenarioView:
     status: str
     note: str
     spreads: list[MetricSpread]
-    source: str                     # the run directory it came from
+    source: str  # the run directory it came from
 
     @property
     def id(self) -> str:
@@ -115,8 +127,10 @@ class ScenarioView:
     @property
     def flagged(self) -> list[MetricSpread]:
         """Metric verdicts other than pass and no-baseline, worst first."""
-        return sorted((s for s in self.spreads if s.verdict.status not in (PASS, NO_BASELINE)),
-                      key=lambda s: severity_rank(s.verdict.status))
+        return sorted(
+            (s for s in self.spreads if s.verdict.status not in (PASS, NO_BASELINE)),
+            key=lambda s: severity_rank(s.verdict.status),
+        )
 
     @property
     def reason(self) -> str:
@@ -229,16 +243,21 @@ def build_header(data: RunData, views: list[ScenarioView]) -> Header:
         devices=distinct(_device_name(d) for d in devices),
         drivers=distinct(_driver(d) for d in devices),
         clocks=clocks,
-        throttle_warning=(f"GPU throttling that lowers clocks was seen ({', '.join(clocks.bad_reasons)}) in "
-                          f"{len(clocks.bad_scenarios)} of {len(results)} scenarios: their throughput and "
-                          "speedup are suspect." if clocks.bad_reasons else ""),
+        throttle_warning=(
+            f"GPU throttling that lowers clocks was seen ({', '.join(clocks.bad_reasons)}) in "
+            f"{len(clocks.bad_scenarios)} of {len(results)} scenarios: their throughput and "
+            "speedup are suspect."
+            if clocks.bad_reasons
+            else ""
+        ),
         hardware_keys=distinct(d.hardware_key for d in devices),
         git_commits=distinct(str(p.get("git_commit") or "") for p in provenances),
         suite_versions=distinct(str(p.get("suite_version") or "") for p in provenances),
         started=started.isoformat(timespec="seconds") if started else None,
         finished=finished.isoformat(timespec="seconds") if finished else None,
-        run_time=fmt_duration(wall if wall > 0 else
-                              (finished - started).total_seconds() if started and finished else None),
+        run_time=fmt_duration(
+            wall if wall > 0 else (finished - started).total_seconds() if started and finished else None
+        ),
         engine_starts=sum(r.stats.engine_starts for r in runs) if runs else None,
         has_run_file=bool(runs),
         interrupted=any(r.interrupted or r.finished_at is None for r in runs),
@@ -253,7 +272,7 @@ class ReportView:
 
     data: RunData
     header: Header
-    scenarios: list[ScenarioView]           # worst verdict first
+    scenarios: list[ScenarioView]  # worst verdict first
     acceptance: AcceptanceTable
     pays: SdPays
     memory: MemoryTable
@@ -267,6 +286,13 @@ class ReportView:
 
 def build_view(data: RunData) -> ReportView:
     views = sorted((scenario_view(r, data.sources.get(r.id)) for r in data.results), key=_order)
-    return ReportView(data, build_header(data, views), views, analyses.acceptance_table(data.results),
-                      analyses.where_sd_pays(data.results), analyses.memory_table(data.results),
-                      gate_view(data.runs, data.results), trace_views(data.results))
+    return ReportView(
+        data,
+        build_header(data, views),
+        views,
+        analyses.acceptance_table(data.results),
+        analyses.where_sd_pays(data.results),
+        analyses.memory_table(data.results),
+        gate_view(data.runs, data.results),
+        trace_views(data.results),
+    )

@@ -27,7 +27,7 @@ class AdaptiveProposer:
         self.dtype = vllm_config.model_config.dtype
         self.max_model_len = vllm_config.model_config.max_model_len
         self.draft: DraftLM | None = None
-        self.chosen = {"lookup": 0, "draft": 0}     # proposals made by n-gram lookup and by the draft model
+        self.chosen = {"lookup": 0, "draft": 0}  # proposals made by n-gram lookup and by the draft model
 
     def load_model(self, *args, **kwargs) -> None:
         self.draft = DraftLM(self.draft_path, self.dtype)

@@ -16,7 +16,7 @@ class Calls:
     """One round's calls (token-id prompts per call), the request behind each prompt, and the facts."""
 
     calls: list[list[list[int]]]
-    requests: list[Request]          # flat, in the order of the calls' prompts
+    requests: list[Request]  # flat, in the order of the calls' prompts
     facts: WorkloadFacts
 
 
@@ -30,20 +30,20 @@ def batch(scenario: Scenario, requests: list[Request], prompts: list[list[int]])
         return [[ids] * b for ids in prompts], [r for r in requests for _ in range(b)]
     count = -(-len(prompts) // b) * b
     cycled = [i % len(prompts) for i in range(count)]
-    calls = [[prompts[i] for i in cycled[s:s + b]] for s in range(0, count, b)]
+    calls = [[prompts[i] for i in cycled[s : s + b]] for s in range(0, count, b)]
     return calls, [requests[i] for i in cycled]
 
 
 def prompting(scenario: Scenario) -> workloads.Prompting:
     """The scenario's chat-template settings: its cell's `chat` and its model's `thinking` switch."""
     thinking = scenario.model.thinking
-    return workloads.Prompting(chat=scenario.chat,
-                               template_kwargs=() if thinking is None else (("enable_thinking", thinking),))
+    return workloads.Prompting(
+        chat=scenario.chat, template_kwargs=() if thinking is None else (("enable_thinking", thinking),)
+    )
 
 
 def tokenise(requests: list[Request], tokenizer) -> list[list[int]]:
-    return [tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids
-            for r in requests]
+    return [tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids for r in requests]
 
 
 class CallPreparer:
@@ -63,12 +63,25 @@ class CallPreparer:
 
     def __call__(self, scenario: Scenario) -> Calls:
         tokenizer = self.tokenizer(scenario)
-        sample = workloads.load(scenario.dataset, scenario.num_requests, scenario.seed, self.dataset_dir,
-                                tokenizer=tokenizer, selection=scenario.selection, prompting=prompting(scenario))
+        sample = workloads.load(
+            scenario.dataset,
+            scenario.num_requests,
+            scenario.seed,
+            self.dataset_dir,
+            tokenizer=tokenizer,
+            selection=scenario.selection,
+            prompting=prompting(scenario),
+        )
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)
         calls, call_requests = batch(scenario, requests, prompts)
-        facts = WorkloadFacts(source=sample.source, checksum=sample.checksum, stand_in=sample.stand_in,
-                              request_ids=[r.id for r in requests], prompt_tokens=[len(p) for p in prompts],
-                              output_len=scenario.output_len, selection=sample.selection)
+        facts = WorkloadFacts(
+            source=sample.source,
+            checksum=sample.checksum,
+            stand_in=sample.stand_in,
+            request_ids=[r.id for r in requests],
+            prompt_tokens=[len(p) for p in prompts],
+            output_len=scenario.output_len,
+            selection=sample.selection,
+        )
         return Calls(calls, call_requests, facts)

@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 
-PR_SET_PDEATHSIG = 1   # linux/prctl.h
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _die_with_parent(parent_pid: int, kernel: bool) -> None:
@@ -34,7 +34,7 @@ def _die_with_parent(parent_pid: int, kernel: bool) -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     except (OSError, AttributeError):
         threading.Thread(target=_watch, args=(parent_pid, os.getpid()), daemon=True, name="parent-watch").start()
-    if os.getppid() != parent_pid:       # the parent died before the signal was armed
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -71,7 +71,7 @@ def _main(parent_pid: int, from_main_thread: bool, serve, *args) -> None:
     serve(*args)
 
 
-_alive_groups: set[int] = set()     # process groups of engines not yet killed
+_alive_groups: set[int] = set()  # process groups of engines not yet killed
 
 
 def kill_tree(process) -> None:

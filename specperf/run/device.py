@@ -44,8 +44,12 @@ def usable_cores() -> int:
 def describe_cpu() -> dict:
     name, cores = cpu_model(), usable_cores()
     return {
-        "kind": "cpu", "name": name, "count": cores, "memory_gib": _host_memory_gib(),
-        "driver": None, "hardware_key": f"cpu-{slug(name)}-{cores}c",
+        "kind": "cpu",
+        "name": name,
+        "count": cores,
+        "memory_gib": _host_memory_gib(),
+        "driver": None,
+        "hardware_key": f"cpu-{slug(name)}-{cores}c",
     }
 
 

@@ -23,7 +23,7 @@ class DraftLM:
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32).to(self.device).eval()
-        self._rows: dict[int, tuple[np.ndarray, object]] = {}     # row -> (tokens cached, cache)
+        self._rows: dict[int, tuple[np.ndarray, object]] = {}  # row -> (tokens cached, cache)
 
     def _forward(self, tokens, cache):
         ids = self.torch.as_tensor(np.asarray(tokens, dtype=np.int64)[None, :], device=self.device)
@@ -40,7 +40,7 @@ class DraftLM:
         if cache is None or keep == 0:
             cache, keep = DynamicCache(), 0
         elif len(cached) > keep:
-            cache.crop(keep - len(cached))          # drop the tokens past `keep` (a negative length)
+            cache.crop(keep - len(cached))  # drop the tokens past `keep` (a negative length)
         with self.torch.inference_mode():
             logits = self._forward(context[keep:], cache)
             drafts = [int(logits[-1].argmax())]
@@ -58,10 +58,10 @@ class DraftLM:
         """For each output position p (p tokens generated), the tokens a step starting there would
         produce with drafts of up to `max_draft` tokens: accepted drafts + 1 (analysis/ngram.py's form)."""
         tokens = list(prompt) + list(output)
-        agrees = self.predictions(tokens)[:-1] == np.asarray(tokens[1:])     # prediction at j is token j+1
+        agrees = self.predictions(tokens)[:-1] == np.asarray(tokens[1:])  # prediction at j is token j+1
         lengths = []
         for p in range(1, len(output) + 1):
-            run = agrees[len(prompt) + p - 1:len(prompt) + p - 1 + max_draft]
+            run = agrees[len(prompt) + p - 1 : len(prompt) + p - 1 + max_draft]
             misses = np.flatnonzero(~run)
             lengths.append(1 + int(misses[0] if misses.size else len(run)))
         return lengths

@@ -25,9 +25,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import child, tracing, vllm_methods
 from ..messages import one_line
+from . import child, tracing, vllm_methods
 from .device import has_nvidia_gpu
+from .usage import peak_memory, process_tree_cpu_s
 from .versions import installed_vllm
 
 SPEC_COUNTERS = {
@@ -59,19 +60,21 @@ GENERATE = "generate"
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model: str                      # resolved local path or hub id
+    model: str  # resolved local path or hub id
     tokenizer: str | None
     tensor_parallel_size: int
     seed: int
     speculative_config: dict | None
     engine_args: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
-    trace: bool = False             # run.tracing: per-step acceptance and step times with every call
+    trace: bool = False  # run.tracing: per-step acceptance and step times with every call
 
     def llm_kwargs(self) -> dict:
         kwargs = dict(self.engine_args)
         kwargs.update(
-            model=self.model, tensor_parallel_size=self.tensor_parallel_size, seed=self.seed,
+            model=self.model,
+            tensor_parallel_size=self.tensor_parallel_size,
+            seed=self.seed,
             **PINNED_ENGINE_ARGS,
         )
         if self.tokenizer:
@@ -83,6 +86,7 @@ class EngineConfig:
 
 # ---------------------------------------------------------------- child side
 
+
 def declared_methods() -> set[str] | None:
     """The method names the installed vLLM declares (its SpeculativeMethod Literal, flattened);
     None where that declaration cannot be imported."""
@@ -93,7 +97,7 @@ def declared_methods() -> set[str] | None:
         args = get_args(tp)
         return [tp] if not args and isinstance(tp, str) else [n for a in args for n in flatten(a)]
 
-    for module in ("vllm.config.speculative", "vllm.config"):   # from 0.11; 0.10.x
+    for module in ("vllm.config.speculative", "vllm.config"):  # from 0.11; 0.10.x
         try:
             return set(flatten(importlib.import_module(module).SpeculativeMethod))
         except (ImportError, AttributeError):
@@ -108,8 +112,9 @@ def mapped_speculative_config(config: EngineConfig, vllm_version: str) -> dict |
     spec = vllm_methods.vllm_speculative_config(config.speculative_config, vllm_version, config.model)
     declared = declared_methods()
     if declared is not None and spec["method"] not in declared:
-        raise EngineError(f"vLLM {vllm_version} does not declare method {spec['method']!r} "
-                          f"(declared: {', '.join(sorted(declared))})")
+        raise EngineError(
+            f"vLLM {vllm_version} does not declare method {spec['method']!r} (declared: {', '.join(sorted(declared))})"
+        )
     return spec
 
 
@@ -118,8 +123,11 @@ def vllm_provenance() -> dict:
     import vllm
 
     installed = installed_vllm()
-    return {"vllm": vllm.__version__, "vllm_distribution": " ".join(installed) if installed else None,
-            "torch": torch.__version__}
+    return {
+        "vllm": vllm.__version__,
+        "vllm_distribution": " ".join(installed) if installed else None,
+        "torch": torch.__version__,
+    }
 
 
 def effective_engine_config(llm) -> dict:
@@ -148,36 +156,6 @@ def effective_engine_config(llm) -> dict:
     }
 
 
-def peak_memory() -> dict:
-    """Peak memory of this engine process: allocated GPU memory, or resident memory on CPU."""
-    import resource
-
-    import torch
-
-    if torch.cuda.is_available():
-        return {"peak_mib": torch.cuda.max_memory_allocated() / 2**20,
-                "source": "torch.cuda.max_memory_allocated"}
-    return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "source": "engine process max RSS"}
-
-
-def process_tree_cpu_s() -> float:
-    """CPU seconds (user + system) this engine process and its children have used so far.  Time the
-    hypervisor gave to other tenants is not in it, as it is in wall time.  This process's own
-    figure has nanosecond resolution (all its threads); its children's (tensor-parallel workers),
-    the kernel's clock ticks."""
-    import psutil
-
-    total = time.process_time()
-    for process in psutil.Process().children(recursive=True):
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def read_spec_counters(llm) -> dict:
     """Cumulative spec-decode counters, summed over label sets; callers take before/after deltas."""
     totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
@@ -198,7 +176,7 @@ def _serve(conn, config: EngineConfig) -> None:
     """Answers the pipe protocol; runs after exec (_serve_in), whose environment already holds config.env."""
     started = time.perf_counter()
     timer, public_acceptance = None, False
-    draft, draft_memo = None, {}        # a traced draft-model scenario: its draft over every output
+    draft, draft_memo = None, {}  # a traced draft-model scenario: its draft over every output
     draft_path = tracing.draft_path(config.speculative_config) if config.trace else None
     try:
         if config.trace:
@@ -214,17 +192,27 @@ def _serve(conn, config: EngineConfig) -> None:
         from vllm import LLM, SamplingParams
         from vllm.engine.arg_utils import EngineArgs
 
-        if timer is not None and spec is not None and \
-                tracing.DETAILED_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}:
+        if (
+            timer is not None
+            and spec is not None
+            and tracing.DETAILED_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}
+        ):
             kwargs[tracing.DETAILED_METRICS_ARG] = "detailed"
             public_acceptance = True
 
         llm = LLM(**kwargs)
-        counters = read_spec_counters(llm)      # cumulative: each call's "after" is the next one's "before"
-        conn.send(("ready", {
-            "start_s": time.perf_counter() - started, "pid": os.getpid(),
-            "provenance": provenance, "effective_config": effective_engine_config(llm),
-        }))
+        counters = read_spec_counters(llm)  # cumulative: each call's "after" is the next one's "before"
+        conn.send(
+            (
+                "ready",
+                {
+                    "start_s": time.perf_counter() - started,
+                    "pid": os.getpid(),
+                    "provenance": provenance,
+                    "effective_config": effective_engine_config(llm),
+                },
+            )
+        )
     except vllm_methods.UnsupportedMethod as err:
         conn.send(("error", str(err), traceback.format_exc()))
         return
@@ -241,7 +229,7 @@ def _serve(conn, config: EngineConfig) -> None:
         _, prompts, max_tokens = request
         try:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-            before = counters       # no read right before the timed call: get_metrics() costs ~2 ms
+            before = counters  # no read right before the timed call: get_metrics() costs ~2 ms
             if timer is not None:
                 timer.drain()
             cpu0 = process_tree_cpu_s()
@@ -255,18 +243,26 @@ def _serve(conn, config: EngineConfig) -> None:
             if trace is not None and draft_path:
                 if draft is None:
                     from .draft_lm import DraftLM
+
                     draft = DraftLM(draft_path, llm.llm_engine.vllm_config.model_config.dtype)
                 tracing.add_draft_acceptance(trace, draft, prompts, token_ids, draft_memo)
-            conn.send(("result", {
-                "wall_s": wall_s, "cpu_s": cpu_s,
-                "output_tokens": sum(len(ids) for ids in token_ids),
-                "token_ids": token_ids,
-                "texts": [o.outputs[0].text for o in outputs],
-                "finish_reasons": [o.outputs[0].finish_reason for o in outputs],
-                "counters_before": before, "counters_after": after,
-                "memory": peak_memory(),
-                "trace": trace,
-            }))
+            conn.send(
+                (
+                    "result",
+                    {
+                        "wall_s": wall_s,
+                        "cpu_s": cpu_s,
+                        "output_tokens": sum(len(ids) for ids in token_ids),
+                        "token_ids": token_ids,
+                        "texts": [o.outputs[0].text for o in outputs],
+                        "finish_reasons": [o.outputs[0].finish_reason for o in outputs],
+                        "counters_before": before,
+                        "counters_after": after,
+                        "memory": peak_memory(),
+                        "trace": trace,
+                    },
+                )
+            )
         except BaseException as err:  # noqa: BLE001
             conn.send(("error", one_line(err), traceback.format_exc()))
             return
@@ -280,12 +276,16 @@ def _serve_in(python: str, conn, config: EngineConfig) -> None:
     sides of a gate run the same serving code and only vLLM and its environment differ."""
     fd = conn.fileno()
     os.set_inheritable(fd, True)
-    env = {**os.environ, **config.env,      # from its start, as /proc and every library see it
-           "PYTHONPATH": os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        **config.env,  # from its start, as /proc and every library see it
+        "PYTHONPATH": os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")])),
+    }
     os.execve(python, [python, "-m", "specperf.run.engine", str(fd), json.dumps(dataclasses.asdict(config))], env)
 
 
 # ---------------------------------------------------------------- parent side
+
 
 class Engine:
     """A vLLM engine in its own process.  Use as a context manager, or call close().
@@ -294,8 +294,7 @@ class Engine:
     for that environment's vLLM.  `serve(conn, config)`, for tests, answers the pipe protocol in
     the spawned child instead."""
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=None,
-                 python: str | None = None):
+    def __init__(self, config: EngineConfig, start_timeout_s: float = 1800.0, serve=None, python: str | None = None):
         self.config = config
         if serve is None:
             serve = functools.partial(_serve_in, python or sys.executable)
@@ -390,7 +389,7 @@ def default_env() -> dict:
     return env
 
 
-if __name__ == "__main__":          # an engine process after exec: see _serve_in
+if __name__ == "__main__":  # an engine process after exec: see _serve_in
     from multiprocessing.connection import Connection
 
     _serve(Connection(int(sys.argv[1])), EngineConfig(**json.loads(sys.argv[2])))

@@ -24,9 +24,13 @@ def facts(modules: list[str]) -> dict:
     """This environment: its vLLM distribution and version, specperf's version, and which of `modules` import."""
     distribution, vllm = installed_vllm() or (None, None)
     specperf = installed_version("specperf")
-    return {"vllm": vllm, "distribution": distribution, "specperf": str(specperf) if specperf else None,
-            "python_version": platform.python_version(),
-            "modules": {name: importlib.util.find_spec(name) is not None for name in modules}}
+    return {
+        "vllm": vllm,
+        "distribution": distribution,
+        "specperf": str(specperf) if specperf else None,
+        "python_version": platform.python_version(),
+        "modules": {name: importlib.util.find_spec(name) is not None for name in modules},
+    }
 
 
 def describe(python: str | None = None) -> dict:
@@ -34,14 +38,19 @@ def describe(python: str | None = None) -> dict:
     method of the table to None (supported) or the reason it is not, for that environment."""
     python = python or sys.executable
     try:
-        done = subprocess.run([python, "-m", "specperf.run.environments", *vllm_methods.extra_modules()],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [python, "-m", "specperf.run.environments", *vllm_methods.extra_modules()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EnvironmentProblem(f"{python}: cannot run it ({err})") from None
     last = done.stderr.strip().splitlines()[-1:] or [""]
-    if "ModuleNotFoundError" in last[0]:        # specperf, or what it needs, is missing there
-        raise EnvironmentProblem(f"{python}: specperf does not run in that environment ({last[0]}); "
-                                 "pip install -e <this checkout> there")
+    if "ModuleNotFoundError" in last[0]:  # specperf, or what it needs, is missing there
+        raise EnvironmentProblem(
+            f"{python}: specperf does not run in that environment ({last[0]}); pip install -e <this checkout> there"
+        )
     if done.returncode != 0:
         raise EnvironmentProblem(f"{python}: exit code {done.returncode}: {last[0]}")
     found = json.loads(done.stdout)

@@ -11,8 +11,8 @@ from .loop import RoundResult
 from .measurement import EngineFacts, Measured
 from .summary import Reference, Summary
 
-CURRENT = "current"           # this environment's vLLM (the interpreter running the suite)
-CANDIDATE = "candidate"       # the other environment's (--candidate PYTHON)
+CURRENT = "current"  # this environment's vLLM (the interpreter running the suite)
+CANDIDATE = "candidate"  # the other environment's (--candidate PYTHON)
 
 
 @dataclass
@@ -25,15 +25,19 @@ class SideSummary:
 def paired_reference(rounds: list[RoundResult]) -> Reference:
     """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair."""
     throughputs = [r.throughput for r in rounds]
-    return Reference(statistics.median(throughputs), [output_hash(ids) for ids in rounds[0].token_ids],
-                     paired=throughputs)
+    return Reference(
+        statistics.median(throughputs), [output_hash(ids) for ids in rounds[0].token_ids], paired=throughputs
+    )
 
 
 def config_diff(current: dict | None, candidate: dict | None) -> dict[str, list]:
     """The effective engine settings that differ: setting -> [current, candidate]."""
     current, candidate = current or {}, candidate or {}
-    return {key: [current.get(key), candidate.get(key)] for key in sorted(current.keys() | candidate.keys())
-            if current.get(key) != candidate.get(key)}
+    return {
+        key: [current.get(key), candidate.get(key)]
+        for key in sorted(current.keys() | candidate.keys())
+        if current.get(key) != candidate.get(key)
+    }
 
 
 def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
@@ -43,26 +47,45 @@ def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
 
 def current_as_baseline(current: SideSummary) -> BaselineRef:
     """The current build in the role a stored baseline has elsewhere: what the candidate is judged against."""
-    return BaselineRef.of(current.summary.metrics, vllm=current.engine.provenance.get("vllm"),
-                          effective_config=current.engine.effective_config,
-                          memory_peak_mib=current.summary.memory.peak_mib,
-                          trace=current.summary.trace.totals() if current.summary.trace else None)
+    return BaselineRef.of(
+        current.summary.metrics,
+        vllm=current.engine.provenance.get("vllm"),
+        effective_config=current.engine.effective_config,
+        memory_peak_mib=current.summary.memory.peak_mib,
+        trace=current.summary.trace.totals() if current.summary.trace else None,
+    )
 
 
 def reference_pairs(result: ScenarioResult) -> PairedSamples:
     """A gate's no-SD result as its SD scenarios need it: throughput of both builds, pair by pair."""
-    return PairedSamples(current=result.gate.current.metrics["throughput_tok_s"].samples,
-                         candidate=result.metrics["throughput_tok_s"].samples,
-                         clusters=[r.engine_instance for r in result.rounds])
+    return PairedSamples(
+        current=result.gate.current.metrics["throughput_tok_s"].samples,
+        candidate=result.metrics["throughput_tok_s"].samples,
+        clusters=[r.engine_instance for r in result.rounds],
+    )
 
 
-def gate_record(current: SideSummary, candidate: SideSummary, measured: Measured, python: str,
-                reference: PairedSamples | None = None) -> Gate:
-    side = Side(vllm=current.engine.provenance.get("vllm"), provenance=current.engine.provenance,
-                effective_config=current.engine.effective_config, rounds=current.summary.rounds,
-                metrics=current.summary.metrics, output_hashes=current.summary.output_hashes,
-                validity=current.validity)
-    return Gate(current=side, candidate_python=python, pairing=measured.pairing,
-                reference=reference,
-                output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
-                config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config))
+def gate_record(
+    current: SideSummary,
+    candidate: SideSummary,
+    measured: Measured,
+    python: str,
+    reference: PairedSamples | None = None,
+) -> Gate:
+    side = Side(
+        vllm=current.engine.provenance.get("vllm"),
+        provenance=current.engine.provenance,
+        effective_config=current.engine.effective_config,
+        rounds=current.summary.rounds,
+        metrics=current.summary.metrics,
+        output_hashes=current.summary.output_hashes,
+        validity=current.validity,
+    )
+    return Gate(
+        current=side,
+        candidate_python=python,
+        pairing=measured.pairing,
+        reference=reference,
+        output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
+        config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
+    )

@@ -12,14 +12,24 @@ from __future__ import annotations
 import os
 import re
 
-from .nvml import (MIB, Ownership, close_nvml, compute_processes, constant, open_nvml, query, readings,
-                   text, visible_nvml_indices, watts)
-
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 from ..profiles.registry import GPU_CLASSES
-
+from .nvml import (
+    MIB,
+    Ownership,
+    close_nvml,
+    compute_processes,
+    constant,
+    open_nvml,
+    query,
+    readings,
+    text,
+    visible_nvml_indices,
+    watts,
+)
 
 # ------------------------------------------------------------------ preflight
+
 
 def preflight() -> dict | None:
     """Description of the GPUs this process may use, or None without pynvml, a driver or GPUs.
@@ -46,12 +56,15 @@ def _describe(nvml) -> dict | None:
     cuda = query(nvml, "nvmlSystemGetCudaDriverVersion")
     ownership = Ownership()
     foreign = [
-        {"gpu_index": i, "pid": p.pid,
-         "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory // MIB}
-        for i in indices for p in compute_processes(nvml, handles[i]) if ownership.is_foreign(p.pid)
+        {"gpu_index": i, "pid": p.pid, "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory // MIB}
+        for i in indices
+        for p in compute_processes(nvml, handles[i])
+        if ownership.is_foreign(p.pid)
     ]
     return {
-        "kind": "gpu", "name": first["name"], "count": len(gpus),
+        "kind": "gpu",
+        "name": first["name"],
+        "count": len(gpus),
         "memory_gib": round(first["memory_total_mib"] / 1024),
         "driver": text(nvml.nvmlSystemGetDriverVersion()),
         "cuda_driver_version": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
@@ -68,12 +81,15 @@ def _gpu_facts(nvml, index: int, handle) -> dict:
         "name": text(nvml.nvmlDeviceGetName(handle)),
         "memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // MIB,
         "ecc_mode": _enabled(query(nvml, "nvmlDeviceGetEccMode", handle), enabled),
-        "ecc_uncorrected_errors": query(nvml, "nvmlDeviceGetTotalEccErrors", handle,
-                                        constant(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-                                        constant(nvml, "NVML_VOLATILE_ECC", 0)),
+        "ecc_uncorrected_errors": query(
+            nvml,
+            "nvmlDeviceGetTotalEccErrors",
+            handle,
+            constant(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            constant(nvml, "NVML_VOLATILE_ECC", 0),
+        ),
         "persistence_mode": _enabled(query(nvml, "nvmlDeviceGetPersistenceMode", handle), enabled),
-        "mig_mode": _enabled(query(nvml, "nvmlDeviceGetMigMode", handle),
-                             constant(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
+        "mig_mode": _enabled(query(nvml, "nvmlDeviceGetMigMode", handle), constant(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
         "max_sm_clock_mhz": query(nvml, "nvmlDeviceGetMaxClockInfo", handle, constant(nvml, "NVML_CLOCK_SM", 1)),
         "power_limit_w": watts(query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)),
         **readings(nvml, handle),
@@ -90,15 +106,20 @@ def _enabled(state, on: int) -> bool | None:
 
 # ------------------------------------------------------------------ requirements
 
+
 def _class_rank(name: str) -> int | None:
     """Rank in GPU_CLASSES of the newest class named as a word in a GPU name, e.g. "NVIDIA H100 80GB HBM3"."""
-    ranks = [rank for rank, cls in enumerate(GPU_CLASSES)
-             if re.search(rf"(?<![a-z0-9]){cls.lower()}(?![a-z0-9])", name.lower())]
+    ranks = [
+        rank
+        for rank, cls in enumerate(GPU_CLASSES)
+        if re.search(rf"(?<![a-z0-9]){cls.lower()}(?![a-z0-9])", name.lower())
+    ]
     return max(ranks) if ranks else None
 
 
-def unmet_requirement(device: dict, min_class: str | None = None, count: int = 1,
-                      min_memory_gib: int | None = None) -> str | None:
+def unmet_requirement(
+    device: dict, min_class: str | None = None, count: int = 1, min_memory_gib: int | None = None
+) -> str | None:
     """Why `device` (device.describe_device()) cannot run a test, as a one-line skip reason; None if it can."""
     wanted = None
     if min_class is not None:
@@ -125,17 +146,21 @@ def unmet_requirement(device: dict, min_class: str | None = None, count: int = 1
 # the selected scenarios; worker gwI gets the I-th block of the visible GPUs.  Blocks never overlap,
 # so workers never measure on the same GPU, and a run needs workers x max TP GPUs.
 
+
 def allocate_gpus(worker_index: int, worker_count: int, gpu_ids: list[str], tp_size: int) -> list[str]:
     """The GPUs (entries of `gpu_ids`) that xdist worker `worker_index` (0-based) owns."""
     if tp_size < 1 or worker_count < 1 or not 0 <= worker_index < worker_count:
-        raise ValueError(f"worker {worker_index} of {worker_count} with TP {tp_size}: "
-                         "need 0 <= worker < workers and TP >= 1")
+        raise ValueError(
+            f"worker {worker_index} of {worker_count} with TP {tp_size}: need 0 <= worker < workers and TP >= 1"
+        )
     needed = worker_count * tp_size
     if needed > len(gpu_ids):
-        raise ValueError(f"{worker_count} workers x TP {tp_size} need {needed} GPUs, "
-                         f"but only {len(gpu_ids)} are visible ({','.join(gpu_ids) or 'none'}); "
-                         "run fewer workers (-n) or select fewer TP scenarios")
-    return list(gpu_ids[worker_index * tp_size:(worker_index + 1) * tp_size])
+        raise ValueError(
+            f"{worker_count} workers x TP {tp_size} need {needed} GPUs, "
+            f"but only {len(gpu_ids)} are visible ({','.join(gpu_ids) or 'none'}); "
+            "run fewer workers (-n) or select fewer TP scenarios"
+        )
+    return list(gpu_ids[worker_index * tp_size : (worker_index + 1) * tp_size])
 
 
 def process_gpus(visible: list[str], max_tp: int, worker_id: str | None = None, worker_count: int = 1) -> str:
@@ -143,7 +168,7 @@ def process_gpus(visible: list[str], max_tp: int, worker_id: str | None = None, 
     max_tp GPUs; a run without xdist keeps the first max_tp (all there are, if fewer: scenarios
     with a larger TP are then skipped by their requires_gpu mark)."""
     if worker_id is None:
-        return ",".join(visible[:max(1, min(max_tp, len(visible)))])
+        return ",".join(visible[: max(1, min(max_tp, len(visible)))])
     match = re.fullmatch(r"gw(\d+)", worker_id)
     if match is None:
         raise ValueError(f"not a pytest-xdist worker id: {worker_id!r} (expected gw0, gw1, ...)")

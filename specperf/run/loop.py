@@ -31,10 +31,10 @@ class RoundResult:
     token_ids: list[list[int]]
     texts: list[str]
     memory: dict = field(default_factory=dict)
-    trace: dict | None = None           # run.tracing's raw trace, from a traced engine
-    calls: list[dict] = field(default_factory=list)     # per call: wall_s, output_tokens, eos
-    cpu_s: float | None = None          # CPU time of the engine's process tree over the round's calls
-    instance: int = 0                   # the engine pair (cluster) of a paired round
+    trace: dict | None = None  # run.tracing's raw trace, from a traced engine
+    calls: list[dict] = field(default_factory=list)  # per call: wall_s, output_tokens, eos
+    cpu_s: float | None = None  # CPU time of the engine's process tree over the round's calls
+    instance: int = 0  # the engine pair (cluster) of a paired round
 
     @property
     def throughput(self) -> float:
@@ -46,8 +46,11 @@ def call_timing(reply: dict) -> dict:
     """One call's time and tokens, and whether its first request ended on EOS ("stop"): what the
     study's throughput averages (judge/metrics.study_throughput).  None where the engine did not say."""
     reasons = reply.get("finish_reasons")
-    return {"wall_s": reply["wall_s"], "output_tokens": reply["output_tokens"],
-            "eos": reasons[0] == "stop" if reasons else None}
+    return {
+        "wall_s": reply["wall_s"],
+        "output_tokens": reply["output_tokens"],
+        "eos": reasons[0] == "stop" if reasons else None,
+    }
 
 
 def balanced_schedule(labels: Sequence[str], rounds: int) -> list[str]:
@@ -68,8 +71,9 @@ def run_rounds(step: Callable[[], None], count: int) -> None:
         step()
 
 
-def _generate(engines: Mapping[str, Generator], label: str, prompts: list[list[int]], max_tokens: int,
-              deadline: float) -> dict:
+def _generate(
+    engines: Mapping[str, Generator], label: str, prompts: list[list[int]], max_tokens: int, deadline: float
+) -> dict:
     """One call on engine `label`; a failure carries the label (`engine_label`) for the caller."""
     try:
         return engines[label].generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
@@ -78,8 +82,13 @@ def _generate(engines: Mapping[str, Generator], label: str, prompts: list[list[i
         raise
 
 
-def warm_up(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_tokens: int, warmup: int,
-            deadline: float = float("inf")) -> float:
+def warm_up(
+    engines: Mapping[str, Generator],
+    calls: list[list[list[int]]],
+    max_tokens: int,
+    warmup: int,
+    deadline: float = float("inf"),
+) -> float:
     """Run the first call `warmup` times on every engine; returns the seconds it took."""
     t0 = time.monotonic()
     for label in engines:
@@ -88,9 +97,15 @@ def warm_up(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
     return time.monotonic() - t0
 
 
-def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_tokens: int, *,
-            schedule: Sequence[str], deadline: float = float("inf"),
-            rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> dict[str, list[RoundResult]]:
+def measure(
+    engines: Mapping[str, Generator],
+    calls: list[list[list[int]]],
+    max_tokens: int,
+    *,
+    schedule: Sequence[str],
+    deadline: float = float("inf"),
+    rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds,
+) -> dict[str, list[RoundResult]]:
     """Run the schedule's rounds; returns each engine's rounds in order.
 
     deadline: a time.monotonic() value after which a call is given no more time (the engine times out).
@@ -101,19 +116,22 @@ def measure(engines: Mapping[str, Generator], calls: list[list[list[int]]], max_
     def step() -> None:
         label = next(pending)
         replies = [_generate(engines, label, c, max_tokens, deadline) for c in calls]
-        results[label].append(RoundResult(
-            engine=label,
-            wall_s=sum(r["wall_s"] for r in replies),
-            output_tokens=sum(r["output_tokens"] for r in replies),
-            counters=metrics.sum_counters(
-                [metrics.counter_delta(r["counters_before"], r["counters_after"]) for r in replies]),
-            token_ids=[ids for r in replies for ids in r["token_ids"]],
-            texts=[t for r in replies for t in r["texts"]],
-            memory=replies[-1].get("memory") or {},
-            trace=tracing.merge_calls([r.get("trace") for r in replies]),
-            calls=[call_timing(r) for r in replies],
-            cpu_s=sum(r["cpu_s"] for r in replies) if all(r.get("cpu_s") is not None for r in replies) else None,
-        ))
+        results[label].append(
+            RoundResult(
+                engine=label,
+                wall_s=sum(r["wall_s"] for r in replies),
+                output_tokens=sum(r["output_tokens"] for r in replies),
+                counters=metrics.sum_counters(
+                    [metrics.counter_delta(r["counters_before"], r["counters_after"]) for r in replies]
+                ),
+                token_ids=[ids for r in replies for ids in r["token_ids"]],
+                texts=[t for r in replies for t in r["texts"]],
+                memory=replies[-1].get("memory") or {},
+                trace=tracing.merge_calls([r.get("trace") for r in replies]),
+                calls=[call_timing(r) for r in replies],
+                cpu_s=sum(r["cpu_s"] for r in replies) if all(r.get("cpu_s") is not None for r in replies) else None,
+            )
+        )
 
     rounds_runner(step, len(schedule))
     return results

@@ -57,15 +57,15 @@ def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets:
         done, forward, block = 0, True, 0
         while done < rounds:
             size = min(blocks, rounds - done)
-            for label in (labels if forward else list(reversed(labels))):
+            for label in labels if forward else list(reversed(labels)):
                 yield {label: wanted[label]}, [label] * size, [block] * size
             done, forward, block = done + size, not forward, block + 1
         return
     first = 0
-    for s, pairs in enumerate(_split(rounds, sets)):
+    for pairs in _split(rounds, sets):
         clusters = list(range(first, first + instances))
         alive = {}
-        for c in clusters:          # the side that starts first alternates from cluster to cluster
+        for c in clusters:  # the side that starts first alternates from cluster to cluster
             alive |= {f"{label}#{c}": (*wanted[label], c) for label in _ordered(labels, c)}
         order, of_round = _cluster_schedule(labels, pairs, clusters)
         yield alive, order, of_round
@@ -100,10 +100,21 @@ def _side(label: str) -> str:
     return label.split("#")[0]
 
 
-def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | None]], calls: list, max_tokens: int,
-                   warmup: int, rounds: int, *, deadline: float = float("inf"), blocks: int | None = None,
-                   instances: int = 1, sets: int = 1, gpus: list[int] | None = None,
-                   rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds) -> Measured:
+def measure_rounds(
+    pool: EnginePool,
+    wanted: dict[str, tuple[Scenario, str | None]],
+    calls: list,
+    max_tokens: int,
+    warmup: int,
+    rounds: int,
+    *,
+    deadline: float = float("inf"),
+    blocks: int | None = None,
+    instances: int = 1,
+    sets: int = 1,
+    gpus: list[int] | None = None,
+    rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds,
+) -> Measured:
     """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order; each
     round's `instance` names the cluster (engine pair) it ran on, the same for every side of a pair.
     `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
@@ -112,30 +123,45 @@ def measure_rounds(pool: EnginePool, wanted: dict[str, tuple[Scenario, str | Non
     blocked = blocks is not None and paired
     phases = list(_phases(wanted, rounds, blocks if blocked else None, instances, sets))
     clusters = len({c for _, _, of_round in phases for c in of_round})
-    measured = Measured({label: [] for label in labels}, {},
-                        f"blocks of {blocks} rounds" if blocked else
-                        f"interleaved, {clusters} engine pairs ({instances} per side alive, "
-                        f"{len(phases)} set(s))" if clusters > 1 else
-                        "interleaved" if paired else "single")
+    measured = Measured(
+        {label: [] for label in labels},
+        {},
+        f"blocks of {blocks} rounds"
+        if blocked
+        else f"interleaved, {clusters} engine pairs ({instances} per side alive, {len(phases)} set(s))"
+        if clusters > 1
+        else "interleaved"
+        if paired
+        else "single",
+    )
     one_phase = len(phases) == 1
     try:
         for alive, schedule, of_round in phases:
             engines, start_s = pool.engines_for(alive)
-            measured.engines |= {_side(label): _facts(engine) for label, engine in engines.items()
-                                 if _side(label) not in measured.engines}
+            measured.engines |= {
+                _side(label): _facts(engine)
+                for label, engine in engines.items()
+                if _side(label) not in measured.engines
+            }
             measured.start_s += start_s
             measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
             t0 = time.monotonic()
             with TelemetrySampler(gpus) as sampler:
-                phase = measure(engines, calls, max_tokens, schedule=schedule, deadline=deadline,
-                                rounds_runner=rounds_runner if one_phase else run_rounds)
+                phase = measure(
+                    engines,
+                    calls,
+                    max_tokens,
+                    schedule=schedule,
+                    deadline=deadline,
+                    rounds_runner=rounds_runner if one_phase else run_rounds,
+                )
             measured.measure_s += time.monotonic() - t0
             measured.telemetry.append(sampler.summary())
-            for label, cluster in zip(schedule, of_round):     # each side's rounds in pair order
+            for label, cluster in zip(schedule, of_round):  # each side's rounds in pair order
                 result = phase[label].pop(0)
                 result.instance = cluster
                 measured.rounds[_side(label)].append(result)
-    except Exception as err:            # a failure names the side, not the instance
+    except Exception as err:  # a failure names the side, not the instance
         if hasattr(err, "engine_label"):
             err.engine_label = _side(err.engine_label)
         raise

@@ -80,8 +80,7 @@ def decode_throttle_reasons(mask: int | None, nvml=None) -> list[str]:
         return []
     names = []
     for name, suffix, bit in REASONS:
-        bit = getattr(nvml, f"nvmlClocksEventReason{suffix}",
-                      getattr(nvml, f"nvmlClocksThrottleReason{suffix}", bit))
+        bit = getattr(nvml, f"nvmlClocksEventReason{suffix}", getattr(nvml, f"nvmlClocksThrottleReason{suffix}", bit))
         if mask & bit:
             names.append(name)
     return names
@@ -100,14 +99,14 @@ def readings(nvml, handle) -> dict:
     return {
         "sm_clock_mhz": query(nvml, "nvmlDeviceGetClockInfo", handle, sm),
         "mem_clock_mhz": query(nvml, "nvmlDeviceGetClockInfo", handle, mem),
-        "temperature_c": query(nvml, "nvmlDeviceGetTemperature", handle,
-                               constant(nvml, "NVML_TEMPERATURE_GPU", 0)),
+        "temperature_c": query(nvml, "nvmlDeviceGetTemperature", handle, constant(nvml, "NVML_TEMPERATURE_GPU", 0)),
         "power_w": watts(query(nvml, "nvmlDeviceGetPowerUsage", handle)),
         "throttle_reasons": decode_throttle_reasons(_throttle_mask(nvml, handle), nvml),
     }
 
 
 # ------------------------------------------------------------------ which GPUs and processes are ours
+
 
 def visible_indices(uuids: list[str], cuda_visible_devices: str | None) -> list[int]:
     """NVML indices of the GPUs CUDA_VISIBLE_DEVICES lets this process use (NVML ignores the variable).
@@ -133,8 +132,7 @@ def visible_indices(uuids: list[str], cuda_visible_devices: str | None) -> list[
 def visible_nvml_indices(nvml) -> list[int]:
     """visible_indices() of this machine's GPUs under this process's CUDA_VISIBLE_DEVICES."""
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-    return visible_indices([text(nvml.nvmlDeviceGetUUID(h)) for h in handles],
-                           os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return visible_indices([text(nvml.nvmlDeviceGetUUID(h)) for h in handles], os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def own_pids() -> set[int]:

@@ -47,24 +47,31 @@ def engine_config(scenario: Scenario) -> EngineConfig:
     return EngineConfig(
         model=checkpoints.resolve(scenario.model.path),
         tokenizer=checkpoints.resolve(tokenizer) if tokenizer else None,
-        tensor_parallel_size=scenario.model.tp, seed=scenario.seed,
-        speculative_config=spec, engine_args=scenario.engine_args, env={**default_env(), **scenario.env},
+        tensor_parallel_size=scenario.model.tp,
+        seed=scenario.seed,
+        speculative_config=spec,
+        engine_args=scenario.engine_args,
+        env={**default_env(), **scenario.env},
         trace=scenario.trace,
     )
 
 
-Slot = tuple[str | None, str]       # (the interpreter of another environment or None, engine key)
-Live = tuple[Slot, int]             # a slot's engine instance (a gate may run several of one slot)
+Slot = tuple[str | None, str]  # (the interpreter of another environment or None, engine key)
+Live = tuple[Slot, int]  # a slot's engine instance (a gate may run several of one slot)
 
 
 class EnginePool:
     """Live engines by slot.  A run wants one engine at a time, or a few side by side (a gate's
     current and candidate build, an SD engine and its no-SD reference); the rest are closed."""
 
-    def __init__(self, start: Callable[..., Engine] = Engine,
-                 configure: Callable[[Scenario], EngineConfig] = engine_config,
-                 start_timeout_s: float = DEFAULT_START_TIMEOUT_S, log: Callable[[str], None] = print,
-                 parallel_starts: int | None = None):
+    def __init__(
+        self,
+        start: Callable[..., Engine] = Engine,
+        configure: Callable[[Scenario], EngineConfig] = engine_config,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        log: Callable[[str], None] = print,
+        parallel_starts: int | None = None,
+    ):
         self._start = start
         # Engines wanted together start this many at a time: an engine start on the CPU tier is
         # mostly single-threaded imports, so on 2 cores two starts take the time of one.  On a GPU
@@ -83,8 +90,9 @@ class EnginePool:
         """label -> (scenario, python[, instance]): these engines alive, every other one closed;
         returns them and the seconds spent starting.  `python` None is this environment's vLLM;
         `instance` (default 0) tells apart engines of one slot that run side by side."""
-        lives = {label: ((spec[1], spec[0].engine_key), spec[2] if len(spec) > 2 else 0)
-                 for label, spec in wanted.items()}
+        lives = {
+            label: ((spec[1], spec[0].engine_key), spec[2] if len(spec) > 2 else 0) for label, spec in wanted.items()
+        }
         self.keys_seen |= {slot[1] for slot, _ in lives.values()}
         for live in [live for live in self._live if live not in lives.values()]:
             self._close(live)
@@ -92,13 +100,13 @@ class EnginePool:
             if slot in self._failed:
                 raise self._failed[slot]
         missing = [(live, wanted[label][0]) for label, live in lives.items() if live not in self._live]
-        configs = []                    # from this thread: checkpoints built, one log line each, in start order
+        configs = []  # from this thread: checkpoints built, one log line each, in start order
         for live, scenario in missing:
             (slot, instance) = live
             where = (f" with {slot[0]}" if slot[0] else "") + (f" (instance {instance + 1})" if instance else "")
             self.log(f"starting engine: {scenario.model.name} / {scenario.method.label}{where}")
             try:
-                configs.append((live, self._configure(scenario)))   # may build a checkpoint: not engine time
+                configs.append((live, self._configure(scenario)))  # may build a checkpoint: not engine time
             except checkpoints.CheckpointError as err:
                 raise self.fail(slot, str(err), ERROR_INPUT) from None
         t0 = time.monotonic()
@@ -106,7 +114,7 @@ class EnginePool:
             with ThreadPoolExecutor(self.parallel_starts, thread_name_prefix="engine-start") as starts:
                 futures = [starts.submit(self._start_slot, live, config) for live, config in configs]
                 wait(futures)
-            for future in futures:      # every start has ended; the first failure is the run's
+            for future in futures:  # every start has ended; the first failure is the run's
                 future.result()
         else:
             for live, config in configs:
@@ -122,8 +130,9 @@ class EnginePool:
             options = {"python": python} if python else {}
             self._live[live] = self._start(config, self.start_timeout_s, **options)
         except EngineTimeout as err:
-            raise self.fail(slot, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed",
-                            ERROR_TIMEOUT) from err
+            raise self.fail(
+                slot, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed", ERROR_TIMEOUT
+            ) from err
         except EngineError as err:
             raise self.fail(slot, str(err), ERROR_ENGINE) from None
         finally:

@@ -22,39 +22,29 @@ from ..messages import one_line
 from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
 from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
-from ..status import (ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, IMPROVEMENT, OK, SKIPPED,
-                      UNSUPPORTED)
-from ..storage import (ResultFileError, new_run_id, now_iso, read_record, suite_provenance, write_record,
-                       write_result)
-from .calls import CallPreparer, Calls
+from ..status import (
+    ERROR,
+    ERROR_ENGINE,
+    ERROR_INPUT,
+    ERROR_INTERNAL,
+    ERROR_TIMEOUT,
+    IMPROVEMENT,
+    OK,
+    SKIPPED,
+    UNSUPPORTED,
+)
+from ..storage import ResultFileError, new_run_id, now_iso, suite_provenance, write_record, write_result
 from . import environments
+from .calls import CallPreparer, Calls
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .gate import (CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference,
-                   reference_pairs)
+from .gate import CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference, reference_pairs
 from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
+from .resume import finished_results
 from .summary import Reference, summarise, validity
 from .telemetry import telemetry_problems
-
-
-def finished_results(run_dir: Path, hardware_key: str, log: Callable[[str], None]) -> dict[str, ScenarioResult]:
-    """Results of a run being resumed that need no new measurement: ok, with output hashes, measured
-    on this hardware."""
-    finished = {}
-    for path in sorted((Path(run_dir) / "results").glob("*.json")):
-        try:
-            result = read_record(path, ScenarioResult, "result")
-        except ResultFileError as err:
-            log(f"resume: measuring again: {err}")
-            continue
-        if result.device.hardware_key != hardware_key:
-            log(f"resume: measuring again: {path} was measured on {result.device.hardware_key}, not {hardware_key}")
-            continue
-        if result.ok and result.output_hashes is not None:
-            finished[result.id] = result
-    return finished
 
 
 def benchmark_runner(benchmark) -> Callable[[Callable[[], None], int], None]:
@@ -64,6 +54,7 @@ def benchmark_runner(benchmark) -> Callable[[Callable[[], None], int], None]:
 
     def runner(step: Callable[[], None], count: int) -> None:
         benchmark.pedantic(step, rounds=count, iterations=1, warmup_rounds=0)
+
     return runner
 
 
@@ -73,23 +64,23 @@ class RunSession:
     reports_dir: Path
     baseline_dir: Path
     dataset_dir: Path | None = None
-    rounds: int | None = None               # overrides every scenario's rounds
+    rounds: int | None = None  # overrides every scenario's rounds
     update_baselines: bool = False
     log: Callable[[str], None] = print
     run_id: str | None = None
-    scenario_timeout_s: float | None = None   # warm-up and rounds of one scenario; None: no limit
+    scenario_timeout_s: float | None = None  # warm-up and rounds of one scenario; None: no limit
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
-    resume_dir: Path | None = None          # an earlier run of this profile: keep its finished results
+    resume_dir: Path | None = None  # an earlier run of this profile: keep its finished results
     profile_path: str | None = None
-    candidate_python: str | None = None     # an upgrade gate: this other environment's vLLM is judged
-    gate_blocks: int | None = None          # alternate blocks of this many rounds, one engine alive
-    environments: dict | None = None        # a gate's builds by side (run.environments.describe)
-    scenario_hashes: dict[str, str] = field(default_factory=dict)   # the profile's scenarios, for --resume
-    owns_run_file: bool = True              # False on pytest-xdist workers: the controller merges theirs
-    history_url: str | None = None          # the run history database (history.database.history_url)
-    rolling_runs: int | None = None         # judge against the last N runs in the history, not baselines/
-    two_strike: bool = False                # with rolling_runs: a speed regression fails once confirmed
-    planned: int = 0                        # scenarios expected in this run, for progress lines
+    candidate_python: str | None = None  # an upgrade gate: this other environment's vLLM is judged
+    gate_blocks: int | None = None  # alternate blocks of this many rounds, one engine alive
+    environments: dict | None = None  # a gate's builds by side (run.environments.describe)
+    scenario_hashes: dict[str, str] = field(default_factory=dict)  # the profile's scenarios, for --resume
+    owns_run_file: bool = True  # False on pytest-xdist workers: the controller merges theirs
+    history_url: str | None = None  # the run history database (history.database.history_url)
+    rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
+    two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
+    planned: int = 0  # scenarios expected in this run, for progress lines
     # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
     prepare: Callable[[Scenario], Calls] | None = None
     pool: EnginePool | None = None
@@ -111,12 +102,15 @@ class RunSession:
         self.history = None
         self.judge = self._judge_from()
         if self.candidate_python and self.environments is None:
-            self.environments = {CURRENT: environments.describe(), CANDIDATE: environments.describe(self.candidate_python)}
+            self.environments = {
+                CURRENT: environments.describe(),
+                CANDIDATE: environments.describe(self.candidate_python),
+            }
         self.provenance = suite_provenance()
         self.started = time.monotonic()
         self.started_at = now_iso()
-        self._references: dict[tuple[str, str], Reference] = {}     # (side, scenario id)
-        self._gate_references: dict[str, PairedSamples] = {}         # a gate's no-SD scenarios, by id
+        self._references: dict[tuple[str, str], Reference] = {}  # (side, scenario id)
+        self._gate_references: dict[str, PairedSamples] = {}  # a gate's no-SD scenarios, by id
         self.results: list[ScenarioResult] = []
         self.write_run_file(finished=False)
 
@@ -131,8 +125,9 @@ class RunSession:
         from ..judge.rolling import RollingJudge
 
         self.history = History(self.history_url)
-        return RollingJudge(self.history.reader(), self.device["hardware_key"], self.rolling_runs, self.run_id,
-                            self.two_strike)
+        return RollingJudge(
+            self.history.reader(), self.device["hardware_key"], self.rolling_runs, self.run_id, self.two_strike
+        )
 
     # ------------------------------------------------------------ one scenario
 
@@ -142,9 +137,13 @@ class RunSession:
         if kept is not None and kept.scenario.hash == scenario.content_hash:
             return self._keep(scenario, kept)
         self.log(self._progress(scenario))
-        result = ScenarioResult(scenario=ScenarioInfo.model_validate(scenario.to_dict()), status=OK,
-                                started_at=now_iso(), device=Device.model_validate(self.device),
-                                provenance=self.provenance)
+        result = ScenarioResult(
+            scenario=ScenarioInfo.model_validate(scenario.to_dict()),
+            status=OK,
+            started_at=now_iso(),
+            device=Device.model_validate(self.device),
+            provenance=self.provenance,
+        )
         if reason := self._unsupported(scenario):
             return self._set_aside(result, reason)
         try:
@@ -155,8 +154,11 @@ class RunSession:
             self._error(result, str(err), err.kind)
         except EngineTimeout as err:
             limit = self.scenario_timeout_s
-            message = (f"timed out: the scenario did not finish within its {limit:g} s limit; engine killed"
-                       if limit is not None else str(err))
+            message = (
+                f"timed out: the scenario did not finish within its {limit:g} s limit; engine killed"
+                if limit is not None
+                else str(err)
+            )
             self._error(result, self.pool.fail(self._slot(err, scenario), message, ERROR_TIMEOUT), ERROR_TIMEOUT)
         except EngineError as err:
             self._error(result, self.pool.fail(self._slot(err, scenario), str(err), ERROR_ENGINE), ERROR_ENGINE)
@@ -202,8 +204,7 @@ class RunSession:
         """A result of the resumed run: not measured again, but judged and reported with this run."""
         self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
         if scenario.method.is_reference:
-            self._references[(CURRENT, scenario.id)] = Reference(result.value("throughput_tok_s"),
-                                                                 result.output_hashes)
+            self._references[(CURRENT, scenario.id)] = Reference(result.value("throughput_tok_s"), result.output_hashes)
             self._remember_gate_reference(scenario, result)
         self.stats.scenarios += 1
         self.stats.resumed += 1
@@ -226,17 +227,28 @@ class RunSession:
         wanted = self._wanted(scenario)
         deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
         try:
-            measured = measure_rounds(self.pool, wanted, calls.calls, scenario.output_len, scenario.warmup,
-                                      self.rounds or scenario.rounds, deadline=deadline, blocks=self.gate_blocks,
-                                      instances=scenario.gate_instances, sets=scenario.gate_engine_sets,
-                                      gpus=self.engine_gpus(scenario), rounds_runner=benchmark_runner(benchmark))
+            measured = measure_rounds(
+                self.pool,
+                wanted,
+                calls.calls,
+                scenario.output_len,
+                scenario.warmup,
+                self.rounds or scenario.rounds,
+                deadline=deadline,
+                blocks=self.gate_blocks,
+                instances=scenario.gate_instances,
+                sets=scenario.gate_engine_sets,
+                gpus=self.engine_gpus(scenario),
+                rounds_runner=benchmark_runner(benchmark),
+            )
         except EngineError as err:
             label = getattr(err, "engine_label", CURRENT)
             err.slot = (wanted[label][1], wanted[label][0].engine_key)
             raise
         result.gpu_telemetry = measured.telemetry[0]
-        result.timings = Timings(engine_start_s=measured.start_s, warmup_s=measured.warmup_s,
-                                 measure_s=measured.measure_s)
+        result.timings = Timings(
+            engine_start_s=measured.start_s, warmup_s=measured.warmup_s, measure_s=measured.measure_s
+        )
         self.stats.warmup_s += measured.warmup_s
         self.stats.measure_s += measured.measure_s
         preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
@@ -244,14 +256,15 @@ class RunSession:
         sides = {}
         for side in [label for label in (CURRENT, CANDIDATE) if label in wanted]:
             sides[side] = self._side(scenario, side, measured, calls, problems)
-        judged = CANDIDATE if CANDIDATE in sides else CURRENT     # a gate's result is the candidate's
+        judged = CANDIDATE if CANDIDATE in sides else CURRENT  # a gate's result is the candidate's
         main, facts = sides[judged], measured.engines[judged]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
         result.rounds, result.counters, result.memory = main.summary.rounds, main.summary.counters, main.summary.memory
         # Beside the measured peak, what the checkpoints' configs call for (headers only, cheap).
         result.memory = result.memory.model_copy(
-            update=model_memory.estimate(scenario, (facts.effective_config or {}).get("dtype")).fields())
+            update=model_memory.estimate(scenario, (facts.effective_config or {}).get("dtype")).fields()
+        )
         result.output_hashes, result.outputs = main.summary.output_hashes, main.summary.outputs
         result.metrics, result.lossless = main.summary.metrics, main.summary.lossless
         result.workload.overlap_bleu4 = main.summary.overlap_bleu4
@@ -275,8 +288,9 @@ class RunSession:
         prompts = [ids for call in calls.calls for ids in call]
         summary = summarise(scenario, rounds, calls.requests, reference, prompts)
         if scenario.method.is_reference:
-            self._references[(side, scenario.id)] = Reference(summary.metrics["throughput_tok_s"].value,
-                                                              summary.output_hashes)
+            self._references[(side, scenario.id)] = Reference(
+                summary.metrics["throughput_tok_s"].value, summary.output_hashes
+            )
         return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[side])
 
     def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
@@ -287,7 +301,7 @@ class RunSession:
     def engine_gpus(self, scenario: Scenario) -> list[int] | None:
         """NVML indices of the GPUs this scenario's engine uses: the first TP visible ones."""
         gpus = self.device.get("gpus")
-        return [g["index"] for g in gpus[:scenario.model.tp]] if gpus else None
+        return [g["index"] for g in gpus[: scenario.model.tp]] if gpus else None
 
     def _judge(self, result: ScenarioResult, scenario: Scenario) -> None:
         """Judged by the profile in force: a kept result's own tolerances play no part."""
@@ -336,14 +350,25 @@ class RunSession:
 
     def run_file(self, finished: bool, interrupted: bool = False) -> RunFile:
         """run.json: what ran, where, and how long each phase took."""
-        stats = self.stats.model_copy(update={
-            "engine_starts": self.pool.stats.starts, "engine_start_s": self.pool.stats.start_s,
-            "wall_s": time.monotonic() - self.started})
+        stats = self.stats.model_copy(
+            update={
+                "engine_starts": self.pool.stats.starts,
+                "engine_start_s": self.pool.stats.start_s,
+                "wall_s": time.monotonic() - self.started,
+            }
+        )
         return RunFile(
-            run_id=self.run_id, profile=self.profile, profile_path=self.profile_path,
-            started_at=self.started_at, finished_at=now_iso() if finished else None, interrupted=interrupted,
-            device=Device.model_validate(self.device), provenance=self.provenance, stats=stats,
-            engine_keys=sorted(self.pool.keys_seen), scenario_hashes=self.scenario_hashes,
+            run_id=self.run_id,
+            profile=self.profile,
+            profile_path=self.profile_path,
+            started_at=self.started_at,
+            finished_at=now_iso() if finished else None,
+            interrupted=interrupted,
+            device=Device.model_validate(self.device),
+            provenance=self.provenance,
+            stats=stats,
+            engine_keys=sorted(self.pool.keys_seen),
+            scenario_hashes=self.scenario_hashes,
             environments=self.environments or {},
         )
 
@@ -355,12 +380,17 @@ class RunSession:
 def merge_run_files(parts: list[RunFile]) -> RunFile:
     """One run.json from those of several pytest-xdist workers that wrote into one run directory."""
     totals = {key: sum(getattr(p.stats, key) for p in parts) for key in RunStats.model_fields}
-    totals["wall_s"] = max(p.stats.wall_s for p in parts)      # the workers ran side by side
-    return parts[0].model_copy(update=dict(
-        started_at=min(p.started_at for p in parts), finished_at=now_iso(),
-        interrupted=any(p.interrupted for p in parts), stats=RunStats(**totals), workers=len(parts),
-        engine_keys=sorted({key for p in parts for key in p.engine_keys}),
-    ))
+    totals["wall_s"] = max(p.stats.wall_s for p in parts)  # the workers ran side by side
+    return parts[0].model_copy(
+        update=dict(
+            started_at=min(p.started_at for p in parts),
+            finished_at=now_iso(),
+            interrupted=any(p.interrupted for p in parts),
+            stats=RunStats(**totals),
+            workers=len(parts),
+            engine_keys=sorted({key for p in parts for key in p.engine_keys}),
+        )
+    )
 
 
 def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]:
@@ -373,6 +403,8 @@ def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]
     ]
     improved = [r.id for r in results if r.verdict is not None and r.verdict.status == IMPROVEMENT]
     if improved:
-        lines.append(f"{len(improved)} improved: consider refreshing their baselines (--update-baselines): "
-                     + ", ".join(improved))
+        lines.append(
+            f"{len(improved)} improved: consider refreshing their baselines (--update-baselines): "
+            + ", ".join(improved)
+        )
     return lines

@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 
 # Relative seconds, roughly one H100 running an 8B model; only the proportions matter.
-ENGINE_START_S = 120.0       # load weights, compile, capture CUDA graphs; paid once per engine key
-DECODE_STEP_S = 0.007        # one decode step of a single sequence
-FULL_BATCH = 128             # batch size at which a decode step costs about twice a single one
+ENGINE_START_S = 120.0  # load weights, compile, capture CUDA graphs; paid once per engine key
+DECODE_STEP_S = 0.007  # one decode step of a single sequence
+FULL_BATCH = 128  # batch size at which a decode step costs about twice a single one
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -45,7 +45,7 @@ def estimated_cost(scenario) -> float:
     output_len steps whose cost grows with the batch (1 + batch/FULL_BATCH).  TP stands in for
     model size: the TP=4 models of the study are the big, slow ones."""
     if scenario.batching == "replicate":
-        calls = scenario.num_requests                                 # one prompt x batch per call
+        calls = scenario.num_requests  # one prompt x batch per call
     else:
         calls = math.ceil(scenario.num_requests / scenario.batch_size)
     steps = (scenario.warmup + scenario.rounds * calls) * scenario.output_len
@@ -63,8 +63,8 @@ class Unit:
     """What is assigned to one shard: the scenarios of one engine key and the references they need."""
 
     engine_key: str
-    scenarios: tuple      # SD scenarios of one engine key, or references no selected SD scenario needs
-    references: tuple     # the no-SD reference scenarios (from the input) that `scenarios` need
+    scenarios: tuple  # SD scenarios of one engine key, or references no selected SD scenario needs
+    references: tuple  # the no-SD reference scenarios (from the input) that `scenarios` need
 
     @property
     def cost(self) -> float:
@@ -105,15 +105,16 @@ def units(scenarios) -> list[Unit]:
 
 class _Shard:
     def __init__(self, keys: dict, costs: dict):
-        self.keys, self.costs = keys, costs      # engine key and estimated cost by id() of a scenario
-        self.members: set[int] = set()           # id() of the scenario objects it runs
+        self.keys, self.costs = keys, costs  # engine key and estimated cost by id() of a scenario
+        self.members: set[int] = set()  # id() of the scenario objects it runs
         self.engine_keys: set[str] = set()
         self.load = 0.0
 
     def added_cost(self, scenarios) -> float:
         new = {id(s): s for s in scenarios if id(s) not in self.members}
-        starts = {self.keys[i]: ENGINE_START_S * s.model.tp
-                  for i, s in new.items() if self.keys[i] not in self.engine_keys}
+        starts = {
+            self.keys[i]: ENGINE_START_S * s.model.tp for i, s in new.items() if self.keys[i] not in self.engine_keys
+        }
         return math.fsum(self.costs[i] for i in new) + math.fsum(starts.values())
 
     def take(self, scenarios) -> None:
@@ -132,7 +133,7 @@ def assign(scenarios, count: int) -> list[list]:
     shards = [_Shard(keys, costs) for _ in range(count)]
     for unit in sorted(units(scenarios), key=lambda u: (-u.cost, u.engine_key)):
         wanted = unit.scenarios + unit.references
-        target = min(shards, key=lambda sh: sh.load + sh.added_cost(wanted))   # first of equals: lowest index
+        target = min(shards, key=lambda sh: sh.load + sh.added_cost(wanted))  # first of equals: lowest index
         target.take(wanted)
     return [[s for s in scenarios if id(s) in sh.members] for sh in shards]
 

@@ -5,21 +5,31 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..judge import metrics
 from ..analysis import ngram
+from ..judge import metrics
 from ..judge.verdicts import MIN_ROUNDS
 from ..methods import method_of
 from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
-from ..records import (CallTiming, Counters, Lossless, Memory, Metric, Round, ShownOutput, StudyThroughput, Trace,
-                       Validity)
+from ..records import (
+    CallTiming,
+    Counters,
+    Lossless,
+    Memory,
+    Metric,
+    Round,
+    ShownOutput,
+    StudyThroughput,
+    Trace,
+    Validity,
+)
 from .loop import RoundResult
 from .tracing import build_trace, ngram_acceptance
 
-SHOWN_OUTPUTS = 3          # requests whose prompt and output text are kept for the report
+SHOWN_OUTPUTS = 3  # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000
-MIN_ROUND_S = 0.05         # shorter rounds measure the timer and the scheduler, not the engine
+MIN_ROUND_S = 0.05  # shorter rounds measure the timer and the scheduler, not the engine
 
 
 @dataclass
@@ -28,7 +38,7 @@ class Reference:
 
     throughput: float | None
     output_hashes: list[str]
-    paired: list[float] | None = None     # the reference's throughput in each paired round
+    paired: list[float] | None = None  # the reference's throughput in each paired round
 
 
 @dataclass
@@ -54,8 +64,9 @@ def shown_outputs(requests: list[Request], texts: list[str]) -> list[ShownOutput
     shown: dict[str, ShownOutput] = {}
     for request, text in zip(requests, texts):
         if request.id not in shown and len(shown) < SHOWN_OUTPUTS:
-            shown[request.id] = ShownOutput(request_id=request.id, prompt=request.text[:SHOWN_CHARS],
-                                            output=text[:SHOWN_CHARS])
+            shown[request.id] = ShownOutput(
+                request_id=request.id, prompt=request.text[:SHOWN_CHARS], output=text[:SHOWN_CHARS]
+            )
     return list(shown.values())
 
 
@@ -68,8 +79,13 @@ def _speedups(throughputs: list[float], reference: Reference | None) -> list[flo
     return None
 
 
-def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Request],
-              reference: Reference | None, prompts: list[list[int]] | None = None) -> Summary:
+def summarise(
+    scenario: Scenario,
+    rounds: list[RoundResult],
+    requests: list[Request],
+    reference: Reference | None,
+    prompts: list[list[int]] | None = None,
+) -> Summary:
     """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known.
     `prompts` (token ids, in the order of `requests`) let a traced SD scenario's trace say what n-gram
     would have accepted at every output position."""
@@ -89,20 +105,39 @@ def summarise(scenario: Scenario, rounds: list[RoundResult], requests: list[Requ
             values["speedup"] = Metric(value=_median(speedups), samples=speedups)
             fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
             values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
-            lossless = Lossless(identical=round(fraction * len(first.token_ids)), total=len(first.token_ids),
-                                reference_id=scenario.reference_id)
+            lossless = Lossless(
+                identical=round(fraction * len(first.token_ids)),
+                total=len(first.token_ids),
+                reference_id=scenario.reference_id,
+            )
     return Summary(
-        rounds=[Round(wall_s=r.wall_s, output_tokens=r.output_tokens, throughput=t, counters=Counters(**r.counters),
-                      calls=[CallTiming(**c) for c in r.calls], cpu_s=r.cpu_s, engine_instance=r.instance)
-                for r, t in zip(rounds, throughputs)],
+        rounds=[
+            Round(
+                wall_s=r.wall_s,
+                output_tokens=r.output_tokens,
+                throughput=t,
+                counters=Counters(**r.counters),
+                calls=[CallTiming(**c) for c in r.calls],
+                cpu_s=r.cpu_s,
+                engine_instance=r.instance,
+            )
+            for r, t in zip(rounds, throughputs)
+        ],
         study_throughput=study_throughput(rounds),
-        counters=Counters(**counters), memory=Memory(**rounds[-1].memory), output_hashes=output_hashes,
+        counters=Counters(**counters),
+        memory=Memory(**rounds[-1].memory),
+        output_hashes=output_hashes,
         outputs=shown_outputs(requests, first.texts),
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
-        metrics=values, lossless=lossless,
-        trace=build_trace([r.trace for r in rounds], requests, sum(r.output_tokens for r in rounds),
-                          _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None,
-                          [len(p) for p in prompts] if prompts is not None else None),
+        metrics=values,
+        lossless=lossless,
+        trace=build_trace(
+            [r.trace for r in rounds],
+            requests,
+            sum(r.output_tokens for r in rounds),
+            _ngram_acc(scenario, prompts, first.token_ids) if first.trace else None,
+            [len(p) for p in prompts] if prompts is not None else None,
+        ),
     )
 
 
@@ -112,8 +147,12 @@ def study_throughput(rounds: list[RoundResult]) -> StudyThroughput | None:
         return None
     samples = [metrics.study_throughput(r.calls) for r in rounds]
     last = rounds[-1].calls
-    return StudyThroughput(value=_median([s for s in samples if s is not None]), samples=samples,
-                           eos_calls=sum(1 for c in last if c.get("eos")), calls=len(last))
+    return StudyThroughput(
+        value=_median([s for s in samples if s is not None]),
+        samples=samples,
+        eos_calls=sum(1 for c in last if c.get("eos")),
+        calls=len(last),
+    )
 
 
 def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: list[list[int]]):
@@ -121,14 +160,15 @@ def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: lis
     if prompts is None or scenario.method.is_reference:
         return None
     window = ngram.STUDY_WINDOW
-    if method_of(scenario.method.name).ngram_window:     # vLLM: either bound defaults to the other, both to 5
+    if method_of(scenario.method.name).ngram_window:  # vLLM: either bound defaults to the other, both to 5
         low, high = scenario.method.params.get("prompt_lookup_min"), scenario.method.params.get("prompt_lookup_max")
         window = (low or high or 5, high or low or 5)
     return ngram_acceptance(prompts, outputs, window)
 
 
-def validity(scenario: Scenario, rounds: list[RoundResult], summary: Summary,
-             other_problems: list[str] = ()) -> Validity:
+def validity(
+    scenario: Scenario, rounds: list[RoundResult], summary: Summary, other_problems: list[str] = ()
+) -> Validity:
     """The rules a measurement must meet to be judged; each broken one is a reason."""
     reasons = []
     if len(rounds) < MIN_ROUNDS:

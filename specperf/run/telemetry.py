@@ -12,8 +12,7 @@ from __future__ import annotations
 import statistics
 import threading
 
-from .nvml import (MIB, Ownership, close_nvml, compute_processes, open_nvml, query, readings,
-                   visible_nvml_indices)
+from .nvml import MIB, Ownership, close_nvml, compute_processes, open_nvml, query, readings, visible_nvml_indices
 
 # Reasons that make a measurement invalid.  sw_power_cap is left out: a busy GPU at its power
 # limit is the normal state of a throughput benchmark.
@@ -92,14 +91,14 @@ class TelemetrySampler:
     def _sample_safely(self) -> None:
         try:
             self._sample()
-        except Exception:      # a sampler must never break the measurement it watches
+        except Exception:  # a sampler must never break the measurement it watches
             pass
 
     def _sample(self) -> None:
         nvml = self._nvml
         values = {name: [] for name in _SAMPLED}
         reasons: set[str] = set()
-        used: int | None = 0          # over all sampled GPUs; None when one does not say
+        used: int | None = 0  # over all sampled GPUs; None when one does not say
         foreign: set[int] = set()
         for handle in self._handles:
             now = readings(nvml, handle)
@@ -108,8 +107,7 @@ class TelemetrySampler:
             reasons.update(now["throttle_reasons"])
             memory = query(nvml, "nvmlDeviceGetMemoryInfo", handle)
             used = None if memory is None or used is None else used + memory.used // MIB
-            foreign.update(p.pid for p in compute_processes(nvml, handle)
-                           if self._ownership.is_foreign(p.pid))
+            foreign.update(p.pid for p in compute_processes(nvml, handle) if self._ownership.is_foreign(p.pid))
         with self._lock:
             self._samples += 1
             for name, seen in values.items():
@@ -131,8 +129,9 @@ class TelemetrySampler:
                 "interval_s": self.interval_s,
                 **{name: _spread(values) for name, values in self._values.items()},
                 "throttle_reasons": sorted(self._reasons),
-                "memory_used_mib": ({"start": self._memory_used[0], "peak": max(self._memory_used)}
-                                    if self._memory_used else None),
+                "memory_used_mib": (
+                    {"start": self._memory_used[0], "peak": max(self._memory_used)} if self._memory_used else None
+                ),
                 "foreign_pids": sorted(self._foreign),
             }
 
@@ -152,6 +151,5 @@ def telemetry_problems(telemetry: dict | None, preflight_foreign_pids=()) -> lis
     if bad:
         problems.append(f"GPU throttled: {', '.join(bad)}")
     known = set(preflight_foreign_pids)
-    problems += [f"foreign process {pid} used the GPU"
-                 for pid in telemetry.get("foreign_pids", ()) if pid not in known]
+    problems += [f"foreign process {pid} used the GPU" for pid in telemetry.get("foreign_pids", ()) if pid not in known]
     return problems

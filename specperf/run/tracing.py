@@ -20,18 +20,19 @@ from ..analysis import ngram
 from ..methods import method_of
 from ..records import RequestTrace, Trace
 
-if TYPE_CHECKING:       # the engine process imports this module: it needs no workload code
+if TYPE_CHECKING:  # the engine process imports this module: it needs no workload code
     from ..profiles.workloads import Request
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
 DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
-PARTS = ("total", "draft", "forward", "sample")     # the step timer's first fields: seconds
-BATCH = ("tokens", "kv_tokens", "requests")         # then the step's batch (STEP_FIELDS)
-MAX_STEPS = 20_000          # per-step times kept per result (about 25 bytes a step)
-MAX_POSITIONS = 20_000      # output positions given n-gram's acceptance per result
+PARTS = ("total", "draft", "forward", "sample")  # the step timer's first fields: seconds
+BATCH = ("tokens", "kv_tokens", "requests")  # then the step's batch (STEP_FIELDS)
+MAX_STEPS = 20_000  # per-step times kept per result (about 25 bytes a step)
+MAX_POSITIONS = 20_000  # output positions given n-gram's acceptance per result
 
 
 # ---------------------------------------------------------------- in the engine process
+
 
 def load_step_timer():
     """The step-timer plugin, registered and on the path of this process and its children."""
@@ -54,13 +55,18 @@ def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
     for output in outputs:
         counted = _hooked_counts(hooked, output.request_id)
         metrics = getattr(output.outputs[0], "spec_decode_metrics", None) if public_acceptance else None
-        public = None if metrics is None else \
-            {"drafted": list(metrics.per_step_drafted), "accepted": list(metrics.per_step_accepted)}
+        public = (
+            None
+            if metrics is None
+            else {"drafted": list(metrics.per_step_drafted), "accepted": list(metrics.per_step_accepted)}
+        )
         disagree += public is not None and counted != public
         requests.append(public if public_acceptance else counted)
     if disagree:
-        notes.append(f"the scheduler hook's per-step counts differ from vLLM's per-request metrics "
-                     f"for {disagree} of {len(outputs)} requests")
+        notes.append(
+            f"the scheduler hook's per-step counts differ from vLLM's per-request metrics "
+            f"for {disagree} of {len(outputs)} requests"
+        )
     return {"steps": timer.drain(), "requests": requests, "notes": notes}
 
 
@@ -70,8 +76,7 @@ def draft_path(speculative_config: dict | None) -> str | None:
     return spec.get("model") if method_of(str(spec.get("method"))).draft_over_output else None
 
 
-def add_draft_acceptance(trace: dict, draft, prompts: list[list[int]], outputs: list[list[int]],
-                         memo: dict) -> None:
+def add_draft_acceptance(trace: dict, draft, prompts: list[list[int]], outputs: list[list[int]], memo: dict) -> None:
     """Per request of a call's trace, what `draft` (a draft_lm.DraftLM) would accept at every output
     position; computed once per distinct prompt and output (`memo`), after the call's timing."""
     for request, prompt, output in zip(trace["requests"], prompts, outputs):
@@ -84,8 +89,9 @@ def add_draft_acceptance(trace: dict, draft, prompts: list[list[int]], outputs: 
 
 def _hooked_counts(hooked: dict, request_id: str) -> dict | None:
     """The hook's counts of a request: the engine may suffix the id it was given ("7" -> "7-1a2b3c4d")."""
-    engine_id = request_id if request_id in hooked else \
-        next((e for e in hooked if e.rsplit("-", 1)[0] == request_id), None)
+    engine_id = (
+        request_id if request_id in hooked else next((e for e in hooked if e.rsplit("-", 1)[0] == request_id), None)
+    )
     if engine_id is None:
         return None
     drafted, accepted = hooked[engine_id]
@@ -94,13 +100,16 @@ def _hooked_counts(hooked: dict, request_id: str) -> dict | None:
 
 # ---------------------------------------------------------------- in the suite
 
+
 def merge_calls(traces: list[dict | None]) -> dict | None:
     """The calls of one round as one trace."""
     if not traces or any(t is None for t in traces):
         return None
-    return {"steps": [s for t in traces for s in t["steps"]],
-            "requests": [r for t in traces for r in t["requests"]],
-            "notes": list(dict.fromkeys(n for t in traces for n in t["notes"]))}
+    return {
+        "steps": [s for t in traces for s in t["steps"]],
+        "requests": [r for t in traces for r in t["requests"]],
+        "notes": list(dict.fromkeys(n for t in traces for n in t["notes"])),
+    }
 
 
 def ngram_acceptance(prompts: list[list[int]], outputs: list[list[int]], window: tuple[int, int]) -> list[list[int]]:
@@ -117,8 +126,13 @@ def ngram_acceptance(prompts: list[list[int]], outputs: list[list[int]], window:
     return lengths
 
 
-def build_trace(round_traces: list[dict | None], requests: list[Request], output_tokens: int,
-                ngram_acc: list[list[int]] | None = None, prompt_lens: list[int] | None = None) -> Trace | None:
+def build_trace(
+    round_traces: list[dict | None],
+    requests: list[Request],
+    output_tokens: int,
+    ngram_acc: list[list[int]] | None = None,
+    prompt_lens: list[int] | None = None,
+) -> Trace | None:
     """The result's trace: per-step lists of the last round, totals over all of them."""
     traced = [t for t in round_traces if t is not None]
     if not traced:
@@ -137,13 +151,24 @@ def build_trace(round_traces: list[dict | None], requests: list[Request], output
     if any(not a for a, r in zip(ngram_acc, last["requests"]) if r is not None) and any(ngram_acc):
         notes.append(f"n-gram acceptance: the first {MAX_POSITIONS} output positions only")
     return Trace(
-        requests=[RequestTrace(request_id=request.id, drafted=r["drafted"], accepted=r["accepted"], ngram_acc=a,
-                               draft_acc=r.get("draft_acc", []), prompt_len=n)
-                  for request, r, a, n in zip(requests, last["requests"], ngram_acc, prompt_lens or [0] * len(requests))
-                  if r is not None],
+        requests=[
+            RequestTrace(
+                request_id=request.id,
+                drafted=r["drafted"],
+                accepted=r["accepted"],
+                ngram_acc=a,
+                draft_acc=r.get("draft_acc", []),
+                prompt_len=n,
+            )
+            for request, r, a, n in zip(requests, last["requests"], ngram_acc, prompt_lens or [0] * len(requests))
+            if r is not None
+        ],
         step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(PARTS)},
         step_batch={name: [int(s[len(PARTS) + i]) for s in last["steps"][:MAX_STEPS]] for i, name in enumerate(BATCH)},
-        seconds=seconds, steps=len(steps), output_tokens=output_tokens,
-        drafted=sum(sum(r["drafted"]) for r in counts), accepted=sum(sum(r["accepted"]) for r in counts),
+        seconds=seconds,
+        steps=len(steps),
+        output_tokens=output_tokens,
+        drafted=sum(sum(r["drafted"]) for r in counts),
+        accepted=sum(sum(r["accepted"]) for r in counts),
         notes=notes,
     )

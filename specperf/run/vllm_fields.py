@@ -17,8 +17,9 @@ from pathlib import Path
 from .engine import PINNED_ENGINE_ARGS
 
 # Set by the suite from the scenario (model, tokenizer, seed, TP, SD method): never from engine_args.
-SET_BY_THE_SUITE = frozenset({"model", "tokenizer", "tensor_parallel_size", "seed", "speculative_config",
-                              *PINNED_ENGINE_ARGS})
+SET_BY_THE_SUITE = frozenset(
+    {"model", "tokenizer", "tensor_parallel_size", "seed", "speculative_config", *PINNED_ENGINE_ARGS}
+)
 SPECULATIVE_BY_THE_SUITE = frozenset({"method"})
 
 
@@ -36,8 +37,11 @@ def _class_fields(path: Path, class_name: str) -> set[str]:
         return set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return {item.target.id for item in node.body
-                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+            return {
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            }
     return set()
 
 
@@ -59,8 +63,9 @@ def engine_arg_names() -> frozenset[str] | None:
     root = _vllm_dir()
     if root is None:
         return None
-    names = _class_fields(root / "engine" / "arg_utils.py", "EngineArgs") | \
-        _init_keywords(root / "entrypoints" / "llm.py", "LLM")
+    names = _class_fields(root / "engine" / "arg_utils.py", "EngineArgs") | _init_keywords(
+        root / "entrypoints" / "llm.py", "LLM"
+    )
     return frozenset(names) or None
 
 
@@ -70,8 +75,9 @@ def speculative_field_names() -> frozenset[str] | None:
     root = _vllm_dir()
     if root is None:
         return None
-    names = _class_fields(root / "config" / "speculative.py", "SpeculativeConfig") or \
-        _class_fields(root / "config.py", "SpeculativeConfig")
+    names = _class_fields(root / "config" / "speculative.py", "SpeculativeConfig") or _class_fields(
+        root / "config.py", "SpeculativeConfig"
+    )
     return frozenset(names) or None
 
 

@@ -18,18 +18,18 @@ from packaging.version import InvalidVersion, Version
 # The oldest release the table was read for; older ones are refused.
 OLDEST = "0.10.0"
 PROPOSER_CLASS = "specperf.run.adaptive_proposer.AdaptiveProposer"
-PROPOSER_OPTIONS_KEY = "specperf_proposer"   # its options in vLLM's additional_config
+PROPOSER_OPTIONS_KEY = "specperf_proposer"  # its options in vLLM's additional_config
 
 
 @dataclass(frozen=True)
 class Span:
     """Releases `since` <= v < `until` accept `method`, under the name `vllm_name`."""
 
-    method: str                  # the suite's name, as a profile writes it
+    method: str  # the suite's name, as a profile writes it
     since: str
-    until: str | None            # the first release that no longer accepts it; None: still accepted
+    until: str | None  # the first release that no longer accepts it; None: still accepted
     vllm_name: str
-    source: str                  # where this was read
+    source: str  # where this was read
     model_is_target: bool = False  # an absent `model` must be set to the target model
     needs_module: str | None = None  # a module the engine process must be able to import
     needs_package: str | None = None  # the distribution that provides it
@@ -49,33 +49,52 @@ SPANS: tuple[Span, ...] = (
     # v0.10.1.1); v0.11.0 to v0.14.0: EngineArgs raises "Draft model speculative decoding is not
     # supported yet" (vllm/engine/arg_utils.py); v0.15.0 drops that check and builds a
     # DraftModelProposer (vllm/v1/worker/gpu_model_runner.py v0.15.0).
-    Span("draft_model", "0.15.0", None, "draft_model",
-         "vllm/engine/arg_utils.py v0.14.0 (refused), v0.15.0 (accepted)"),
+    Span(
+        "draft_model", "0.15.0", None, "draft_model", "vllm/engine/arg_utils.py v0.14.0 (refused), v0.15.0 (accepted)"
+    ),
     # v0.10.x knows MTP as "deepseek_mtp" only, and fills an absent `model` with the target only
     # for deepseek_v3 and mimo targets (v0.10.2: also ernie4_5_moe, qwen3_next); any other target
     # (GLM-4.5-Air: glm4_moe) raises "num_speculative_tokens was provided without speculative
     # model" (vllm/config/__init__.py v0.10.1.1, SpeculativeConfig.__post_init__).
-    Span("mtp", OLDEST, "0.11.0", "deepseek_mtp",
-         "vllm/config.py v0.10.0, vllm/config/__init__.py v0.10.1.1 and v0.10.2", model_is_target=True),
+    Span(
+        "mtp",
+        OLDEST,
+        "0.11.0",
+        "deepseek_mtp",
+        "vllm/config.py v0.10.0, vllm/config/__init__.py v0.10.1.1 and v0.10.2",
+        model_is_target=True,
+    ),
     # v0.11.0 adds "mtp", fills an absent `model` with the target for every target and renames
     # the model-specific names to "mtp" (vllm/config/speculative.py v0.11.0).
     Span("mtp", "0.11.0", None, "mtp", "vllm/config/speculative.py v0.11.0 to v0.33.0"),
     # "suffix" enters SpeculativeMethod in v0.11.1 (absent in v0.11.0), with
     # _validate_suffix_decoding raising ImportError without arctic_inference
     # (vllm/config/speculative.py v0.11.1 to v0.33.0).
-    Span("suffix", "0.11.1", None, "suffix", "vllm/config/speculative.py v0.11.0 (absent), v0.11.1",
-         needs_module="arctic_inference", needs_package="arctic-inference"),
+    Span(
+        "suffix",
+        "0.11.1",
+        None,
+        "suffix",
+        "vllm/config/speculative.py v0.11.0 (absent), v0.11.1",
+        needs_module="arctic_inference",
+        needs_package="arctic-inference",
+    ),
     # Removed from SpeculativeMethod in v0.33.0 (vllm/config/speculative.py v0.32.0 has both).
     Span("medusa", OLDEST, "0.33.0", "medusa", "vllm/config/speculative.py v0.32.0, v0.33.0"),
     Span("mlp_speculator", OLDEST, "0.33.0", "mlp_speculator", "vllm/config/speculative.py v0.32.0, v0.33.0"),
     Span("ngram_gpu", "0.18.0", None, "ngram_gpu", "vllm/config/speculative.py v0.17.0 (absent), v0.18.0"),
-    Span("custom_class", "0.22.0", None, "custom_class",
-         "vllm/config/speculative.py v0.21.0 (absent), v0.22.0"),
+    Span("custom_class", "0.22.0", None, "custom_class", "vllm/config/speculative.py v0.21.0 (absent), v0.22.0"),
     # specperf's own proposer (run/adaptive_proposer.py) through that extension point; vLLM 0.22 to
     # 0.33 call `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, ...)` on it
     # (vllm/v1/worker/gpu_model_runner.py, propose_draft_token_ids).
-    Span("adaptive", "0.22.0", None, "custom_class", "vllm/v1/spec_decode/custom_class_proposer.py v0.22.0",
-         proposer_class=PROPOSER_CLASS),
+    Span(
+        "adaptive",
+        "0.22.0",
+        None,
+        "custom_class",
+        "vllm/v1/spec_decode/custom_class_proposer.py v0.22.0",
+        proposer_class=PROPOSER_CLASS,
+    ),
 )
 
 # speculative_config keys that only some releases accept.  SpeculativeConfig forbids unknown keys
@@ -124,8 +143,9 @@ def _range_reason(what: str, version: Version, since: str, until: str | None) ->
     return f"{what} was removed in vLLM {until} (installed {version})"
 
 
-def unsupported_reason(method_name: str, params: dict | None, vllm_version: str,
-                       importable: Callable[[str], bool] | None = _importable) -> str | None:
+def unsupported_reason(
+    method_name: str, params: dict | None, vllm_version: str, importable: Callable[[str], bool] | None = _importable
+) -> str | None:
     """Why `vllm_version` cannot run this method with these speculative_config params; None if it can.
 
     `importable(module)` tells whether a method's extra package is present (by default: in this
@@ -144,8 +164,7 @@ def unsupported_reason(method_name: str, params: dict | None, vllm_version: str,
         until = max(untils, key=Version) if untils else None
         return _range_reason(f"method {method_name}", version, since, until)
     if span is not None and span.needs_module and importable is not None and not importable(span.needs_module):
-        return (f"method {method_name} needs the {span.needs_package} package "
-                f"(module {span.needs_module} not found)")
+        return f"method {method_name} needs the {span.needs_package} package (module {span.needs_module} not found)"
     for key in params or {}:
         if key in PARAM_SPANS:
             since, until, _ = PARAM_SPANS[key]
@@ -154,30 +173,39 @@ def unsupported_reason(method_name: str, params: dict | None, vllm_version: str,
     return None
 
 
-def supported_methods(vllm_version: str, importable: Callable[[str], bool] | None = _importable,
-                      ) -> dict[str, str | None]:
+def supported_methods(
+    vllm_version: str,
+    importable: Callable[[str], bool] | None = _importable,
+) -> dict[str, str | None]:
     """Every method in the table: None where `vllm_version` runs it, else the reason it does not."""
-    return {method: unsupported_reason(method, None, vllm_version, importable)
-            for method in dict.fromkeys(span.method for span in SPANS)}
+    return {
+        method: unsupported_reason(method, None, vllm_version, importable)
+        for method in dict.fromkeys(span.method for span in SPANS)
+    }
 
 
-def vllm_speculative_config(spec: dict, vllm_version: str, target_model: str,
-                            importable: Callable[[str], bool] | None = _importable) -> dict:
+def vllm_speculative_config(
+    spec: dict, vllm_version: str, target_model: str, importable: Callable[[str], bool] | None = _importable
+) -> dict:
     """A scenario's speculative_config as `vllm_version` wants it: method renamed, quirks applied.
 
     Raises UnsupportedMethod ("unsupported: ...", one line) where that version cannot run it."""
     method = spec.get("method")
     if not method:
-        raise UnsupportedMethod("unsupported: speculative_config without a method "
-                                "(vLLM 0.10 misdetects EAGLE-3 heads): name the method")
+        raise UnsupportedMethod(
+            "unsupported: speculative_config without a method (vLLM 0.10 misdetects EAGLE-3 heads): name the method"
+        )
     reason = unsupported_reason(method, spec, vllm_version, importable)
     if reason is not None:
         raise UnsupportedMethod(f"unsupported: {reason}")
     mapped = dict(spec)
     span = _span_for(method, parse_version(vllm_version))
     if span is not None and span.proposer_class:
-        return {"method": span.vllm_name, "model": span.proposer_class,
-                **{key: spec[key] for key in ("num_speculative_tokens",) if key in spec}}
+        return {
+            "method": span.vllm_name,
+            "model": span.proposer_class,
+            **{key: spec[key] for key in ("num_speculative_tokens",) if key in spec},
+        }
     if span is not None:
         mapped["method"] = span.vllm_name
         if span.model_is_target and not mapped.get("model"):

@@ -15,9 +15,23 @@ FAULT_PLUGIN = Path(__file__).resolve().parent / "vllm_faults"
 
 
 def command(profile: str, reports: Path, baselines: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", str(ROOT / "tests_perf"), "--profile", profile,
-            "--reports-dir", str(reports), "--baseline-dir", str(baselines),
-            "-p", "no:cacheprovider", "-q", "-rA", *args]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "tests_perf"),
+        "--profile",
+        profile,
+        "--reports-dir",
+        str(reports),
+        "--baseline-dir",
+        str(baselines),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rA",
+        *args,
+    ]
 
 
 def environment(fault: str | None = None) -> dict:
@@ -30,10 +44,17 @@ def environment(fault: str | None = None) -> dict:
     return env
 
 
-def run_suite(profile: str, reports: Path, baselines: Path, *args: str,
-              fault: str | None = None, echo: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(command(profile, reports, baselines, *args), cwd=ROOT, capture_output=True,
-                          text=True, timeout=3600, env=environment(fault))
+def run_suite(
+    profile: str, reports: Path, baselines: Path, *args: str, fault: str | None = None, echo: bool = True
+) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        command(profile, reports, baselines, *args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=environment(fault),
+    )
     if echo:
         print(done.stdout[-6000:], done.stderr[-3000:])
     return done
@@ -52,9 +73,11 @@ def slowed_python(folder: Path, fraction: float) -> str:
     """This interpreter with its engines `fraction` slower per step (the fault plugin's step_slowdown):
     a candidate build slower by a known amount, for `--candidate`."""
     path = folder / f"python-{fraction:g}"
-    path.write_text(f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
-                    f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-                    f'exec {sys.executable} "$@"\n')
+    path.write_text(
+        f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
+        f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+        f'exec {sys.executable} "$@"\n'
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
 
@@ -68,7 +91,11 @@ def second_environment(folder: Path) -> str:
 
     venv.EnvBuilder(with_pip=False).create(folder)
     python = folder / "bin" / "python"
-    target = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    target = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(target) / "this-build.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return str(python)

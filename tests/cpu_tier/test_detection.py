@@ -6,7 +6,8 @@ proposer slowed down (a sleep around every proposal), with a smaller n-gram wind
 tokens) and with one output token changed (not lossless), through the fault-injection vLLM plugin
 in vllm_faults/.  No fault changes the scenario definition, so every run is judged against the
 clean baselines.  Each of those runs resumes a copy of the clean run without its n-gram result:
-the no-SD reference, which no fault touches, is kept from the clean run.  The scenarios are traced, so the report also says what moved.
+the no-SD reference, which no fault touches, is kept from the clean run.  The scenarios are traced,
+so the report also says what moved.
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ pytestmark = pytest.mark.cpu_tier
 PROFILE = str(PROFILES / "detect.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder-traced"
 REFERENCE = "smollm2-135m-nosd-bs1-instructcoder-traced"
-DELAY = "propose_delay_ms=150"      # most of a step: far beyond the profile's 35% speed tolerance
+DELAY = "propose_delay_ms=150"  # most of a step: far beyond the profile's 35% speed tolerance
 SMALLER_WINDOW = "ngram_window=1:1"
 LOSSY = "lossy=ngram"
 ACCEPTANCE = ("mean_acceptance_length", "draft_acceptance_rate")
 
 
 def deterministic(metrics: dict) -> dict:
-    return {name: m for name, m in metrics.items()
-            if name in ACCEPTANCE + ("lossless_fraction",) or name.startswith("acceptance_pos")}
+    return {
+        name: m
+        for name, m in metrics.items()
+        if name in ACCEPTANCE + ("lossless_fraction",) or name.startswith("acceptance_pos")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +85,7 @@ def test_a_clean_repeat_passes_with_every_deterministic_metric_unchanged(repeate
     done, result, metrics, _ = repeated
     assert done.returncode == 0, done.stdout[-3000:]
     assert result["verdict"]["status"] == "pass", result["verdict"]
-    assert len(deterministic(metrics)) == len(ACCEPTANCE) + 1 + 3        # 3 draft positions
+    assert len(deterministic(metrics)) == len(ACCEPTANCE) + 1 + 3  # 3 draft positions
     for name, metric in deterministic(metrics).items():
         assert metric["status"] == "pass" and metric["change"] == 0, (name, metric)
 
@@ -101,8 +105,8 @@ def test_the_traces_put_a_slower_proposer_down_to_drafting(slowed):
     (scenario,) = [s for s in json.loads((run_dir / "summary.json").read_text())["scenarios"] if s["id"] == NGRAM]
     moved = scenario["attribution"]
     assert moved["mover"] == "draft" and moved["change"] > 0.05, moved
-    assert moved["contributions"]["draft"] > 0.8 * moved["change"], moved      # the sleep is in the proposer
-    assert moved["tokens_per_step"][0] == moved["tokens_per_step"][1]          # acceptance unchanged
+    assert moved["contributions"]["draft"] > 0.8 * moved["change"], moved  # the sleep is in the proposer
+    assert moved["tokens_per_step"][0] == moved["tokens_per_step"][1]  # acceptance unchanged
     assert "what moved, from the traces: time per output token +" in (run_dir / "index.html").read_text()
 
 
@@ -118,7 +122,7 @@ def test_a_smaller_ngram_window_is_an_acceptance_regression(smaller_window):
     assert metrics["mean_acceptance_length"]["status"] == "regression"
     assert metrics["mean_acceptance_length"]["change"] < -0.05
     assert "mean_acceptance_length: regression" in done.stdout
-    assert metrics["lossless_fraction"]["status"] == "pass"       # still the same greedy output
+    assert metrics["lossless_fraction"]["status"] == "pass"  # still the same greedy output
 
 
 def test_a_changed_output_token_is_a_lossless_regression(lossy):

@@ -20,7 +20,7 @@ def greedy(draft: DraftLM, tokens: list[int], n: int) -> list[int]:
     out = list(tokens)
     for _ in range(n):
         out.append(int(draft.predictions(out)[-1]))
-    return out[len(tokens):]
+    return out[len(tokens) :]
 
 
 def test_cached_drafts_equal_drafts_from_scratch(draft):
@@ -46,6 +46,6 @@ def test_acceptance_in_one_pass_equals_drafting_at_each_position(draft):
     assert len(lengths) == len(output) and max(lengths) > 2
     for p in range(1, len(output)):
         proposed = draft.propose(1, np.array(prompt + output[:p], dtype=np.int64), 4)
-        actual = output[p:p + 4]
+        actual = output[p : p + 4]
         agree = next((i for i, (a, b) in enumerate(zip(proposed, actual)) if a != b), len(actual))
         assert lengths[p - 1] == 1 + agree, p

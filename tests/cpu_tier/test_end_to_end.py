@@ -16,7 +16,7 @@ from specperf.analysis.traces import request_positions
 
 pytestmark = pytest.mark.cpu_tier
 
-A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and bs1 and not traced"    # batch 4 adds no check
+A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and bs1 and not traced"  # batch 4 adds no check
 
 
 def history_url(store: Path) -> str:
@@ -75,7 +75,14 @@ def test_ngram_accepts_more_on_code_editing_than_on_math(first_run):
 def test_every_method_accepts_drafts_and_is_lossless(first_run):
     _, _, results = first_run
     sd = [r for r in results.values() if r["scenario"]["method"]["name"] != "none"]
-    assert {r["scenario"]["method"]["name"] for r in sd} >= {"ngram", "draft_model", "eagle", "eagle3", "mtp", "adaptive"}
+    assert {r["scenario"]["method"]["name"] for r in sd} >= {
+        "ngram",
+        "draft_model",
+        "eagle",
+        "eagle3",
+        "mtp",
+        "adaptive",
+    }
     for result in sd:
         assert result["counters"]["accepted"] > 0, result["scenario"]["id"]
         assert result["metrics"]["lossless_fraction"]["value"] == 1.0, result["scenario"]["id"]
@@ -90,7 +97,7 @@ def test_results_carry_provenance(first_run):
     assert result["device"]["kind"] == "cpu"
     assert "async_scheduling" in result["effective_config"]
     assert len(result["rounds"]) == result["scenario"]["rounds"]
-    assert result["workload"]["stand_in"]          # EditEval stands in for InstructCoder offline
+    assert result["workload"]["stand_in"]  # EditEval stands in for InstructCoder offline
 
 
 def test_report_is_written_and_small(first_run):
@@ -115,7 +122,7 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
         wall = sum(r["wall_s"] for r in result["rounds"])
         assert 0.75 * wall <= seconds["total"] <= wall, (sid, seconds["total"], wall)
         assert len(trace["step_us"]["total"]) == trace["steps"] // len(result["rounds"])
-        batch = trace["step_batch"]      # every step ran at least one request, one token each
+        batch = trace["step_batch"]  # every step ran at least one request, one token each
         assert len(batch["tokens"]) == len(trace["step_us"]["total"])
         assert all(t >= r >= 1 and kv >= t for t, r, kv in zip(batch["tokens"], batch["requests"], batch["kv_tokens"]))
         if result["scenario"]["method"]["name"] == "none":
@@ -123,12 +130,14 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
             continue
         assert seconds["draft"] > 0, sid
         # vLLM's per-request, per-step counts sum to its own counters, exactly
-        assert (trace["accepted"], trace["drafted"]) == \
-            (result["counters"]["accepted"], result["counters"]["draft_tokens"]), sid
+        assert (trace["accepted"], trace["drafted"]) == (
+            result["counters"]["accepted"],
+            result["counters"]["draft_tokens"],
+        ), sid
         scenario = result["scenario"]
         assert len(trace["requests"]) == scenario["num_requests"] * scenario["batch_size"]
         assert all(r["ngram_acc"] for r in trace["requests"])
-        if scenario["method"]["name"] == "ngram":       # the suite's n-gram rule predicts what vLLM accepted
+        if scenario["method"]["name"] == "ngram":  # the suite's n-gram rule predicts what vLLM accepted
             for request in trace["requests"]:
                 acc = request["ngram_acc"]
                 positions = request_positions(request["drafted"], request["accepted"], acc)
@@ -157,9 +166,10 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
         for request in result["trace"]["requests"]:
             ngram_acc, draft_acc = request["ngram_acc"], request["draft_acc"]
             assert len(draft_acc) == len(ngram_acc) > 0 and request["prompt_len"] > 0, sid
-            for p, d, a in zip(request_positions(request["drafted"], request["accepted"]),
-                               request["drafted"], request["accepted"]):
-                if p + a + 1 > len(draft_acc):        # past max_tokens: the output no longer shows it
+            for p, d, a in zip(
+                request_positions(request["drafted"], request["accepted"]), request["drafted"], request["accepted"]
+            ):
+                if p + a + 1 > len(draft_acc):  # past max_tokens: the output no longer shows it
                     continue
                 if method == "adaptive" and ngram_acc[p - 1] > 0:
                     steps["ngram"] += 1
@@ -171,8 +181,11 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
     # the draft's acceptance from one pass over the output against vLLM's own verification steps
     assert steps["draft_agrees"] >= 0.95 * (steps["draft"] + steps["draft_steps"]), steps
     headroom = {h["id"]: h for h in json.loads((run_dir / "summary.json").read_text())["traces"]["headroom"]}
-    for sid in ("smollm2-135m-ngram-k3-bs1-instructcoder-traced", "smollm2-135m-draft-k3-bs1-gsm8k-traced",
-                "smollm2-135m-adaptive-k3-bs1-instructcoder-traced"):
+    for sid in (
+        "smollm2-135m-ngram-k3-bs1-instructcoder-traced",
+        "smollm2-135m-draft-k3-bs1-gsm8k-traced",
+        "smollm2-135m-adaptive-k3-bs1-instructcoder-traced",
+    ):
         row = headroom[sid]
         assert row["simulated"] > 0 and row["oracle"] >= row["simulated"] and row["measured"] > 0, row
         if "ngram" not in sid:
@@ -194,22 +207,32 @@ def test_a_second_identical_run_reports_no_regression(second_run):
     assert "regression" not in statuses.values(), statuses
     assert "no-baseline" not in statuses.values(), statuses
     for result in results.values():
-        deterministic = {m["metric"]: m for m in result["verdict"]["metrics"]
-                         if m["metric"] in ("mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
-                         or m["metric"].startswith("acceptance_pos")}
+        deterministic = {
+            m["metric"]: m
+            for m in result["verdict"]["metrics"]
+            if m["metric"] in ("mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
+            or m["metric"].startswith("acceptance_pos")
+        }
         if result["scenario"]["method"]["name"] != "none":
             k = result["scenario"]["method"]["params"]["num_speculative_tokens"]
             assert len(deterministic) == 3 + k, (result["scenario"]["id"], sorted(deterministic))
-        assert all(m["change"] == 0 and m["status"] == "pass" for m in deterministic.values()), \
-            (result["scenario"]["id"], deterministic)
+        assert all(m["change"] == 0 and m["status"] == "pass" for m in deterministic.values()), (
+            result["scenario"]["id"],
+            deterministic,
+        )
 
 
 def test_two_xdist_workers_give_one_run_with_the_same_scenarios(second_run, tmp_path):
     from specperf.profiles.scenarios import load_profile
 
     done, run_dir, results = second_run
-    listed = subprocess.run(command("cpu-smoke", tmp_path, tmp_path, "--collect-only", "-k", A_A_SELECTION),
-                            cwd=ROOT, capture_output=True, text=True, timeout=300).stdout
+    listed = subprocess.run(
+        command("cpu-smoke", tmp_path, tmp_path, "--collect-only", "-k", A_A_SELECTION),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     expected = {line.split("[", 1)[1].rstrip("]") for line in listed.splitlines() if "::test_scenario[" in line}
     assert set(results) == expected
     run = json.loads((run_dir / "run.json").read_text())
@@ -233,6 +256,6 @@ def test_both_runs_are_in_the_history_and_the_report_draws_their_trend(first_run
             series = reader.series(scenario_id, "throughput_tok_s", result["device"]["hardware_key"])
             assert [p.run_id for p in series.points] == [first_dir.name, second_dir.name]
             assert series.points[-1].value == result["metrics"]["throughput_tok_s"]["value"]
-        assert history.record_run_dir(second_dir).added == 0           # recording again adds nothing
+        assert history.record_run_dir(second_dir).added == 0  # recording again adds nothing
     html = (second_dir / "index.html").read_text()
-    assert html.count('<svg class="spark"') >= 2 * len(second_results)   # table row and details, per scenario
+    assert html.count('<svg class="spark"') >= 2 * len(second_results)  # table row and details, per scenario

@@ -16,13 +16,19 @@ from specperf.run.engine import Engine, EngineConfig, EngineError, default_env
 
 pytestmark = pytest.mark.cpu_tier
 
-ENGINE_ARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512,
-               "kv_cache_memory_bytes": 64 * 2**20}
+ENGINE_ARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 512, "kv_cache_memory_bytes": 64 * 2**20}
 
 
 def tiny_llama(**overrides) -> EngineConfig:
-    fields = dict(model=checkpoints.resolve("builtin:tiny-llama"), tokenizer=None, tensor_parallel_size=1,
-                  seed=42, speculative_config=None, engine_args=ENGINE_ARGS, env=default_env())
+    fields = dict(
+        model=checkpoints.resolve("builtin:tiny-llama"),
+        tokenizer=None,
+        tensor_parallel_size=1,
+        seed=42,
+        speculative_config=None,
+        engine_args=ENGINE_ARGS,
+        env=default_env(),
+    )
     return EngineConfig(**{**fields, **overrides})
 
 
@@ -50,7 +56,7 @@ def test_tensor_parallel_2_runs_and_its_workers_die_with_the_engine():
     finally:
         engine.kill()
     assert result["output_tokens"] == 8
-    assert len(tree) >= 4, tree                              # engine, reaper, two TP workers
+    assert len(tree) >= 4, tree  # engine, reaper, two TP workers
     assert gone(tree)
     print(f"TP=2 start {engine.start_s:.1f} s, generate {result['wall_s']:.2f} s, processes {names}")
 
@@ -73,5 +79,7 @@ def test_an_unsupported_method_fails_the_start_in_one_line():
     config = tiny_llama(speculative_config={"method": "suffix", "num_speculative_tokens": 3})
     with pytest.raises(EngineError) as caught:
         Engine(config, start_timeout_s=300)
-    assert str(caught.value) == \
-        "unsupported: method suffix needs the arctic-inference package (module arctic_inference not found)"
+    assert (
+        str(caught.value)
+        == "unsupported: method suffix needs the arctic-inference package (module arctic_inference not found)"
+    )

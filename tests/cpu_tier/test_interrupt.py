@@ -29,9 +29,15 @@ def finished_results(reports):
 def interrupted(tmp_path_factory):
     reports, store = tmp_path_factory.mktemp("reports"), tmp_path_factory.mktemp("baselines")
     # SIGINT as a terminal's Ctrl-C finds it: a shell starts background jobs with it ignored.
-    process = subprocess.Popen(command(PROFILE, reports, store, "--update-baselines"), cwd=ROOT,
-                               env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        command(PROFILE, reports, store, "--update-baselines"),
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 600
     while len(finished_results(reports)) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -87,11 +93,11 @@ def test_resume_measures_only_what_is_missing(resumed, interrupted):
     before = interrupted[3]
     assert set(after) == SCENARIOS
     assert all(r["status"] == "ok" for r in after.values())
-    for scenario_id in kept:                            # not measured again
+    for scenario_id in kept:  # not measured again
         assert after[scenario_id]["started_at"] == before[scenario_id]["started_at"]
         assert f"[resumed] {scenario_id}" in done.stdout
     assert after[truncated]["started_at"] != before[truncated]["started_at"]
-    for result in after.values():                       # kept references serve the SD scenarios
+    for result in after.values():  # kept references serve the SD scenarios
         if result["scenario"]["method"]["name"] != "none":
             assert result["validity"]["valid"], result["validity"]
             assert result["metrics"]["speedup"]["value"] > 0

@@ -15,7 +15,7 @@ def test_the_proposal_is_vllms():
     rng = np.random.default_rng(0)
     checked = 0
     for trial in range(600):
-        vocabulary = int(rng.integers(2, 12))            # small vocabularies: n-grams recur often
+        vocabulary = int(rng.integers(2, 12))  # small vocabularies: n-grams recur often
         context = rng.integers(0, vocabulary, int(rng.integers(1, 120))).astype(np.int32)
         min_n = int(rng.integers(1, 4))
         max_n, k = min_n + int(rng.integers(0, 5)), int(rng.integers(1, 21))
@@ -23,4 +23,4 @@ def test_the_proposal_is_vllms():
         ours = ngram.proposal(context, min_n, max_n, k)
         assert list(ours) == list(theirs), (trial, list(context), min_n, max_n, k)
         checked += len(theirs) > 0
-    assert checked > 300            # most contexts had a draft to compare
+    assert checked > 300  # most contexts had a draft to compare

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from specperf.paths import dataset_dir
 from specperf.profiles import checkpoints
 from specperf.profiles.scenarios import load_profile
-from specperf.paths import dataset_dir
 from specperf.profiles.workloads import count_tokens, render_prompt
 from specperf.run.calls import CallPreparer
 from specperf.run.engine import Engine, EngineConfig, default_env
@@ -46,11 +46,20 @@ chat = true
 
 
 def test_the_profiles_env_reaches_the_engine_and_calls_say_how_they_ended():
-    config = EngineConfig(model=checkpoints.resolve("builtin:tiny-llama"), tokenizer=None, tensor_parallel_size=1,
-                          seed=42, speculative_config=None,
-                          engine_args={"enforce_eager": True, "dtype": "float32", "max_model_len": 512,
-                                       "kv_cache_memory_bytes": 64 * 2**20},
-                          env={**default_env(), "VLLM_DISABLE_COMPILE_CACHE": "1"})
+    config = EngineConfig(
+        model=checkpoints.resolve("builtin:tiny-llama"),
+        tokenizer=None,
+        tensor_parallel_size=1,
+        seed=42,
+        speculative_config=None,
+        engine_args={
+            "enforce_eager": True,
+            "dtype": "float32",
+            "max_model_len": 512,
+            "kv_cache_memory_bytes": 64 * 2**20,
+        },
+        env={**default_env(), "VLLM_DISABLE_COMPILE_CACHE": "1"},
+    )
     engine = Engine(config, start_timeout_s=600)
     try:
         environ = Path(f"/proc/{engine.pid}/environ").read_bytes().split(b"\0")
@@ -58,7 +67,7 @@ def test_the_profiles_env_reaches_the_engine_and_calls_say_how_they_ended():
     finally:
         engine.close()
     assert b"VLLM_DISABLE_COMPILE_CACHE=1" in environ
-    assert reply["finish_reasons"] == ["length", "length"]        # 8 tokens, no EOS in a tiny random model
+    assert reply["finish_reasons"] == ["length", "length"]  # 8 tokens, no EOS in a tiny random model
 
 
 def test_the_studys_selection_through_the_real_chat_template(tmp_path):
@@ -75,7 +84,7 @@ def test_the_studys_selection_through_the_real_chat_template(tmp_path):
                 prompt = count_tokens(tokenizer, render_prompt(request, tokenizer))
                 assert 4 <= prompt <= 1024
                 assert prompt + count_tokens(tokenizer, request.reference_completion) <= 2048
-        if scenario.dataset == "aime":       # the cell's chat = true templates AIME's raw problem
+        if scenario.dataset == "aime":  # the cell's chat = true templates AIME's raw problem
             assert all(r.chat for r in calls.requests)
             assert render_prompt(calls.requests[0], tokenizer) != calls.requests[0].text
         assert calls.facts.stand_in is not None or scenario.dataset == "sharegpt"

@@ -41,7 +41,9 @@ def same_build(tmp_path_factory):
 def slower_build(tmp_path_factory):
     folder = tmp_path_factory.mktemp("slow")
     profile = folder / "gate-sets.toml"
-    profile.write_text(Path(PROFILE).read_text().replace("gate_instances = 2", "gate_instances = 2\ngate_engine_sets = 2"))
+    profile.write_text(
+        Path(PROFILE).read_text().replace("gate_instances = 2", "gate_instances = 2\ngate_engine_sets = 2")
+    )
     return gate_run(tmp_path_factory, slowed_python(folder, 0.5), "-k", "nosd", profile=str(profile))
 
 
@@ -74,7 +76,7 @@ def test_the_same_build_twice_passes_the_gate(same_build):
 
 def test_a_candidate_slower_by_half_of_each_step_is_flagged(slower_build):
     done, _, results = slower_build
-    assert list(results) == [NOSD]          # the no-SD scenario alone: engine steps are what slowed down
+    assert list(results) == [NOSD]  # the no-SD scenario alone: engine steps are what slowed down
     result = results[NOSD]
     assert result["gate"]["pairing"] == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
     assert sorted(set(r["engine_instance"] for r in result["rounds"])) == [0, 1, 2, 3]
@@ -90,7 +92,7 @@ def test_blocks_pair_rounds_with_one_engine_alive(tmp_path_factory):
     result = next(iter(results.values()))
     assert result["gate"]["pairing"] == "blocks of 4 rounds"
     assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8
-    assert result["verdict"]["status"] in ("pass", "improvement", "regression")     # judged, not invalid
+    assert result["verdict"]["status"] in ("pass", "improvement", "regression")  # judged, not invalid
     assert "engine starts" in done.stdout
 
 
@@ -104,6 +106,6 @@ def test_paired_reference_measures_speedup_per_pair_of_rounds(tmp_path_factory):
     speedups = result["metrics"]["speedup"]["samples"]
     throughputs = [r["throughput"] for r in result["rounds"]]
     assert len(speedups) == len(throughputs) == 8
-    assert len({round(s / t, 9) for s, t in zip(speedups, throughputs)}) > 1     # a reference per pair
+    assert len({round(s / t, 9) for s, t in zip(speedups, throughputs)}) > 1  # a reference per pair
     assert result["metrics"]["lossless_fraction"]["value"] == 1.0
-    assert "2 engine starts for 2 engine keys" in done.stdout      # the reference scenario reuses its engine
+    assert "2 engine starts for 2 engine keys" in done.stdout  # the reference scenario reuses its engine

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from records import make_record, make_scenario, write_run
+
 from specperf.records import RunFile
 from specperf.storage import write_record
 
 
 def run_file(run_id: str, record, *, interrupted: bool = False) -> RunFile:
     """The run file of a run that finished (or was interrupted) when `record` did, on its device."""
-    return RunFile(run_id=run_id, profile="unit", started_at=record.finished_at,
-                   finished_at=None if interrupted else record.finished_at, interrupted=interrupted,
-                   device=record.device, provenance=record.provenance)
+    return RunFile(
+        run_id=run_id,
+        profile="unit",
+        started_at=record.finished_at,
+        finished_at=None if interrupted else record.finished_at,
+        interrupted=interrupted,
+        device=record.device,
+        provenance=record.provenance,
+    )
 
 
 def nightly_dir(reports, n: int, throughput: float, vllm: str = "0.32.0"):

@@ -1,6 +1,6 @@
 """One process of the concurrency test: records a run of N constructed results into a history database.
 
-    python record_many.py URL RUN_ID N
+python record_many.py URL RUN_ID N
 """
 
 import sys

@@ -5,13 +5,16 @@ from __future__ import annotations
 import pytest
 from nightly import nightly_dir
 from records import HARDWARE_KEY, make_scenario
+
 from specperf.cli import main
 from specperf.suite_run import record_history
 
 
 def test_import_backfills_run_directories_and_show_prints_the_series(database_url, tmp_path, capsys):
-    dirs = [nightly_dir(tmp_path, n, value, vllm) for n, (value, vllm) in
-            enumerate([(100, "0.31.0"), (101, "0.31.0"), (90, "0.32.0")])]
+    dirs = [
+        nightly_dir(tmp_path, n, value, vllm)
+        for n, (value, vllm) in enumerate([(100, "0.31.0"), (101, "0.31.0"), (90, "0.32.0")])
+    ]
     assert main(["history", "--history", database_url, "import", *map(str, dirs)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"history: night-{n}: 1 results recorded" for n in range(3)]
     assert main(["history", "--history", database_url, "import", str(dirs[0])]) == 0
@@ -34,17 +37,21 @@ def test_import_names_and_skips_what_it_cannot_read(database_url, tmp_path, caps
     assert out.err.splitlines() == [
         f"skipped: {good / 'results' / 'broken.json'}: corrupt result (not valid JSON: Expecting property name "
         f"enclosed in double quotes: line 1 column 2 (char 1))",
-        f"skipped: {tmp_path / 'not-a-run'}: not a run directory (no results/ folder)"]
+        f"skipped: {tmp_path / 'not-a-run'}: not a run directory (no results/ folder)",
+    ]
 
 
 def test_drift_lists_what_moved(database_url, tmp_path, capsys):
     dirs = [nightly_dir(tmp_path, n, 100 if n < 3 else 70) for n in range(6)]
     main(["history", "--history", database_url, "import", *map(str, dirs)])
     capsys.readouterr()
-    assert main(["history", "--history", database_url, "drift", "--since", "2026-11-01",
-                 "--metrics", "throughput_tok_s"]) == 0
-    assert capsys.readouterr().out.strip() == (f"-30.0%  {make_scenario().id}  throughput_tok_s on {HARDWARE_KEY}: "
-                                               f"100 -> 70 over 6 runs")
+    assert (
+        main(["history", "--history", database_url, "drift", "--since", "2026-11-01", "--metrics", "throughput_tok_s"])
+        == 0
+    )
+    assert capsys.readouterr().out.strip() == (
+        f"-30.0%  {make_scenario().id}  throughput_tok_s on {HARDWARE_KEY}: 100 -> 70 over 6 runs"
+    )
 
 
 def test_an_unreachable_database_is_one_line_and_the_run_folder_stays(tmp_path, capsys):
@@ -69,10 +76,13 @@ def test_secrets_in_a_history_url_are_never_shown(capsys):
     assert "hunter2" not in error and "s3cret" not in error and "p4ss" not in error
 
 
-@pytest.mark.parametrize("url, problem", [
-    ("postgresql://127.0.0.1:notaport/h", "not a database URL"),
-    ("postgresql+psycopg2://127.0.0.1/h", "driver 'psycopg2' is not supported; use postgresql://"),
-])
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("postgresql://127.0.0.1:notaport/h", "not a database URL"),
+        ("postgresql+psycopg2://127.0.0.1/h", "driver 'psycopg2' is not supported; use postgresql://"),
+    ],
+)
 def test_a_bad_history_url_is_one_line(url, problem, capsys):
     assert main(["history", "--history", url, "show", "x"]) == 2
     (error,) = capsys.readouterr().err.splitlines()
@@ -94,8 +104,10 @@ def test_rows_of_the_wrong_type_in_sqlite_are_skipped_or_one_line(tmp_path, caps
     dirs = [nightly_dir(tmp_path, n, 100) for n in range(3)]
     assert main(["history", "--history", url, "import", *map(str, dirs)]) == 0
     with sqlite3.connect(tmp_path / "history.sqlite") as db:
-        db.execute("UPDATE metric_values SET value = 'fast' WHERE rowid = (SELECT min(rowid) FROM metric_values "
-                   "WHERE metric = 'throughput_tok_s')")
+        db.execute(
+            "UPDATE metric_values SET value = 'fast' WHERE rowid = (SELECT min(rowid) FROM metric_values "
+            "WHERE metric = 'throughput_tok_s')"
+        )
     capsys.readouterr()
     assert main(["history", "--history", url, "show", make_scenario().id]) == 0
     assert "2 runs" in capsys.readouterr().out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nightly import nightly_dir
 from records import make_record
+
 from specperf.cli import main
 from specperf.history import History
 from specperf.report.trends import load_trends
@@ -18,8 +19,8 @@ def test_the_report_draws_each_scenario_s_trend_with_version_changes_escaped(tmp
             history.record_run_dir(folder)
     assert main(["report", str(dirs[-1]), "--history", url]) == 0
     html = (dirs[-1] / "index.html").read_text()
-    assert html.count('<svg class="spark"') == 1 + 4       # the table's throughput line; 4 metrics in the details
-    assert html.count('<line class="version"') == 5         # one vLLM change on each
+    assert html.count('<svg class="spark"') == 1 + 4  # the table's throughput line; 4 metrics in the details
+    assert html.count('<line class="version"') == 5  # one vLLM change on each
     assert "&lt;b&gt;0.32&lt;/b&gt;" in html and "<b>0.32</b>" not in html
     assert "(4 runs, 85–100; vLLM → &lt;b&gt;0.32&lt;/b&gt;)" in html
     assert capsys.readouterr().out.startswith("report: ")

@@ -4,9 +4,9 @@ optional two-strike rule."""
 from __future__ import annotations
 
 import pytest
-
 from nightly import run_file
 from records import HARDWARE_KEY, make_record, make_scenario
+
 from specperf.history import History
 from specperf.judge.rolling import MIN_RUNS, RollingJudge
 from specperf.status import NO_BASELINE, PASS, REGRESSION, SUSPECT
@@ -46,7 +46,7 @@ def test_the_baseline_is_the_median_of_the_last_n_runs(history):
     assert baseline.metrics["throughput_tok_s"].samples == pytest.approx([100, 104, 96, 100, 102])  # not 50
     assert baseline.metrics["throughput_tok_s"].value == pytest.approx(100)
     assert baseline.metrics["per_position_acceptance"].value == pytest.approx([0.7, 0.5, 0.3])
-    assert previous["throughput_tok_s"] is None          # those runs were recorded unjudged
+    assert previous["throughput_tok_s"] is None  # those runs were recorded unjudged
 
 
 def test_a_slower_run_regresses_against_the_history(history):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from sqlalchemy import func, select, text, update
-
 from nightly import run_file
 from records import HARDWARE_KEY, make_record, make_scenario
+from sqlalchemy import func, select, text, update
+
 from specperf.history import History, HistoryError
 from specperf.history.tables import metric_values, results, round_values, runs, verdicts
 from specperf.judge.verdicts import judge
 
 DAY = datetime.timedelta(days=1)
-START = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.timezone.utc)
+START = datetime.datetime(2026, 11, 1, 2, 0, tzinfo=datetime.UTC)
 
 
 def nightly(n: int, throughput: float, vllm: str = "0.32.0", *, interrupted: bool = False, scenarios=None):
@@ -64,8 +64,10 @@ def test_vector_metrics_are_stored_one_row_per_position(database_url):
     with History(database_url) as history:
         history.record("night-000", *nightly(0, 100))
         reader = history.reader()
-        positions = [reader.series(make_scenario().id, f"per_position_acceptance[{i}]", HARDWARE_KEY).points[0].value
-                     for i in range(3)]
+        positions = [
+            reader.series(make_scenario().id, f"per_position_acceptance[{i}]", HARDWARE_KEY).points[0].value
+            for i in range(3)
+        ]
     assert positions == pytest.approx([0.7, 0.5, 0.3])
 
 
@@ -76,8 +78,9 @@ def test_an_interrupted_run_is_skipped_until_its_resume_completes_it(database_ur
         history.record(run.run_id, run, records[:1])
         reader = history.reader()
         assert reader.series(scenarios[0].id, "throughput_tok_s", HARDWARE_KEY).points == []
-        assert reader.skipped == {"night-000": "history: run night-000: incomplete (interrupted or half-written): "
-                                               "skipped"}
+        assert reader.skipped == {
+            "night-000": "history: run night-000: incomplete (interrupted or half-written): skipped"
+        }
         resumed = run.model_copy(update={"interrupted": False, "finished_at": run.started_at})
         recorded = history.record(run.run_id, resumed, records)
         assert (recorded.added, recorded.present) == (1, 1)
@@ -124,9 +127,16 @@ def test_drift_lists_the_scenario_that_moved_most(database_url):
     with History(database_url) as history:
         for n in range(8):
             run, records = nightly(n, 100, scenarios=[steady, stepped])
-            records[1] = records[1].model_copy(update={"metrics": {
-                **records[1].metrics, "throughput_tok_s": records[1].metrics["throughput_tok_s"].model_copy(
-                    update={"value": 100.0 if n < 4 else 80.0})}})
+            records[1] = records[1].model_copy(
+                update={
+                    "metrics": {
+                        **records[1].metrics,
+                        "throughput_tok_s": records[1]
+                        .metrics["throughput_tok_s"]
+                        .model_copy(update={"value": 100.0 if n < 4 else 80.0}),
+                    }
+                }
+            )
             history.record(run.run_id, run, records)
         moved = history.reader().drift(START, ["throughput_tok_s"])
     assert [(d.scenario_id, round(d.change, 3)) for d in moved] == [(stepped.id, -0.2), (steady.id, 0.0)]

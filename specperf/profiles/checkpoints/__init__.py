@@ -69,7 +69,7 @@ def resolve(ref: str) -> str:
     use); return any other ref (a hub id, a local path) unchanged."""
     if not is_builtin(ref):
         return ref
-    return str(ensure(_recipe(ref[len(BUILTIN_PREFIX):], ref)))
+    return str(ensure(_recipe(ref[len(BUILTIN_PREFIX) :], ref)))
 
 
 def checkpoint_path(name: str) -> pathlib.Path:

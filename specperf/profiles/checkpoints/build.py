@@ -14,7 +14,8 @@ import os
 import pathlib
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from filelock import FileLock
 
@@ -62,7 +63,7 @@ class Recipe:
     version: int
     build: Callable[[pathlib.Path], None]
     description: str
-    requires: tuple["Recipe", ...] = ()
+    requires: tuple[Recipe, ...] = ()
     params: tuple[tuple[str, Any], ...] = ()
 
     @property
@@ -140,11 +141,7 @@ def _sha256(path: pathlib.Path) -> str:
 
 
 def _write_manifest(folder: pathlib.Path, recipe: Recipe) -> None:
-    files = {
-        p.relative_to(folder).as_posix(): _sha256(p)
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
+    files = {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
     manifest = {
         "name": recipe.name,
         "recipe_version": recipe.recipe_version,
@@ -185,4 +182,3 @@ def load_tensors(folder: pathlib.Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     return load_file(str(folder / "model.safetensors"))
-

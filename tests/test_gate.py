@@ -23,8 +23,8 @@ DEVICE = {"kind": "cpu", "name": "Test CPU", "count": 2, "hardware_key": "cpu-te
 BOTH_SUPPORT = {"current": {"vllm": "0.29.0", "methods": {}}, "candidate": {"vllm": "0.32.0", "methods": {}}}
 
 
-def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, **kwargs) -> RunSession:
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
+def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, parallel_starts: int = 1, **kwargs) -> RunSession:
+    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=parallel_starts)
     return RunSession(
         profile="unit",
         reports_dir=tmp_path / "reports",
@@ -245,18 +245,7 @@ def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_sce
             return super().__call__(config, start_timeout_s, python)
 
     starter = TogetherStarter()
-    pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=2)
-    run = RunSession(
-        profile="unit",
-        reports_dir=tmp_path / "r",
-        baseline_dir=tmp_path / "b",
-        log=lambda line: None,
-        prepare=canned_calls,
-        pool=pool,
-        device=dict(DEVICE),
-        candidate_python=CANDIDATE,
-        environments=BOTH_SUPPORT,
-    )
+    run = gate(tmp_path, starter, parallel_starts=2)
     assert run.run(REF).status == OK and len(starter.started) == 2
     starter.options["fail"] = True
     failed = run.run(dataclasses.replace(SD, gate_instances=1))

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
 
@@ -53,7 +53,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 NUMBER_LIST = re.compile(r"\[\s+([-+0-9.eE]+(?:,\s+[-+0-9.eE]+)*)\s+\]")
 
 
-def atomic_write_json(path: Path, data: dict) -> None:
+def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
     """Indented JSON, with lists of numbers (samples, traces) kept on one line each."""
     text = json.dumps(data, indent=2, sort_keys=True)
     text = NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
@@ -64,11 +64,11 @@ MAX_FILE_BYTES = 16 * 2**20  # the largest stored file read: a GPU result with t
 MAX_DEPTH = 32  # the deepest nesting of a stored file (a result's is 6)
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number")
 
 
-def _unique_keys(pairs: list) -> dict:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [key for key, _ in pairs]
     duplicate = next((key for key in keys if keys.count(key) > 1), None)
     if duplicate is not None:
@@ -76,7 +76,7 @@ def _unique_keys(pairs: list) -> dict:
     return dict(pairs)
 
 
-def depth(value, limit: int = MAX_DEPTH) -> int:
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """How deeply lists and objects nest in `value` (a number: 0, [] or {}: 1, [[1]]: 2), level by
     level without recursion; counting stops past `limit`."""
     level, deepest = [value], 0
@@ -111,7 +111,7 @@ def read_bounded_bytes(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> by
     return data
 
 
-def read_json(path: Path, what: str) -> dict:
+def read_json(path: Path, what: str) -> dict[str, Any]:
     """A JSON object of this schema version from a regular file of bounded size and nesting; NaN and
     Infinity (they defeat every comparison) and duplicate keys (which would win?) are refused."""
     data = read_bounded_bytes(path, what)
@@ -244,7 +244,7 @@ def git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def suite_provenance() -> dict:
+def suite_provenance() -> dict[str, Any]:
     return {
         "suite_version": __version__,
         "git_commit": git_commit(),

@@ -53,7 +53,7 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
         hardware_key=result.device.hardware_key,
         metrics=result.metrics,
         summaries={
-            name: summarise([s for s in entry.samples if s is not None])
+            name: summarise([s for s in entry.samples if isinstance(s, (int, float))])
             for name, entry in result.metrics.items()
             if name != "per_position_acceptance"
         },
@@ -77,9 +77,8 @@ def write_baseline(baseline_dir: Path, result: ScenarioResult, hardware_key: str
     if not result.ok:
         raise ValueError(f"{result.id}: refusing to write a baseline from a result with status {result.status!r}")
     if not result.valid:
-        raise ValueError(
-            f"{result.id}: refusing to write a baseline from an invalid result ({'; '.join(result.validity.reasons)})"
-        )
+        reasons = "; ".join(result.validity.reasons if result.validity else [])
+        raise ValueError(f"{result.id}: refusing to write a baseline from an invalid result ({reasons})")
     return write_record(baseline_path(baseline_dir, hardware_key, result.id), baseline_from_result(result))
 
 

@@ -20,9 +20,12 @@ from .paired import compare_paired, usable_change
 from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
 
-def _speedup(result: ScenarioResult, current: dict, clusters: list[int], rules: Rules) -> MetricVerdict | None:
+def _speedup(
+    result: ScenarioResult, current: dict[str, list[float]], clusters: list[int], rules: Rules
+) -> MetricVerdict | None:
     """Speedup judged as throughput change relative to the reference's change; None where the gate
     has no separately measured reference (paired_reference divides pair by pair)."""
+    assert result.gate is not None  # judge_gate judges gated results only
     reference = result.gate.reference
     change = (
         None
@@ -42,7 +45,8 @@ def _speedup(result: ScenarioResult, current: dict, clusters: list[int], rules: 
     )
     if verdict.status != INVALID:
         verdict.baseline = statistics.median(current["speedup"]) if current.get("speedup") else None
-        verdict.current = result.value("speedup")
+        current_speedup = result.value("speedup")
+        verdict.current = current_speedup if isinstance(current_speedup, (int, float)) else None
     return verdict
 
 

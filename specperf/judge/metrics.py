@@ -9,6 +9,7 @@ import hashlib
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import Metric
 
@@ -27,7 +28,7 @@ class MetricSpec:
     least: float = 0.0  # the smallest value the metric can take (a speed: just above 0)
     most: float = math.inf  # and the largest (a rate: 1)
 
-    def out_of_range(self, value) -> str | None:
+    def out_of_range(self, value: object) -> str | None:
         """Why `value` cannot be a value of this metric (None: it can)."""
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return f"{value!r} is not a finite number"
@@ -122,7 +123,7 @@ def spec_for(metric: str) -> MetricSpec:
     return METRICS[metric]
 
 
-def counter_delta(before: dict, after: dict) -> dict:
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """Difference of two spec-decode counter snapshots (see engine.read_spec_counters)."""
     before_pos = before.get("accepted_per_pos", [])
     after_pos = after.get("accepted_per_pos", [])
@@ -134,12 +135,12 @@ def counter_delta(before: dict, after: dict) -> dict:
     }
 
 
-def sum_counters(deltas: list[dict]) -> dict:
-    total = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+def sum_counters(deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    per_pos: list[int] = []
+    total: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": per_pos}
     for delta in deltas:
         for key in ("drafts", "draft_tokens", "accepted"):
             total[key] += delta[key]
-        per_pos = total["accepted_per_pos"]
         for i, value in enumerate(delta["accepted_per_pos"]):
             if i < len(per_pos):
                 per_pos[i] += value
@@ -148,7 +149,7 @@ def sum_counters(deltas: list[dict]) -> dict:
     return total
 
 
-def acceptance(counters: dict) -> dict:
+def acceptance(counters: dict[str, Any]) -> dict[str, Any]:
     """Acceptance metrics from summed counters; None where no draft was proposed (n-gram can find none)."""
     drafts, draft_tokens = counters["drafts"], counters["draft_tokens"]
     return {
@@ -161,7 +162,7 @@ def acceptance(counters: dict) -> dict:
 STUDY_MAX_CALLS = 500  # vis_speedup.load_method_data(max_reqs=500) in the study's scripts
 
 
-def study_throughput(calls: list[dict]) -> float | None:
+def study_throughput(calls: list[dict[str, Any]]) -> float | None:
     """The study's throughput of one round (scripts/vis_speedup.py compute_throughput): the mean, over
     the first STUDY_MAX_CALLS calls whose first request ended on EOS, of output tokens / call time, a
     mean of per-call rates, not total tokens over total time.  None when no call ended on EOS."""
@@ -170,7 +171,7 @@ def study_throughput(calls: list[dict]) -> float | None:
     return statistics.fmean(rates) if rates else None
 
 
-def round_throughputs(rounds: list[dict]) -> list[float]:
+def round_throughputs(rounds: list[dict[str, Any]]) -> list[float]:
     return [r["output_tokens"] / r["wall_s"] for r in rounds]
 
 
@@ -179,7 +180,7 @@ def output_hash(token_ids: list[int]) -> str:
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
-def lossless_fraction(outputs: list, reference_outputs: list) -> float:
+def lossless_fraction(outputs: list[Any], reference_outputs: list[Any]) -> float:
     """Fraction of requests whose output (token ids or their hashes) equals the reference's, request by request."""
     if len(outputs) != len(reference_outputs):
         raise ValueError(f"{len(outputs)} outputs against {len(reference_outputs)} reference outputs")
@@ -187,7 +188,7 @@ def lossless_fraction(outputs: list, reference_outputs: list) -> float:
     return same / len(outputs)
 
 
-def summarise(samples: list[float]) -> dict:
+def summarise(samples: list[float]) -> dict[str, Any]:
     """Median and spread of round samples, as stored with results and baselines."""
     if not samples:
         return {"n": 0}
@@ -210,8 +211,8 @@ def metric_samples(metrics: dict[str, Metric]) -> dict[str, list[float]]:
     for name, entry in metrics.items():
         if name == "per_position_acceptance":
             for round_values in entry.samples:
-                for i, value in enumerate(round_values or []):
+                for i, value in enumerate(round_values if isinstance(round_values, list) else []):
                     flat.setdefault(f"acceptance_pos{i}", []).append(value)
-        else:
-            flat[name] = [s for s in entry.samples if s is not None]
+        else:  # scalar samples (records.checked_metrics keeps lists to the vector metrics)
+            flat[name] = [s for s in entry.samples if isinstance(s, (int, float))]
     return flat

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 from ..records import SCHEMA_VERSION, NoiseEntry, NoiseFile
 from ..storage import ResultFileError, atomic_write_json, inside, load_results, now_iso, read_record
@@ -19,9 +20,9 @@ from .metrics import metric_samples, summarise
 NOISE_FILE = "noise.json"
 
 
-def measure_noise(run_dirs: list[Path]) -> dict:
+def measure_noise(run_dirs: list[Path]) -> dict[str, Any]:
     """Per scenario and metric: runs, median, round-to-round CV (median over runs) and run-to-run CV."""
-    per_scenario: dict[str, dict[str, dict[str, list]]] = {}
+    per_scenario: dict[str, dict[str, dict[str, list[float]]]] = {}
     hardware_keys = set()
     for run_dir in run_dirs:
         for result in load_results(run_dir):
@@ -38,7 +39,7 @@ def measure_noise(run_dirs: list[Path]) -> dict:
                         entry["round_cvs"].append(summary["cv"])
     if len(hardware_keys) > 1:
         raise ResultFileError(f"runs from different hardware cannot be pooled: {', '.join(sorted(hardware_keys))}")
-    scenarios = {}
+    scenarios: dict[str, dict[str, Any]] = {}
     for scenario_id, metrics in sorted(per_scenario.items()):
         scenarios[scenario_id] = {}
         for name, entry in sorted(metrics.items()):
@@ -58,12 +59,12 @@ def measure_noise(run_dirs: list[Path]) -> dict:
     }
 
 
-def noise_cv(entry: dict) -> float | None:
+def noise_cv(entry: dict[str, Any]) -> float | None:
     """The CV that widens thresholds: run-to-run where measured (baselines come from another run)."""
     return NoiseEntry.model_validate(entry).cv
 
 
-def write_noise(baseline_dir: Path, noise: dict) -> Path:
+def write_noise(baseline_dir: Path, noise: dict[str, Any]) -> Path:
     path = inside(Path(baseline_dir), noise["hardware_key"], NOISE_FILE)
     atomic_write_json(path, noise)
     return path
@@ -81,7 +82,7 @@ def load_noise(baseline_dir: Path, hardware_key: str) -> dict[str, dict[str, flo
     }
 
 
-def noise_table(noise: dict) -> list[str]:
+def noise_table(noise: dict[str, Any]) -> list[str]:
     """The noise measurement as aligned text lines, noisiest metric first."""
     rows = [
         (scenario_id, name, entry)
@@ -90,7 +91,7 @@ def noise_table(noise: dict) -> list[str]:
     ]
     rows.sort(key=lambda row: -(noise_cv(row[2]) or 0.0))
 
-    def pct(value):
+    def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
     width = max((len(r[0]) for r in rows), default=8)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import MetricVerdict
 from ..status import IMPROVEMENT, INVALID, PASS, REGRESSION
@@ -37,7 +38,7 @@ def ratios(current: list[float], candidate: list[float]) -> list[float]:
     return [b / a for a, b in zip(current, candidate) if _usable(a, b)]
 
 
-def _usable(a, b) -> bool:
+def _usable(a: object, b: object) -> bool:
     return (
         isinstance(a, (int, float))
         and isinstance(b, (int, float))
@@ -48,7 +49,7 @@ def _usable(a, b) -> bool:
     )
 
 
-def hodges_lehmann(values, axis: int = -1):
+def hodges_lehmann(values: Any, axis: int = -1) -> Any:
     """The median of the Walsh averages (x_i + x_j) / 2, i <= j, along `axis` (vectorized)."""
     import numpy as np
 

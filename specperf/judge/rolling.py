@@ -40,18 +40,24 @@ class RollingJudge:
     def baseline(self, result: ScenarioResult) -> tuple[Baseline | None, dict[str, str | None]]:
         """The rolling baseline (None: fewer than MIN_RUNS runs), and each metric's verdict in the
         latest of those runs (what the two-strike rule looks at)."""
-        metrics, previous, counts = {}, {}, []
+        metrics: dict[str, Metric] = {}
+        previous: dict[str, str | None] = {}
+        counts: list[int] = []
         for name, metric in result.metrics.items():
+            samples: list[float | list[float] | None]
+            value: float | list[float] | None
             if isinstance(metric.value, list):  # per position: one series each, joined by run
                 positions = [self._series(result, f"{name}[{i}]") for i in range(len(metric.value))]
                 runs = [p.run_id for p in positions[0].points] if positions else []
                 by_run = [{p.run_id: p.value for p in s.points} for s in positions]
-                samples = [[values[run] for values in by_run] for run in runs if all(run in v for v in by_run)]
-                value = [statistics.median(column) for column in zip(*samples)] if samples else None
+                rows = [[values[run] for values in by_run] for run in runs if all(run in v for v in by_run)]
+                samples = list(rows)
+                value = [statistics.median(column) for column in zip(*rows)] if rows else None
             else:
                 series = self._series(result, name)
-                samples = [p.value for p in series.points]
-                value = statistics.median(samples) if samples else None
+                points = [p.value for p in series.points]
+                samples = list(points)
+                value = statistics.median(points) if points else None
                 if series.points:
                     previous[name] = series.points[-1].verdict
             counts.append(len(samples))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..messages import one_line
 from ..records import Baseline, BaselineRef, ScenarioResult
@@ -32,9 +33,9 @@ class StoredJudge:
     def __init__(self, baseline_dir: Path, hardware_key: str):
         self.baseline_dir = Path(baseline_dir)
         self.hardware_key = hardware_key
-        self._noise: dict | None = None
+        self._noise: dict[str, Any] | None = None
 
-    def noise(self) -> dict:
+    def noise(self) -> dict[str, Any]:
         if self._noise is None:
             self._noise = load_noise(self.baseline_dir, self.hardware_key)
         return self._noise

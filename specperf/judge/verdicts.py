@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from ..records import Baseline, BaselineRef, MetricVerdict, ScenarioResult, Verdict
+from ..records import Baseline, BaselineRef, Metric, MetricVerdict, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
 from .metrics import HIGHER, known_metric, metric_samples, spec_for
+
+__all__ = ["spec_for"]  # also read from here by the other judges
 
 ALPHA = 0.05  # significance level of the U test
 MIN_ROUNDS = 4  # with fewer rounds on either side, p < ALPHA is impossible
@@ -38,7 +40,7 @@ class Rules:
     gate_engine_offset: float = 0.0
 
     @classmethod
-    def of(cls, scenario) -> Rules:
+    def of(cls, scenario: Any) -> Rules:
         """The rules of a scenario of the profile in force (profiles.scenarios.Scenario)."""
         return cls(
             dict(scenario.tolerances),
@@ -132,7 +134,7 @@ def one_sided_p(baseline: list[float], current: list[float], direction: str, wor
     return float(mannwhitneyu(current, baseline, alternative=alternative).pvalue)
 
 
-def judged_samples(metrics) -> tuple[dict[str, list[float]], list[str]]:
+def judged_samples(metrics: dict[str, Metric]) -> tuple[dict[str, list[float]], list[str]]:
     """A record's samples by metric (metrics.metric_samples) of the metrics the suite knows, and the
     names it does not know (reported, never judged)."""
     samples = metric_samples(metrics)
@@ -170,9 +172,9 @@ def judge(
     for verdict in verdicts:
         if rules.is_informational(verdict.metric):
             verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
-    verdict = scenario_verdict(result, verdicts, baseline is not None, rules)
-    verdict.note = "; ".join(filter(None, [verdict.note, unknown_note(unknown)]))
-    return verdict
+    judged = scenario_verdict(result, verdicts, baseline is not None, rules)
+    judged.note = "; ".join(filter(None, [judged.note, unknown_note(unknown)]))
+    return judged
 
 
 def scenario_verdict(
@@ -182,7 +184,7 @@ def scenario_verdict(
     status = worst(v.status for v in verdicts if not rules.is_informational(v.metric)) if has_baseline else NO_BASELINE
     note = ""
     if not result.valid:
-        note = "; ".join(result.validity.reasons)
+        note = "; ".join(result.validity.reasons) if result.validity else ""
         if status not in FAILING:  # an invalid run is shown, never trusted, never failed on
             status = INVALID
     return Verdict(scenario_id=result.scenario.id, status=status, metrics=verdicts, note=note)

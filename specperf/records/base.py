@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from ..methods import REFERENCE
@@ -17,5 +19,5 @@ Provenance = dict[str, str | None | dict[str, str]]
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
@@ -62,11 +63,11 @@ class Environment(Record):
     methods: dict[str, str | None]  # SD method -> None (supported) or why not
 
 
-def shaped_as(model: type[Record]):
+def shaped_as(model: type[Record]) -> Callable[[Any], Any]:
     """A field validator that checks a plain dict (or each value of a dict of them) against `model`
     and keeps it a dict: what the report reads of it is then there and of its type."""
 
-    def check(value):
+    def check(value: Any) -> Any:
         try:
             if value is not None:
                 model.model_validate(value)
@@ -79,7 +80,7 @@ def shaped_as(model: type[Record]):
     return check
 
 
-def each_shaped_as(model: type[Record]):
+def each_shaped_as(model: type[Record]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     check = shaped_as(model)
     return lambda values: {key: check(value) for key, value in values.items()}
 
@@ -103,7 +104,7 @@ class MetricVerdict(Record):
     between_pairs: float | None = None  # paired: SD of one pair's noise (log units)
 
     def line(self) -> str:
-        def fmt(value):
+        def fmt(value: float | None) -> str:
             return "n/a" if value is None else f"{value:.4g}"
 
         change = "n/a" if self.change is None else f"{self.change:+.1%}"
@@ -139,12 +140,12 @@ class Verdict(Record):
             data = {k: v for k, v in data.items() if k not in ("failed", "message")}
         return data
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def failed(self) -> bool:
         return self.status in FAILING
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def message(self) -> str:
         if not self.failed:
@@ -260,7 +261,7 @@ class ScenarioResult(Record):
         """False only when a validity rule was broken (a result that never ran has no validity)."""
         return self.validity is None or self.validity.valid
 
-    def value(self, metric: str):
+    def value(self, metric: str) -> float | list[float] | None:
         entry = self.metrics.get(metric)
         return None if entry is None else entry.value
 

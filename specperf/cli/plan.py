@@ -9,6 +9,7 @@ from pathlib import Path
 def run(args) -> int:
     """Predict a profile's wall time per shard (and on --gpus N) before it runs (plan.py)."""
     from ..history import History, HistoryError, history_url
+    from ..history.database import missing_sqlite_file
     from ..plan import Planner, make_plan
     from ..plan_view import plan_lines, select
     from ..profiles.scenarios import ProfileError, load_profile
@@ -36,7 +37,7 @@ def run(args) -> int:
             device.describe_cpu()["hardware_key"] if profile.tier == "cpu" else device.describe_device()["hardware_key"]
         )
     url = history_url(args.history, Path(args.reports_dir))
-    missing = url is not None and url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file()
+    missing = url is not None and missing_sqlite_file(url) is not None
     if missing and args.history is None:
         url = None  # no history beside the reports yet: nothing to create
     elif missing:

@@ -31,8 +31,8 @@ from suite import slowed_python  # noqa: E402
 
 def main() -> int:
     from specperf.judge.paired import paired_change
+    from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import load_profile
-    from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
@@ -47,7 +47,7 @@ def main() -> int:
     args = parser.parse_args()
 
     scenario = next(s for s in load_profile(args.profile).scenarios if s.id == args.scenario)
-    calls = CallPreparer(default_dataset_dir())(scenario)
+    calls = CallPreparer(dataset_dir())(scenario)
     folder = Path(tempfile.mkdtemp(prefix="engine-offsets-"))
     sides = {}
     for name, fraction in (("A", 0.0), ("A2", 0.0), (f"A-{args.slowdown:.0%}", args.slowdown)):

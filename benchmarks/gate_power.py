@@ -144,8 +144,8 @@ def lean(gates: list[dict]) -> None:
 
 
 def main() -> int:
+    from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import load_profile
-    from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -171,7 +171,7 @@ def main() -> int:
         report(gates, first.gate_tolerance, floor)
         lean(gates)
         return 0
-    prepare = CallPreparer(default_dataset_dir())
+    prepare = CallPreparer(dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))
     (wrappers / "current").mkdir()
     current = slowed_python(wrappers / "current", 0.0)  # a path of its own: another engine slot

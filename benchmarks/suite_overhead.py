@@ -183,8 +183,8 @@ def goal_line(verdict) -> str:
 
 def main() -> int:
     from specperf.judge.paired import compare_paired, ratios
+    from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import load_profile
-    from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
     from specperf.run.engine import Engine
     from specperf.run.measurement import measure_rounds
@@ -216,7 +216,7 @@ def main() -> int:
             step()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
-    prepare = CallPreparer(default_dataset_dir())
+    prepare = CallPreparer(dataset_dir())
     rows = []
     for scenario in [s for s in scenarios for _ in range(args.repeats)]:
         calls = prepare(scenario)

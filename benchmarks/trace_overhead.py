@@ -25,8 +25,8 @@ DEFAULT_SCENARIOS = [
 def main() -> int:
     from specperf.analysis.traces import time_shares
     from specperf.judge.paired import compare_paired
+    from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import load_profile
-    from specperf.profiles.workloads import default_dataset_dir
     from specperf.run.calls import CallPreparer
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
@@ -39,7 +39,7 @@ def main() -> int:
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
-    prepare = CallPreparer(default_dataset_dir())
+    prepare = CallPreparer(dataset_dir())
     print(
         f"{'scenario':<42} {'traced':>9} {'95% interval':>17} {'draft':>6} {'verify':>7} {'sample':>7} "
         f"{'rest':>6} {'bytes/1k steps':>14}"

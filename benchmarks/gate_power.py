@@ -6,7 +6,8 @@ fresh engines), warm up, and run rounds alternately.  Both sides run through a w
 that loads the CPU-tier fault plugin; the candidate's sleeps a fraction of every engine step
 (`step_slowdown`), the current's a fraction of 0, so the two differ by nothing else; a candidate
 fraction of 0 is an A/A gate.  With `--candidate PYTHON` the A/A row runs that environment as the
-candidate instead (two environments of one build), and `--swap` swaps the roles.  Repeats are the
+candidate instead (two environments of one build), in both role orders unless `--roles` says one:
+"A/A" with this interpreter driving the current side, "A/A swapped" with `--candidate` driving it.  Repeats are the
 outer loop and slowdowns the inner one, so every row is measured in the same hours of the
 machine's life.  Each gate is judged on wall time (the gate's measure) and on the engines' CPU time
 per token (time stolen by other tenants is not in it), with the profile's engine-offset floor.
@@ -104,6 +105,9 @@ def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
             f"{statistics.median(pairs) if pairs else math.nan:>8.1%}"
         )
     for sid, clock in sorted({(k[0], k[2]) for k in rows}):
+        same = [v for (s, arm, c), vs in rows.items() if s == sid and c == clock and arm.startswith("A/A") for v in vs]
+        if same:
+            print(f"{sid}, {clock} time: A/A false alarms {sum(v.status != 'pass' for v in same)} of {len(same)} gates")
         caught = sorted(
             float(arm.rstrip("%")) / 100
             for (s, arm, c), vs in rows.items()
@@ -158,7 +162,12 @@ def main() -> int:
     parser.add_argument("--sets", type=int, help="sets of fresh engines (default: the profile's)")
     parser.add_argument("--offset-floor", type=float, help="default: the profile's gate_engine_offset")
     parser.add_argument("--candidate", help="the A/A row's candidate: another environment's python")
-    parser.add_argument("--swap", action="store_true", help="the A/A row with --candidate as the current side")
+    parser.add_argument(
+        "--roles",
+        choices=["both", "given", "swapped"],
+        default="both",
+        help="with --candidate: A/A gates with this interpreter as current (given), as candidate (swapped), or both",
+    )
     parser.add_argument("--json", help="append every gate's rounds to this file (JSON lines)")
     parser.add_argument("--replay", nargs="+", help="judge the gates of these --json files again; measure nothing")
     args = parser.parse_args()
@@ -182,7 +191,14 @@ def main() -> int:
         sets = args.sets or scenario.gate_engine_sets
         arms = {("A/A" if f == 0 else f"{f:.0%}"): (current, slowed_python(wrappers, f)) for f in args.slowdowns}
         if args.candidate and "A/A" in arms:
-            arms["A/A"] = (args.candidate, sys.executable) if args.swap else (sys.executable, args.candidate)
+            del arms["A/A"]
+            orders = {"given": [False], "swapped": [True], "both": [False, True]}[args.roles]
+            arms = {
+                ("A/A swapped" if swap else "A/A"): (args.candidate, sys.executable)
+                if swap
+                else (sys.executable, args.candidate)
+                for swap in orders
+            } | arms
         t0 = time.monotonic()
         for repeat in range(args.repeats):  # slowdowns interleaved: every row sees the same hours
             for arm, (a, b) in arms.items():

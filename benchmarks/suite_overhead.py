@@ -119,22 +119,23 @@ class BareEngine:
                 raise EngineError(f"bare engine did not start (exit code {self._process.returncode})")
         self._conn.recv()
 
-    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> dict:
+    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float):
         from specperf.run.engine import EngineError
+        from specperf.run.protocol import Reply
 
         self._conn.send((prompts, max_tokens))
         try:
             wall_s, token_ids = self._conn.recv()
         except EOFError:
             raise EngineError(f"bare engine died (exit code {self._process.wait()})") from None
-        return {
-            "wall_s": wall_s,
-            "output_tokens": sum(len(ids) for ids in token_ids),
-            "token_ids": token_ids,
-            "texts": [""] * len(token_ids),
-            "counters_before": NO_COUNTERS,
-            "counters_after": NO_COUNTERS,
-        }
+        return Reply(
+            wall_s=wall_s,
+            output_tokens=sum(len(ids) for ids in token_ids),
+            token_ids=token_ids,
+            texts=[""] * len(token_ids),
+            counters_before=NO_COUNTERS,
+            counters_after=NO_COUNTERS,
+        )
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -159,7 +160,7 @@ class Recorded:
     def generate(self, prompts, max_tokens, timeout_s):
         t0 = time.perf_counter()
         reply = self._engine.generate(prompts, max_tokens, timeout_s)
-        self._log.append((self._kind, time.perf_counter() - t0, reply["wall_s"]))
+        self._log.append((self._kind, time.perf_counter() - t0, reply.wall_s))
         return reply
 
     def __getattr__(self, name):

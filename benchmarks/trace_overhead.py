@@ -10,7 +10,6 @@ asserts nothing.  Needs the CPU tier's environment:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
@@ -50,7 +49,7 @@ def main() -> int:
         try:
             measured = measure_rounds(
                 pool,
-                {"plain": (scenario, None), "traced": (dataclasses.replace(scenario, trace=True), None)},
+                {"plain": (scenario, None), "traced": (scenario.replace(trace=True), None)},
                 calls.calls,
                 scenario.output_len,
                 scenario.warmup,

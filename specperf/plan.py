@@ -20,7 +20,6 @@ shards are scheduled on N GPUs, each holding as many GPUs as its largest TP size
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import math
@@ -108,7 +107,7 @@ class Planner:
     def estimate(self, scenario: Scenario) -> Estimate:
         if id(scenario) in self._estimates:
             return self._estimates[id(scenario)]
-        own = self.by_hash.get(scenario.content_hash, [])
+        own = self.by_hash.get(scenario.hash, [])
         tokens = self.tokens(scenario, own)
         throughput = self.throughput(scenario, own, tokens.value)
         round_s = sequences(scenario) * tokens.value / throughput.value
@@ -205,7 +204,7 @@ class Planner:
 
     def engine_start(self, scenarios: list[Scenario]) -> Figure:
         """One start of the engine these scenarios share."""
-        hashes = {s.content_hash for s in scenarios}
+        hashes = {s.hash for s in scenarios}
         measured = _median((r.engine_start_s for h in hashes for r in self.by_hash.get(h, [])), positive=True)
         if measured is not None:
             return Figure(measured, HISTORY)
@@ -217,7 +216,7 @@ class Planner:
 
 
 def _reference_of(scenario: Scenario) -> Scenario:
-    return dataclasses.replace(scenario, method=REFERENCE_METHOD, paired_reference=False)
+    return scenario.replace(method=REFERENCE_METHOD, paired_reference=False)
 
 
 def _like(row: TimedResult, profile: Profile) -> Scenario | None:
@@ -227,7 +226,7 @@ def _like(row: TimedResult, profile: Profile) -> Scenario | None:
     if not model:
         return None
     same = [s for s in model if s.method.label == row.method] or [s for s in model if s.method.is_reference] or model
-    return dataclasses.replace(same[0], batch_size=row.batch_size)
+    return same[0].replace(batch_size=row.batch_size)
 
 
 # -------------------------------------------------------------------- shards and GPUs

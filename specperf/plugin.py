@@ -234,7 +234,7 @@ def specperf_session(request):
         scenario_timeout_s=config.getoption("scenario_timeout"),
         resume_dir=Path(config.getoption("resume")) if config.getoption("resume") else None,
         profile_path=str(profile.path),
-        scenario_hashes={s.id: s.content_hash for s in profile.scenarios},
+        scenario_hashes={s.id: s.hash for s in profile.scenarios},
         run_id=_run_id(config),
         owns_run_file=worker_input(config) is None,
         log=log,

@@ -260,7 +260,7 @@ def check_resumed_hardware(resume: str, run: RunFile) -> None:
 
 def profile_changes(recorded: dict[str, str], profile: Profile) -> str | None:
     """What changed in the profile since the resumed run recorded its scenarios (None: nothing)."""
-    current = {s.id: s.content_hash for s in profile.scenarios}
+    current = {s.id: s.hash for s in profile.scenarios}
     if not recorded or recorded == current:
         return None
     parts = [

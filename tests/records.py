@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 from specperf.judge import metrics
-from specperf.profiles.scenarios import REFERENCE_METHOD, Method, Model, Scenario
+from specperf.profiles.scenarios import REFERENCE_METHOD, Method, Model, Scenario, scenario
 from specperf.records import ScenarioResult
 from specperf.storage import write_result
 
@@ -36,7 +36,7 @@ def make_scenario(
     rounds: int = 5,
     tolerances: dict | None = None,
 ) -> Scenario:
-    return Scenario(
+    return scenario(
         profile="unit",
         model=TINY,
         method=method,
@@ -75,7 +75,7 @@ def make_record(
     counters = [copy.deepcopy(COUNTERS) for _ in throughput] if counters is None else counters
     reasons = list(reasons or [])
     record = {
-        "scenario": scenario.to_dict(),
+        "scenario": scenario.to_json(),
         "status": status,
         "error": error,
         "started_at": "2025-01-01T00:00:00+00:00",

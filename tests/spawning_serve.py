@@ -14,6 +14,7 @@ import time
 
 from specperf.messages import one_line
 from specperf.run.engine import EngineConfig
+from specperf.run.protocol import Close, Failed, Ready
 
 CONFIG = EngineConfig(model="none", tokenizer=None, tensor_parallel_size=1, seed=0, speculative_config=None)
 
@@ -33,16 +34,14 @@ def serve_with_worker(conn, config) -> None:
         worker = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,), daemon=True)
         worker.start()
     except BaseException as err:  # noqa: BLE001 - reported to the parent like an engine start failure
-        conn.send(("error", one_line(err), ""))
+        conn.send(Failed(one_line(err)))
         return
-    conn.send(
-        ("ready", {"start_s": 0.0, "pid": os.getpid(), "provenance": {"worker": worker.pid}, "effective_config": {}})
-    )
+    conn.send(Ready(start_s=0.0, pid=os.getpid(), provenance={"worker": worker.pid}, effective_config={}))
     while True:
         try:
             request = conn.recv()
         except EOFError:
             time.sleep(600)
             return
-        if request[0] == "close":
+        if isinstance(request, Close):
             return

@@ -202,7 +202,7 @@ def set_in(data, keys, value):
         (("metrics", "throughput_tok_s", "samples", 1), "fast", "metrics.throughput_tok_s.samples[1]"),
         (("metrics", "throughput_tok_s", "value"), "fast", "metrics.throughput_tok_s.value"),
         (("device", "hardware_key"), 3, "device.hardware_key: Input should be a valid string"),
-        (("scenario", "id"), "", "scenario.id: String should have at least 1 character"),
+        (("scenario", "id"), "", "scenario: Value error, id '' does not follow from the scenario's fields"),
         (("status",), None, "status: Input should be a valid string"),
     ],
 )
@@ -226,7 +226,7 @@ def test_read_run_dir_skips_and_names_a_result_of_the_wrong_type(tmp_path):
     found = read_run_dir(tmp_path)
     assert [r.id for r in found.results] == ["tiny-llama-nosd-bs4-gsm8k"]
     assert found.problems == [
-        f"{path}: corrupt result (scenario: Input should be a valid dictionary or instance of ScenarioInfo)"
+        f"{path}: corrupt result (scenario: Input should be a valid dictionary or instance of Scenario)"
     ]
 
 
@@ -270,7 +270,7 @@ def test_result_paths_refuse_scenario_ids_that_leave_the_run(tmp_path, scenario_
     with pytest.raises(ResultFileError, match="refusing a path outside"):
         result_path(run, scenario_id)
     record = make_record()
-    record.scenario.id = scenario_id
+    record.scenario = record.scenario.replace(model=record.scenario.model.model_copy(update={"name": scenario_id}))
     with pytest.raises(ResultFileError, match="refusing a path outside"):
         write_result(run, record)
     assert not any(tmp_path.rglob("*.json"))
@@ -428,7 +428,7 @@ def test_baseline_paths_refuse_scenario_ids_that_leave_the_store(tmp_path, scena
     with pytest.raises(ResultFileError, match="refusing a path outside"):
         load_baseline(store, HARDWARE_KEY, scenario_id)
     record = make_record()
-    record.scenario.id = scenario_id
+    record.scenario = record.scenario.replace(model=record.scenario.model.model_copy(update={"name": scenario_id}))
     with pytest.raises(ResultFileError, match="refusing a path outside"):
         write_own_baseline(store, record)
     assert not any(tmp_path.rglob("*.json"))

@@ -22,6 +22,7 @@ from spawning_serve import CONFIG, serve_with_worker
 
 from specperf.run import child
 from specperf.run.engine import Engine
+from specperf.run.protocol import Failed
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -66,11 +67,11 @@ def test_a_daemonic_engine_process_could_not():
     process.start()
     try:
         assert conn.poll(60)
-        kind, message, _ = conn.recv()
+        reply = conn.recv()
     finally:
         process.kill()
         process.join(10)
-    assert (kind, message) == ("error", "AssertionError: daemonic processes are not allowed to have children")
+    assert reply == Failed("AssertionError: daemonic processes are not allowed to have children")
 
 
 def test_kill_removes_the_engine_and_its_worker(engine):

@@ -228,8 +228,7 @@ def test_compare_judges_typed_results_read_back(tmp_path, capsys):
 def lossy_with_its_own_rules():
     """A NEW result that lost its output and wrote itself rules that would pass it."""
     lossy = make_record(lossless=0.0)
-    lossy.scenario.tolerances = {"lossless_fraction": 9.0}
-    lossy.scenario.informational = ["lossless_fraction"]
+    lossy.scenario = lossy.scenario.replace(tolerances={"lossless_fraction": 9.0}, informational=["lossless_fraction"])
     return [make_record(reference_scenario()), lossy]
 
 
@@ -293,8 +292,9 @@ def test_an_old_run_with_an_impossible_speed_is_a_corrupt_baseline(tmp_path, cap
 
 def test_terminal_escapes_in_ids_are_printed_escaped(tmp_path, capsys):
     records = pair()
-    records[1].scenario.id = "evil\x1b[2J\x1b]0;owned\x07"
+    evil = records[1].scenario.model.model_copy(update={"name": "evil\x1b[2J\x1b]0;owned\x07"})
+    records[1].scenario = records[1].scenario.replace(model=evil)
     old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", records)
     code, out, _ = compare(capsys, old, new)
     assert "\x1b" not in out and "\x07" not in out
-    assert "evil\\x1b[2J\\x1b]0;owned\\x07: no-baseline" in out
+    assert "evil\\x1b[2J\\x1b]0;owned\\x07-eagle3-k3-bs4-gsm8k: no-baseline" in out

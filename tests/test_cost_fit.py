@@ -3,8 +3,6 @@ recovers it, states its error, and turns into the simulator's StepCost."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from records import make_record, make_scenario
@@ -49,7 +47,7 @@ def traced(method: Method, noise: float = 0.0, seed: int = 0):
         name: [int(round(first[name] * 1e6))] + [int(round(v * 1e6)) for v in values]
         for name, values in (("total", total), ("draft", draft), ("forward", forward), ("sample", sample))
     }
-    result = make_record(dataclasses.replace(make_scenario(method), trace=True))
+    result = make_record(make_scenario(method).replace(trace=True))
     result.trace = Trace(
         step_us=step_us,
         step_batch={

@@ -6,8 +6,6 @@ for engines of two environments so every rule is reached without vLLM (tests/cpu
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from records import make_scenario, reference_scenario
 from test_session import FakeEngine, Starter, canned_calls, fake_config
@@ -130,7 +128,7 @@ def test_instances_run_side_by_side_and_pairs_take_them_in_turn(tmp_path):
     run = gate(tmp_path, starter)
     run.run(REF)
     order.clear()
-    result = run.run(dataclasses.replace(SD, gate_instances=2))
+    result = run.run(SD.replace(gate_instances=2))
     assert result.status == OK and result.gate.pairing == "interleaved, 2 engine pairs (2 per side alive, 1 set(s))"
     engines = starter.started[2:]  # after the reference scenario's two
     assert len(engines) == 4 and not any(e.closed for e in engines)
@@ -149,7 +147,7 @@ def test_instances_run_side_by_side_and_pairs_take_them_in_turn(tmp_path):
 def test_engine_sets_start_fresh_engines_for_each_set_of_pairs(tmp_path):
     starter = Starter()
     run = gate(tmp_path, starter)
-    result = run.run(dataclasses.replace(REF, gate_instances=2, gate_engine_sets=2))
+    result = run.run(REF.replace(gate_instances=2, gate_engine_sets=2))
     assert result.status == OK and result.gate.pairing == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
     assert len(starter.started) == 8  # two sets of two engines per side
     assert all(e.closed for e in starter.started[:4]) and not any(e.closed for e in starter.started[4:])
@@ -180,7 +178,7 @@ def test_a_gate_speedup_carries_the_reference_change_and_its_error(tmp_path):
 
 
 def test_paired_reference_measures_speedup_per_pair(tmp_path):
-    paired = dataclasses.replace(SD, paired_reference=True)
+    paired = SD.replace(paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
     run = RunSession(
@@ -248,5 +246,5 @@ def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_sce
     run = gate(tmp_path, starter, parallel_starts=2)
     assert run.run(REF).status == OK and len(starter.started) == 2
     starter.options["fail"] = True
-    failed = run.run(dataclasses.replace(SD, gate_instances=1))
+    failed = run.run(SD.replace(gate_instances=1))
     assert failed.status == "error" and "candidate build broke" in failed.error

@@ -3,7 +3,6 @@ bytes checked against sums worked out by hand; where the result records them, an
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -62,7 +61,7 @@ def checkpoint(folder, config: dict, tensors: dict[str, np.ndarray] | None = Non
 
 
 def scenario(target: str, method: Method = REFERENCE_METHOD, **engine_args):
-    return dataclasses.replace(make_scenario(method), model=Model(name="m", path=target), engine_args=engine_args)
+    return make_scenario(method).replace(model=Model(name="m", path=target), engine_args=engine_args)
 
 
 def draft_method(name: str, path: str) -> Method:
@@ -255,10 +254,8 @@ def test_the_session_records_the_estimate_beside_the_measured_peak(tmp_path):
     target = checkpoint(tmp_path / "t", GQA)
     draft = checkpoint(tmp_path / "d", GQA | {"num_hidden_layers": 1}, gqa_tensors(1))
     run = session(tmp_path)
-    ref = dataclasses.replace(
-        reference_scenario(), model=Model(name="tiny-llama", path=target), engine_args={"dtype": "float32"}
-    )
-    sd = dataclasses.replace(ref, method=draft_method("draft_model", draft))
+    ref = reference_scenario().replace(model=Model(name="tiny-llama", path=target), engine_args={"dtype": "float32"})
+    sd = ref.replace(method=draft_method("draft_model", draft))
     run.run(ref)
     result = run.run(sd)
     stored = read_record(result_path(run.run_dir, sd.id), ScenarioResult, "result").memory

@@ -140,7 +140,7 @@ def row(
         run_id=run_id,
         run_started_at=T0,
         run_finished_at=T0 + datetime.timedelta(seconds=600),
-        scenario_hash=s.content_hash,
+        scenario_hash=s.hash,
         model=model or s.model.name,
         method=method or s.method.label,
         batch_size=s.batch_size,
@@ -223,9 +223,8 @@ def test_without_history_a_cpu_scenario_uses_the_default_model_and_the_study_tra
 
 
 def test_default_model_arithmetic():
-    s = dataclasses.replace(
-        make_scenario(batch_size=2),
-        model=dataclasses.replace(make_scenario().model, path="org/M-1B"),
+    s = make_scenario(batch_size=2).replace(
+        model=make_scenario().model.model_copy(update={"path": "org/M-1B"}),
         engine_args={"dtype": "float32"},
     )
     # decode step: 10 ms + 4 GB / 10 GB/s + 2 x 2e9 FLOP / 40 GFLOP/s; prefill 2 x 100 x 2e9 / 40e9

@@ -238,7 +238,7 @@ def test_profile_changes_since_a_resumed_run_are_named(profile):
     from specperf.suite_run import profile_changes
 
     loaded = load_profile(str(profile))
-    recorded = {s.id: s.content_hash for s in loaded.scenarios}
+    recorded = {s.id: s.hash for s in loaded.scenarios}
     assert profile_changes(recorded, loaded) is None and profile_changes({}, loaded) is None
     first, second = sorted(recorded)[:2]
     recorded[first] = "0" * 16

@@ -102,4 +102,4 @@ def test_committed_portable_baselines_match_cpu_smoke():
     for scenario in sd:
         baseline = load_baseline(baseline_dir(), PORTABLE, scenario.id)
         assert baseline is not None, scenario.id
-        assert baseline.scenario_hash == scenario.content_hash, scenario.id
+        assert baseline.scenario_hash == scenario.hash, scenario.id

@@ -18,6 +18,7 @@ from specperf.run.calls import Calls
 from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, EngineTimeout
 from specperf.run.loop import balanced_schedule, measure, warm_up
 from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
+from specperf.run.protocol import Reply
 from specperf.run.session import RunSession, merge_run_files, summary_lines
 from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, REGRESSION, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
@@ -53,15 +54,15 @@ class FakeEngine:
             self.counters["accepted"] += 3
             self.counters["accepted_per_pos"] = [a + d for a, d in zip(self.counters["accepted_per_pos"], (2, 1, 0))]
         tokens = self.tokens + ([self.calls] if self.changing_from and self.calls >= self.changing_from else [])
-        return {
-            "wall_s": self.wall_s,
-            "output_tokens": len(tokens) * len(prompts),
-            "token_ids": [list(tokens) for _ in prompts],
-            "texts": ["out <b>"] * len(prompts),
-            "counters_before": before,
-            "counters_after": json.loads(json.dumps(self.counters)),
-            "memory": {"peak_mib": 100.0, "source": "fake"},
-        }
+        return Reply(
+            wall_s=self.wall_s,
+            output_tokens=len(tokens) * len(prompts),
+            token_ids=[list(tokens) for _ in prompts],
+            texts=["out <b>"] * len(prompts),
+            counters_before=before,
+            counters_after=json.loads(json.dumps(self.counters)),
+            memory={"peak_mib": 100.0, "source": "fake"},
+        )
 
     def close(self):
         self.closed = True
@@ -253,7 +254,7 @@ def test_a_kept_result_is_judged_by_the_profile_never_by_its_own_rules(tmp_path)
     lossy.metrics["lossless_fraction"] = lossy.metrics["lossless_fraction"].model_copy(
         update={"value": 0.0, "samples": [0.0]}
     )
-    lossy.scenario.tolerances, lossy.scenario.informational = {"lossless_fraction": 9.0}, ["lossless_fraction"]
+    lossy.scenario = lossy.scenario.replace(tolerances={"lossless_fraction": 9.0}, informational=["lossless_fraction"])
     write_result(run_dir, lossy)
     first.finish()
 

@@ -1,6 +1,5 @@
 """Splitting real profiles across machines: SD engine keys are partitioned, references go where needed."""
 
-import dataclasses
 import random
 
 import pytest
@@ -179,19 +178,17 @@ def test_estimated_cost_is_proportional():
     base = next(s for s in load_profile("h100-nightly").scenarios if s.batch_size == 1)
     cost = sharding.estimated_cost(base)
     assert cost > 0
-    more_rounds = dataclasses.replace(base, rounds=base.rounds * 2)
+    more_rounds = base.replace(rounds=base.rounds * 2)
     assert sharding.estimated_cost(more_rounds) == pytest.approx(
         cost * (2 * base.rounds * base.num_requests + base.warmup) / (base.rounds * base.num_requests + base.warmup)
     )
-    assert sharding.estimated_cost(dataclasses.replace(base, output_len=base.output_len * 2)) == pytest.approx(2 * cost)
-    assert sharding.estimated_cost(
-        dataclasses.replace(base, model=dataclasses.replace(base.model, tp=4))
-    ) == pytest.approx(4 * cost)
-    big_batch = dataclasses.replace(base, batch_size=128)
-    assert sharding.estimated_cost(big_batch) > cost
-    assert sharding.estimated_cost(dataclasses.replace(big_batch, batching="distinct")) < sharding.estimated_cost(
-        big_batch
+    assert sharding.estimated_cost(base.replace(output_len=base.output_len * 2)) == pytest.approx(2 * cost)
+    assert sharding.estimated_cost(base.replace(model=base.model.model_copy(update={"tp": 4}))) == pytest.approx(
+        4 * cost
     )
+    big_batch = base.replace(batch_size=128)
+    assert sharding.estimated_cost(big_batch) > cost
+    assert sharding.estimated_cost(big_batch.replace(batching="distinct")) < sharding.estimated_cost(big_batch)
     # one engine start per engine key, however many scenarios share it
     assert sharding.group_cost([base, big_batch]) == pytest.approx(
         sharding.ENGINE_START_S + cost + sharding.estimated_cost(big_batch)

@@ -159,14 +159,15 @@ def test_study_extra_holds_the_cells_the_study_did_not_run(study):
 
 def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     from specperf.run.loop import RoundResult, call_timing
+    from specperf.run.protocol import Reply
     from specperf.run.summary import study_throughput
 
     def reply(wall_s, tokens, reasons):
-        return {"wall_s": wall_s, "output_tokens": tokens, "finish_reasons": reasons}
+        return Reply(wall_s, tokens, [], [], {}, {}, finish_reasons=reasons)
 
     assert call_timing(reply(2.0, 50, ["stop", "length"])) == {"wall_s": 2.0, "output_tokens": 50, "eos": True}
     assert call_timing(reply(2.0, 50, ["length", "stop"]))["eos"] is False  # the first copy decides
-    assert call_timing({"wall_s": 1.0, "output_tokens": 5})["eos"] is None  # an engine that did not say
+    assert call_timing(reply(1.0, 5, []))["eos"] is None  # an engine that did not say
 
     def round_of(calls):
         return RoundResult(

@@ -3,7 +3,6 @@ analyses read from it, traced scenarios in profiles, and the report's views (no 
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import types
@@ -315,9 +314,9 @@ def test_attribution_only_for_a_speed_regression_with_both_traces():
 
 def test_a_traced_scenario_has_its_own_id_engine_and_hash():
     plain = make_scenario()
-    on = dataclasses.replace(plain, trace=True)
+    on = plain.replace(trace=True)
     assert on.id == plain.id + "-traced" and on.reference_id == plain.reference_id + "-traced"
-    assert on.engine_key != plain.engine_key and on.content_hash != plain.content_hash
+    assert on.engine_key != plain.engine_key and on.hash != plain.hash
     assert "trace" not in json.loads(plain.engine_key)  # untraced keys (and baselines) unchanged
 
 
@@ -335,8 +334,8 @@ def test_sd_trace_traces_every_scenario_of_a_profile():
 
 
 def traced_record(method, name, accepted, seconds, request_ids=("r0", "r1")):
-    scenario = dataclasses.replace(
-        make_scenario(), method=dataclasses.replace(make_scenario().method, label=method, name=name), trace=True
+    scenario = make_scenario().replace(
+        method=make_scenario().method.model_copy(update={"label": method, "name": name}), trace=True
     )
     result = make_record(scenario)
     result.workload = WorkloadFacts(request_ids=list(request_ids), overlap_bleu4=[0.8, 0.05])

@@ -281,8 +281,9 @@ def test_a_result_files_own_rules_never_judge_it():
     """Tolerances and informational metrics written into the result being judged play no part:
     only the rules passed in (the profile's) do."""
     lossy = make_record(lossless=0.0)
-    lossy.scenario.tolerances = {"lossless_fraction": 9.0, "throughput_tok_s": 1e308}
-    lossy.scenario.informational = ["lossless_fraction"]
+    lossy.scenario = lossy.scenario.replace(
+        tolerances={"lossless_fraction": 9.0, "throughput_tok_s": 1e308}, informational=["lossless_fraction"]
+    )
     verdict = judge(lossy, baseline_of())
     assert verdict.status == REGRESSION and statuses(verdict)["lossless_fraction"] == REGRESSION
     assert {m.metric: m.tolerance for m in verdict.metrics}["lossless_fraction"] == 0.0
@@ -323,7 +324,7 @@ def test_judge_incompatible_on_hash_change():
     verdict = judge(make_record(changed, throughput=scaled(THROUGHPUT, 0.5)), baseline_of())
     assert verdict.status == INCOMPATIBLE and not verdict.failed
     assert verdict.metrics == []
-    assert changed.content_hash in verdict.note and make_scenario().content_hash in verdict.note
+    assert changed.hash in verdict.note and make_scenario().hash in verdict.note
 
 
 def test_judge_same_hash_with_new_tolerances_is_comparable():

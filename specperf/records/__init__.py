@@ -6,7 +6,8 @@ belongs, a missing scenario, a non-finite number), and `storage` turns a failure
 naming the file and the field.  Unknown fields are kept, so a newer file survives a round trip.
 The JSON layout is schema version 1, unchanged from the untyped records.
 
-Modules: ``base`` (Record and shared constants), ``measured`` (a scenario and what was measured),
+Modules: ``base`` (Record and shared constants), ``scenario`` (what is run and stored), ``measured``
+(what was measured),
 ``files`` (verdicts, baselines, gates and the files written).
 """
 
@@ -32,12 +33,9 @@ from .measured import (
     Device,
     Lossless,
     Memory,
-    MethodInfo,
     Metric,
-    ModelInfo,
     RequestTrace,
     Round,
-    ScenarioInfo,
     ShownOutput,
     StudyThroughput,
     Timings,
@@ -46,6 +44,7 @@ from .measured import (
     WorkloadFacts,
     checked_metrics,
 )
+from .scenario import Method, Model, Scenario
 
 __all__ = [
     "Baseline",
@@ -57,10 +56,10 @@ __all__ = [
     "PairedSamples",
     "Lossless",
     "Memory",
-    "MethodInfo",
+    "Method",
     "Metric",
     "MetricVerdict",
-    "ModelInfo",
+    "Model",
     "NO_SD",
     "NoiseEntry",
     "NoiseFile",
@@ -72,7 +71,7 @@ __all__ = [
     "RunFile",
     "RunStats",
     "SCHEMA_VERSION",
-    "ScenarioInfo",
+    "Scenario",
     "ScenarioResult",
     "ShownOutput",
     "Side",

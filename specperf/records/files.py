@@ -16,7 +16,6 @@ from .measured import (
     Memory,
     Metric,
     Round,
-    ScenarioInfo,
     ShownOutput,
     StudyThroughput,
     Timings,
@@ -25,6 +24,7 @@ from .measured import (
     WorkloadFacts,
     checked_metrics,
 )
+from .scenario import Scenario
 
 # ------------------------------------------------------------------ shapes of the plain dicts
 
@@ -220,7 +220,7 @@ class ScenarioResult(Record):
     """reports/<run-id>/results/<scenario-id>.json: one scenario of one run."""
 
     schema_version: int = SCHEMA_VERSION
-    scenario: ScenarioInfo
+    scenario: Scenario
     status: str
     error: str | None = None
     error_kind: str | None = None

@@ -1,65 +1,10 @@
-"""Records of a scenario and of what was measured: rounds, metrics, memory, traces, the device."""
+"""Records of what was measured: rounds, metrics, memory, traces, the device."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
-from .base import NO_SD, Number, Record
-
-# ------------------------------------------------------------------ the scenario
-
-
-class ModelInfo(Record):
-    name: str
-    path: str
-    tokenizer: str | None = None
-    tp: int = 1
-    thinking: bool | None = None
-
-
-class MethodInfo(Record):
-    label: str
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-
-
-class ScenarioInfo(Record):
-    """A scenario as results store it (profiles.scenarios.Scenario.to_dict())."""
-
-    id: str = Field(min_length=1)
-    hash: str
-    profile: str
-    model: ModelInfo
-    method: MethodInfo
-    batch_size: int
-    dataset: str
-    num_requests: int
-    output_len: int
-    rounds: int
-    warmup: int = 1
-    seed: int = 42
-    batching: str = "replicate"
-    engine_args: dict[str, Any] = Field(default_factory=dict)
-    tolerances: dict[str, float] = Field(default_factory=dict)
-    informational: list[str] = Field(default_factory=list)
-    reference_id: str
-    paired_reference: bool = False
-    gate_tolerance: float = 0.03
-    gate_instances: int = 1
-    gate_engine_sets: int = 1
-    gate_engine_offset: float = 0.0
-    trace: bool = False
-    selection: str = "hash"
-    chat: bool | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    vllm: str | None = None
-
-    @property
-    def is_reference(self) -> bool:
-        return self.method.name == NO_SD
-
+from .base import Number, Record
 
 # ------------------------------------------------------------------ what was measured
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..messages import one_line
 from . import child, tracing, vllm_methods
 from .device import has_nvidia_gpu
+from .protocol import Close, Failed, Generate, Ready, Reply
 from .usage import peak_memory, process_tree_cpu_s
 from .versions import installed_vllm
 
@@ -202,33 +203,23 @@ def _serve(conn, config: EngineConfig) -> None:
 
         llm = LLM(**kwargs)
         counters = read_spec_counters(llm)  # cumulative: each call's "after" is the next one's "before"
-        conn.send(
-            (
-                "ready",
-                {
-                    "start_s": time.perf_counter() - started,
-                    "pid": os.getpid(),
-                    "provenance": provenance,
-                    "effective_config": effective_engine_config(llm),
-                },
-            )
-        )
+        conn.send(Ready(time.perf_counter() - started, os.getpid(), provenance, effective_engine_config(llm)))
     except vllm_methods.UnsupportedMethod as err:
-        conn.send(("error", str(err), traceback.format_exc()))
+        conn.send(Failed(str(err), traceback.format_exc()))
         return
     except BaseException as err:  # noqa: BLE001 - every start failure is reported, then the child exits
-        conn.send(("error", one_line(err), traceback.format_exc()))
+        conn.send(Failed(one_line(err), traceback.format_exc()))
         return
     while True:
         try:
             request = conn.recv()
         except EOFError:
             return
-        if request[0] == "close":
+        if isinstance(request, Close):
             return
-        _, prompts, max_tokens = request
+        prompts = request.prompts
         try:
-            params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+            params = SamplingParams(temperature=0.0, max_tokens=request.max_tokens)
             before = counters  # no read right before the timed call: get_metrics() costs ~2 ms
             if timer is not None:
                 timer.drain()
@@ -247,24 +238,21 @@ def _serve(conn, config: EngineConfig) -> None:
                     draft = DraftLM(draft_path, llm.llm_engine.vllm_config.model_config.dtype)
                 tracing.add_draft_acceptance(trace, draft, prompts, token_ids, draft_memo)
             conn.send(
-                (
-                    "result",
-                    {
-                        "wall_s": wall_s,
-                        "cpu_s": cpu_s,
-                        "output_tokens": sum(len(ids) for ids in token_ids),
-                        "token_ids": token_ids,
-                        "texts": [o.outputs[0].text for o in outputs],
-                        "finish_reasons": [o.outputs[0].finish_reason for o in outputs],
-                        "counters_before": before,
-                        "counters_after": after,
-                        "memory": peak_memory(),
-                        "trace": trace,
-                    },
+                Reply(
+                    wall_s=wall_s,
+                    cpu_s=cpu_s,
+                    output_tokens=sum(len(ids) for ids in token_ids),
+                    token_ids=token_ids,
+                    texts=[o.outputs[0].text for o in outputs],
+                    finish_reasons=[o.outputs[0].finish_reason for o in outputs],
+                    counters_before=before,
+                    counters_after=after,
+                    memory=peak_memory(),
+                    trace=trace,
                 )
             )
         except BaseException as err:  # noqa: BLE001
-            conn.send(("error", one_line(err), traceback.format_exc()))
+            conn.send(Failed(one_line(err), traceback.format_exc()))
             return
 
 
@@ -303,28 +291,30 @@ class Engine:
         self._process = child.start(context, serve, child_conn, config)
         child_conn.close()
         self._busy = True
-        reply = self._receive(start_timeout_s, START)
-        self.start_s = reply["start_s"]
-        self.pid = reply["pid"]
-        self.provenance = reply["provenance"]
-        self.effective_config = reply["effective_config"]
+        ready = self._receive(start_timeout_s, START)
+        assert isinstance(ready, Ready), ready
+        self.start_s = ready.start_s
+        self.pid = ready.pid
+        self.provenance = ready.provenance
+        self.effective_config = ready.effective_config
         self._busy = False
 
-    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float = 3600.0) -> dict:
+    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float = 3600.0) -> Reply:
         """One timed `generate()` call over token-id prompts; greedy, so outputs are comparable."""
         self._busy = True
-        self._send(("generate", prompts, max_tokens))
+        self._send(Generate(prompts, max_tokens))
         reply = self._receive(timeout_s, GENERATE)
+        assert isinstance(reply, Reply), reply
         self._busy = False
         return reply
 
-    def _send(self, message) -> None:
+    def _send(self, message: Generate | Close) -> None:
         try:
             self._conn.send(message)
         except (BrokenPipeError, OSError):
             raise EngineError(f"engine process {self._process.pid} is gone ({self._exit_reason()})") from None
 
-    def _receive(self, timeout_s: float, what: str):
+    def _receive(self, timeout_s: float, what: str) -> Ready | Reply:
         deadline = time.monotonic() + timeout_s
         while not self._conn.poll(1.0):
             if not self._process.is_alive():
@@ -339,10 +329,10 @@ class Engine:
             self._process.join(5)
             self.kill()
             raise EngineError(f"engine process died during {what} ({self._exit_reason()})") from None
-        if reply[0] == "error":
+        if isinstance(reply, Failed):
             self.close()
-            raise EngineError(reply[1])
-        return reply[1]
+            raise EngineError(reply.message)
+        return reply
 
     def _exit_reason(self) -> str:
         code = self._process.exitcode
@@ -361,7 +351,7 @@ class Engine:
         """Ask the engine to exit; one still busy with a request (the run was interrupted) is killed."""
         if self._process.is_alive() and not self._busy:
             try:
-                self._conn.send(("close",))
+                self._conn.send(Close())
             except (BrokenPipeError, OSError):
                 pass
             self._process.join(60)

@@ -14,10 +14,11 @@ from typing import Protocol
 
 from ..judge import metrics
 from . import tracing
+from .protocol import Reply
 
 
 class Generator(Protocol):
-    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> dict: ...
+    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> Reply: ...
 
 
 @dataclass
@@ -42,13 +43,13 @@ class RoundResult:
         return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def call_timing(reply: dict) -> dict:
+def call_timing(reply: Reply) -> dict:
     """One call's time and tokens, and whether its first request ended on EOS ("stop"): what the
     study's throughput averages (judge/metrics.study_throughput).  None where the engine did not say."""
-    reasons = reply.get("finish_reasons")
+    reasons = reply.finish_reasons
     return {
-        "wall_s": reply["wall_s"],
-        "output_tokens": reply["output_tokens"],
+        "wall_s": reply.wall_s,
+        "output_tokens": reply.output_tokens,
         "eos": reasons[0] == "stop" if reasons else None,
     }
 
@@ -73,7 +74,7 @@ def run_rounds(step: Callable[[], None], count: int) -> None:
 
 def _generate(
     engines: Mapping[str, Generator], label: str, prompts: list[list[int]], max_tokens: int, deadline: float
-) -> dict:
+) -> Reply:
     """One call on engine `label`; a failure carries the label (`engine_label`) for the caller."""
     try:
         return engines[label].generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
@@ -119,17 +120,19 @@ def measure(
         results[label].append(
             RoundResult(
                 engine=label,
-                wall_s=sum(r["wall_s"] for r in replies),
-                output_tokens=sum(r["output_tokens"] for r in replies),
+                wall_s=sum(r.wall_s for r in replies),
+                output_tokens=sum(r.output_tokens for r in replies),
                 counters=metrics.sum_counters(
-                    [metrics.counter_delta(r["counters_before"], r["counters_after"]) for r in replies]
+                    [metrics.counter_delta(r.counters_before, r.counters_after) for r in replies]
                 ),
-                token_ids=[ids for r in replies for ids in r["token_ids"]],
-                texts=[t for r in replies for t in r["texts"]],
-                memory=replies[-1].get("memory") or {},
-                trace=tracing.merge_calls([r.get("trace") for r in replies]),
+                token_ids=[ids for r in replies for ids in r.token_ids],
+                texts=[t for r in replies for t in r.texts],
+                memory=replies[-1].memory,
+                trace=tracing.merge_calls([r.trace for r in replies]),
                 calls=[call_timing(r) for r in replies],
-                cpu_s=sum(r["cpu_s"] for r in replies) if all(r.get("cpu_s") is not None for r in replies) else None,
+                cpu_s=sum(r.cpu_s for r in replies if r.cpu_s is not None)
+                if all(r.cpu_s is not None for r in replies)
+                else None,
             )
         )
 

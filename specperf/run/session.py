@@ -8,7 +8,6 @@ of pytest.  Scenarios should arrive grouped by engine key (the plugin sorts them
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import checkpoints, model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
-from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioInfo, ScenarioResult, Timings, Verdict
+from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (
     ERROR,
     ERROR_ENGINE,
@@ -134,11 +133,11 @@ class RunSession:
     def run(self, scenario: Scenario, benchmark=None) -> ScenarioResult:
         """Measure one scenario, write and judge its result; never raises for engine or workload faults."""
         kept = self._finished.get(scenario.id)
-        if kept is not None and kept.scenario.hash == scenario.content_hash:
+        if kept is not None and kept.scenario.hash == scenario.hash:
             return self._keep(scenario, kept)
         self.log(self._progress(scenario))
         result = ScenarioResult(
-            scenario=ScenarioInfo.model_validate(scenario.to_dict()),
+            scenario=scenario,
             status=OK,
             started_at=now_iso(),
             device=Device.model_validate(self.device),
@@ -217,7 +216,7 @@ class RunSession:
         sides = {CURRENT: None, **({CANDIDATE: self.candidate_python} if self.candidate_python else {})}
         wanted = {side: (scenario, python) for side, python in sides.items()}
         if scenario.paired_reference and not scenario.method.is_reference:
-            reference = dataclasses.replace(scenario, method=REFERENCE_METHOD)
+            reference = scenario.replace(method=REFERENCE_METHOD)
             wanted |= {f"{side}-ref": (reference, python) for side, python in sides.items()}
         return wanted
 

@@ -55,10 +55,10 @@ def test_tensor_parallel_2_runs_and_its_workers_die_with_the_engine():
         result = engine.generate([[1, 2, 3, 4, 5]], max_tokens=8, timeout_s=300)
     finally:
         engine.kill()
-    assert result["output_tokens"] == 8
+    assert result.output_tokens == 8
     assert len(tree) >= 4, tree  # engine, reaper, two TP workers
     assert gone(tree)
-    print(f"TP=2 start {engine.start_s:.1f} s, generate {result['wall_s']:.2f} s, processes {names}")
+    print(f"TP=2 start {engine.start_s:.1f} s, generate {result.wall_s:.2f} s, processes {names}")
 
 
 def test_the_method_table_agrees_with_the_installed_declaration():

@@ -67,7 +67,7 @@ def test_the_profiles_env_reaches_the_engine_and_calls_say_how_they_ended():
     finally:
         engine.close()
     assert b"VLLM_DISABLE_COMPILE_CACHE=1" in environ
-    assert reply["finish_reasons"] == ["length", "length"]  # 8 tokens, no EOS in a tiny random model
+    assert reply.finish_reasons == ["length", "length"]  # 8 tokens, no EOS in a tiny random model
 
 
 def test_the_studys_selection_through_the_real_chat_template(tmp_path):

@@ -1,0 +1,171 @@
+"""The scenario: what a profile expands into (profiles/scenarios.py), what the suite runs, and what a
+result stores, one frozen record for all three.
+
+Adding a setting is one field here (with its default, so older result files still read) and its
+entry in the profile format (profiles/schema.py); the expansion copies every field the two share.
+The id and the reference's id follow from the fields; the content hash is stored, because a
+result keeps the hash it was measured under even after a checkpoint recipe changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, computed_field, model_validator
+
+from ..methods import REFERENCE
+from .base import NO_SD, Record
+
+NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its pytest marker
+DERIVED = ("id", "reference_id")  # stored with a scenario, computed from its fields
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class Model(Record):
+    name: str
+    path: str
+    tokenizer: str | None = None
+    tp: int = 1
+    thinking: bool | None = None  # enable_thinking for the chat template; None: the template's default
+
+
+class Method(Record):
+    """An SD method as vLLM's speculative_config sees it; name "none" means no SD."""
+
+    label: str  # the profile's key, used in scenario ids ("eagle3-k3")
+    name: str  # vLLM's method ("eagle3"), or "none"
+    params: dict[str, Any] = Field(default_factory=dict)  # the rest of speculative_config
+
+    @property
+    def is_reference(self) -> bool:
+        return self.name == NO_SD
+
+    def speculative_config(self) -> dict[str, Any] | None:
+        if self.is_reference:
+            return None
+        return {"method": self.name, **self.params}
+
+
+REFERENCE_METHOD = Method(label=NO_SD_LABEL, name=NO_SD)
+
+
+class Scenario(Record):
+    model_config = ConfigDict(frozen=True)
+
+    profile: str
+    model: Model
+    method: Method
+    batch_size: int
+    dataset: str
+    num_requests: int
+    output_len: int
+    rounds: int
+    warmup: int = 1
+    seed: int = 42
+    batching: str = "replicate"
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    tolerances: dict[str, float] = Field(default_factory=dict)
+    informational: list[str] = Field(default_factory=list)  # judged and shown, never failing the case
+    paired_reference: bool = False  # the no-SD engine runs beside the SD one, rounds alternating
+    gate_tolerance: float = 0.03  # paired speed changes within this never regress (judge/paired.py)
+    gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
+    gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
+    gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
+    trace: bool = False  # per-step acceptance and step times (run/tracing.py)
+    selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
+    chat: bool | None = None  # chat template on the prompts; None: the workload's default
+    env: dict[str, str] = Field(default_factory=dict)  # engine process environment, over run.engine.default_env()
+    vllm: str | None = None  # the vLLM its reference figures came from
+    checkpoints: dict[str, str] = Field(default_factory=dict)  # builtin ref -> its recipe's version (a folder name)
+    hash: str = ""  # the content hash; computed when not given
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derived_agree(cls, data: Any, handler: ModelWrapValidatorHandler[Scenario]) -> Scenario:
+        """A stored scenario also holds its id and its reference's id; they must follow from the rest."""
+        stored = {k: data[k] for k in DERIVED if k in data} if isinstance(data, dict) else {}
+        scenario = handler({k: v for k, v in data.items() if k not in DERIVED} if stored else data)
+        for name, value in stored.items():
+            if value != getattr(scenario, name):
+                raise ValueError(
+                    f"{name} {value!r} does not follow from the scenario's fields ({getattr(scenario, name)!r})"
+                )
+        return scenario
+
+    @model_validator(mode="after")
+    def _fill_hash(self) -> Scenario:
+        if not self.hash:
+            self.__dict__["hash"] = self._content_hash()  # frozen: set once, while being built
+        return self
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with `changes`, validated, its content hash computed anew."""
+        return Scenario.model_validate({**dict(self), "hash": "", **changes})
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def id(self) -> str:
+        return self._id(self.method.label)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reference_id(self) -> str:
+        """Id of the no-SD scenario this one's speedup and lossless check are measured against."""
+        return self._id(NO_SD_LABEL)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.method.is_reference
+
+    def _id(self, method_label: str) -> str:
+        # The study's batches replicate one prompt; batches of distinct prompts say so in the id.
+        # A traced scenario is another measurement (tracing costs throughput), with baselines of its own.
+        suffix = ("" if self.batching == "replicate" else f"-{self.batching}") + ("-traced" if self.trace else "")
+        return f"{self.model.name}-{method_label}-bs{self.batch_size}-{self.dataset}{suffix}"
+
+    @property
+    def engine_key(self) -> str:
+        """Scenarios with the same key share one engine (batch size and dataset may differ).
+
+        A builtin checkpoint is keyed by its recipe version too, so a changed recipe changes the
+        scenario hash and never compares with a baseline of the old one."""
+        named = (self.model.path, self.model.tokenizer, self.method.params.get("model"))
+        key: dict[str, Any] = {
+            "checkpoints": sorted(version for ref, version in self.checkpoints.items() if ref in named),
+            "model": self.model.path,
+            "tokenizer": self.model.tokenizer,
+            "tp": self.model.tp,
+            "speculative_config": self.method.speculative_config(),
+            "engine_args": self.engine_args,
+            "seed": self.seed,
+        }
+        if self.env:
+            key["env"] = self.env
+        return canonical({**key, "trace": True} if self.trace else key)
+
+    def _content_hash(self) -> str:
+        """Hash of everything that changes what is measured; a baseline only compares under the same hash.
+
+        Rounds, warm-up and tolerances change how much and how strictly, not what, so they are left out.
+        Prompt settings at their defaults are left out too, so adding one kept the hashes of the rest.
+        """
+        prompts: dict[str, Any] = {"selection": self.selection} if self.selection != "hash" else {}
+        prompts.update({k: v for k, v in (("chat", self.chat), ("thinking", self.model.thinking)) if v is not None})
+        return hashlib.sha256(
+            canonical(
+                {
+                    "engine": json.loads(self.engine_key),
+                    "batch_size": self.batch_size,
+                    "dataset": self.dataset,
+                    "num_requests": self.num_requests,
+                    "output_len": self.output_len,
+                    "batching": self.batching,
+                    **prompts,
+                }
+            ).encode()
+        ).hexdigest()[:16]

@@ -1,0 +1,55 @@
+"""The messages between the suite and an engine process, one typed record each.
+
+The suite sends Generate or Close down the pipe; the engine answers Ready once it has started, a
+Reply to each Generate, and Failed when it cannot go on (then it exits).  Both ends import this
+module from the same source (run/engine.py puts this checkout first on the engine's path), so
+the records pickle across the pipe whatever vLLM the engine's environment holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Generate:
+    """One timed generate() call over token-id prompts, greedy."""
+
+    prompts: list[list[int]]
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Close:
+    """Exit when idle."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    start_s: float  # from the process's start to a loaded LLM
+    pid: int
+    provenance: dict[str, Any]  # vllm, torch, ... (run.engine.vllm_provenance)
+    effective_config: dict[str, Any]  # what vLLM made of the engine arguments
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one Generate measured."""
+
+    wall_s: float
+    output_tokens: int
+    token_ids: list[list[int]]
+    texts: list[str]
+    counters_before: dict[str, Any]  # vLLM's cumulative SD counters (run.engine.read_spec_counters)
+    counters_after: dict[str, Any]
+    cpu_s: float | None = None  # CPU time of the engine's process tree over the call
+    finish_reasons: list[str | None] = field(default_factory=list)  # per request: "stop" (EOS), "length", ...
+    memory: dict[str, Any] = field(default_factory=dict)  # peak memory (run.telemetry.peak_memory)
+    trace: dict[str, Any] | None = None  # run.tracing's raw trace of a traced engine
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str  # one line
+    traceback: str = ""

@@ -178,3 +178,39 @@ def test_adding_a_metric(copy):
         assert compare_metric("output_tokens_per_round", [8.0] * 4, [0.5] * 4).status == "invalid"   # below least
         """,
     )
+
+
+def test_adding_a_scenario_setting(copy):
+    edit(
+        copy,
+        "specperf/records/scenario.py",
+        "    vllm: str | None = None  # the vLLM its reference figures came from\n",
+        "    max_num_seqs: int | None = None  # vLLM's running-request cap; None: vLLM's default\n",
+    )
+    field = '    max_num_seqs: int | None = Field(None, ge=1, description="vLLM\'s cap on running requests")\n'
+    edit(copy, "specperf/profiles/schema.py", '    trace: bool = _optional("default: [profile] trace")\n', field)
+    requires_gpu = (
+        '    requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")\n'
+    )
+    edit(copy, "specperf/profiles/schema.py", requires_gpu, field)
+    assert changed(copy) == named_files("add-a-scenario-setting.md") - {"specperf/profiles/scenarios.py"}
+    profile = PROFILE.format(label="ngram-k3", method="ngram", dataset="gsm8k")
+    profile = profile.replace('tier = "cpu"\n', 'tier = "cpu"\nmax_num_seqs = 8\n')
+    profile += (
+        '\n[[cells]]\nmodel = "m"\nmethods = ["ngram-k3"]\nbatch_sizes = [4]\ndatasets = ["gsm8k"]\nmax_num_seqs = 2\n'
+    )
+    (copy / "howto.toml").write_text(profile)
+    check(
+        copy,
+        """
+        from specperf.profiles.scenarios import load_profile
+        from specperf.records import Scenario
+        scenarios = {s.id: s for s in load_profile("howto.toml").scenarios}
+        assert scenarios["m-ngram-k3-bs1-gsm8k"].max_num_seqs == 8, scenarios
+        assert scenarios["m-ngram-k3-bs4-gsm8k"].max_num_seqs == 2
+        stored = scenarios["m-ngram-k3-bs4-gsm8k"].to_json()
+        assert stored["max_num_seqs"] == 2 and Scenario.model_validate(stored).max_num_seqs == 2
+        old = {k: v for k, v in stored.items() if k != "max_num_seqs"}
+        assert Scenario.model_validate(old).max_num_seqs is None  # an older result still reads
+        """,
+    )

@@ -8,6 +8,7 @@ of pytest.  Scenarios should arrive grouped by engine key (the plugin sorts them
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,8 +43,10 @@ from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .resume import finished_results
-from .summary import Reference, summarise, validity
+from .summary import Reference, Summary, summarise, validity
 from .telemetry import telemetry_problems
+
+SUMMARY_FIELDS = [f.name for f in dataclasses.fields(Summary) if f.name in ScenarioResult.model_fields]
 
 
 def benchmark_runner(benchmark) -> Callable[[Callable[[], None], int], None]:
@@ -259,16 +262,13 @@ class RunSession:
         main, facts = sides[judged], measured.engines[judged]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
-        result.rounds, result.counters, result.memory = main.summary.rounds, main.summary.counters, main.summary.memory
+        for name in SUMMARY_FIELDS:  # what the summary figured, under the result's own names
+            setattr(result, name, getattr(main.summary, name))
         # Beside the measured peak, what the checkpoints' configs call for (headers only, cheap).
         result.memory = result.memory.model_copy(
             update=model_memory.estimate(scenario, (facts.effective_config or {}).get("dtype")).fields()
         )
-        result.output_hashes, result.outputs = main.summary.output_hashes, main.summary.outputs
-        result.metrics, result.lossless = main.summary.metrics, main.summary.lossless
         result.workload.overlap_bleu4 = main.summary.overlap_bleu4
-        result.trace = main.summary.trace
-        result.study_throughput = main.summary.study_throughput
         result.validity = main.validity
         if CANDIDATE in sides:
             reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)

@@ -43,6 +43,9 @@ class Reference:
 
 @dataclass
 class Summary:
+    """What a side's rounds come to; a field named like one of ScenarioResult's is stored there as it
+    is (run/session.py), so a new figure of the result is one field here and one there."""
+
     rounds: list[Round]
     counters: Counters
     memory: Memory

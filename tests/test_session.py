@@ -447,3 +447,11 @@ def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path)
     judged = {m.metric: m.judged_by for m in sd.verdict.metrics}
     assert judged["throughput_tok_s"] == judged["mean_acceptance_length"] == "history"
     assert sd.baseline is None  # no committed baseline took part
+
+
+def test_constructing_a_session_writes_nothing_and_its_first_scenario_writes_the_run_file(tmp_path):
+    run = session(tmp_path)
+    assert not any(tmp_path.rglob("*"))
+    run.run(make_scenario())
+    written = RunFile.model_validate_json((run.run_dir / "run.json").read_text())
+    assert written.finished_at is None and written.run_id == run.run_id

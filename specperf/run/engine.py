@@ -23,6 +23,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from ..messages import one_line
@@ -44,7 +45,10 @@ PINNED_ENGINE_ARGS = {"enable_prefix_caching": False, "disable_log_stats": False
 
 
 class EngineError(Exception):
-    """An engine failed to start or died; the message is one line with the root cause."""
+    """An engine failed to start or died; the message is one line with the root cause.  `engine`:
+    which of the engines a measurement drove (its label there), set by run.loop; None: not known."""
+
+    engine: Hashable | None = None
 
 
 class EngineTimeout(EngineError):

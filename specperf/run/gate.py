@@ -15,6 +15,15 @@ CURRENT = "current"  # this environment's vLLM (the interpreter running the suit
 CANDIDATE = "candidate"  # the other environment's (--candidate PYTHON)
 
 
+@dataclass(frozen=True)
+class Role:
+    """Which engine of a scenario's measurement: a build's (`side`), or that build's no-SD engine
+    measured beside it (`reference`, a paired_reference scenario)."""
+
+    side: str = CURRENT
+    reference: bool = False
+
+
 @dataclass
 class SideSummary:
     summary: Summary

@@ -8,13 +8,16 @@ balanced order (A B B A A B ...) lets slow drift of the machine cancel out of pe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..judge import metrics
 from . import tracing
+from .engine import EngineError
 from .protocol import Reply
+
+Label = Hashable  # an engine's name in a measurement, the caller's choice
 
 
 class Generator(Protocol):
@@ -25,7 +28,7 @@ class Generator(Protocol):
 class RoundResult:
     """One round: every call of the scenario once, on one engine."""
 
-    engine: str
+    engine: Label
     wall_s: float
     output_tokens: int
     counters: dict
@@ -54,7 +57,7 @@ def call_timing(reply: Reply) -> dict:
     }
 
 
-def balanced_schedule(labels: Sequence[str], rounds: int) -> list[str]:
+def balanced_schedule(labels: Sequence[Label], rounds: int) -> list[Label]:
     """Rounds per engine, in the order A B B A A B ... (one engine: A A A ...).
 
     With two engines, each pair of rounds has both, and the order flips every pair, so a linear
@@ -73,18 +76,18 @@ def run_rounds(step: Callable[[], None], count: int) -> None:
 
 
 def _generate(
-    engines: Mapping[str, Generator], label: str, prompts: list[list[int]], max_tokens: int, deadline: float
+    engines: Mapping[Label, Generator], label: Label, prompts: list[list[int]], max_tokens: int, deadline: float
 ) -> Reply:
-    """One call on engine `label`; a failure carries the label (`engine_label`) for the caller."""
+    """One call on engine `label`; an engine's failure says which (EngineError.engine)."""
     try:
         return engines[label].generate(prompts, max_tokens, max(0.0, deadline - time.monotonic()))
-    except Exception as err:
-        err.engine_label = label
+    except EngineError as err:
+        err.engine = label
         raise
 
 
 def warm_up(
-    engines: Mapping[str, Generator],
+    engines: Mapping[Label, Generator],
     calls: list[list[list[int]]],
     max_tokens: int,
     warmup: int,
@@ -99,19 +102,19 @@ def warm_up(
 
 
 def measure(
-    engines: Mapping[str, Generator],
+    engines: Mapping[Label, Generator],
     calls: list[list[list[int]]],
     max_tokens: int,
     *,
-    schedule: Sequence[str],
+    schedule: Sequence[Label],
     deadline: float = float("inf"),
     rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds,
-) -> dict[str, list[RoundResult]]:
+) -> dict[Label, list[RoundResult]]:
     """Run the schedule's rounds; returns each engine's rounds in order.
 
     deadline: a time.monotonic() value after which a call is given no more time (the engine times out).
     """
-    results: dict[str, list[RoundResult]] = {label: [] for label in engines}
+    results: dict[Label, list[RoundResult]] = {label: [] for label in engines}
     pending = iter(schedule)
 
     def step() -> None:

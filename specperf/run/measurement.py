@@ -18,11 +18,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..profiles.scenarios import Scenario
-from .loop import RoundResult, measure, run_rounds, warm_up
+from .engine import EngineError
+from .loop import Label, RoundResult, measure, run_rounds, warm_up
 from .pool import EnginePool
 from .telemetry import TelemetrySampler
+
+
+class Instance(NamedTuple):
+    """One of the engines of a label alive side by side: the label's engine in engine pair `cluster`."""
+
+    label: Label
+    cluster: int
 
 
 @dataclass
@@ -34,8 +43,8 @@ class EngineFacts:
 
 @dataclass
 class Measured:
-    rounds: dict[str, list[RoundResult]]
-    engines: dict[str, EngineFacts]
+    rounds: dict[Label, list[RoundResult]]
+    engines: dict[Label, EngineFacts]
     pairing: str
     start_s: float = 0.0
     warmup_s: float = 0.0
@@ -66,7 +75,7 @@ def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets:
         clusters = list(range(first, first + instances))
         alive = {}
         for c in clusters:  # the side that starts first alternates from cluster to cluster
-            alive |= {f"{label}#{c}": (*wanted[label], c) for label in _ordered(labels, c)}
+            alive |= {Instance(label, c): (*wanted[label], c) for label in _ordered(labels, c)}
         order, of_round = _cluster_schedule(labels, pairs, clusters)
         yield alive, order, of_round
         first += instances
@@ -78,31 +87,31 @@ def _split(rounds: int, sets: int) -> list[int]:
     return [rounds // sets + (1 if s < rounds % sets else 0) for s in range(sets)]
 
 
-def _ordered(labels: list[str], turn: int) -> list[str]:
+def _ordered(labels: list[Label], turn: int) -> list[Label]:
     return labels if turn % 2 == 0 else labels[::-1]
 
 
-def _cluster_schedule(labels: list[str], pairs: int, clusters: list[int]) -> tuple[list[str], list[int]]:
+def _cluster_schedule(labels: list[Label], pairs: int, clusters: list[int]) -> tuple[list[Instance], list[int]]:
     """Pair j on cluster clusters[j % n]; the side that runs first flips with each pair of a cluster,
     starting with the side whose engine started (and warmed up) first, so each cluster sees both
     orders and no engine runs twice in a row."""
     order, of_round = [], []
     for j in range(pairs):
         cluster = clusters[j % len(clusters)]
-        pair = [f"{label}#{cluster}" for label in _ordered(labels, cluster + j // len(clusters))]
+        pair = [Instance(label, cluster) for label in _ordered(labels, cluster + j // len(clusters))]
         order += pair
         of_round += [cluster] * len(pair)
     return order, of_round
 
 
-def _side(label: str) -> str:
-    """The side an engine label belongs to: "current#1" is an instance of "current"."""
-    return label.split("#")[0]
+def _label(engine: Label) -> Label:
+    """The label an engine of the schedule measures for: an Instance's own, else itself."""
+    return engine.label if isinstance(engine, Instance) else engine
 
 
 def measure_rounds(
     pool: EnginePool,
-    wanted: dict[str, tuple[Scenario, str | None]],
+    wanted: dict[Label, tuple[Scenario, str | None]],
     calls: list,
     max_tokens: int,
     warmup: int,
@@ -139,9 +148,9 @@ def measure_rounds(
         for alive, schedule, of_round in phases:
             engines, start_s = pool.engines_for(alive)
             measured.engines |= {
-                _side(label): _facts(engine)
+                _label(label): _facts(engine)
                 for label, engine in engines.items()
-                if _side(label) not in measured.engines
+                if _label(label) not in measured.engines
             }
             measured.start_s += start_s
             measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
@@ -160,10 +169,9 @@ def measure_rounds(
             for label, cluster in zip(schedule, of_round):  # each side's rounds in pair order
                 result = phase[label].pop(0)
                 result.instance = cluster
-                measured.rounds[_side(label)].append(result)
-    except Exception as err:  # a failure names the side, not the instance
-        if hasattr(err, "engine_label"):
-            err.engine_label = _side(err.engine_label)
+                measured.rounds[_label(label)].append(result)
+    except EngineError as err:  # a failure names the label, not the instance
+        err.engine = _label(err.engine) if err.engine is not None else None
         raise
     for label in labels:
         for r in measured.rounds[label]:

@@ -38,7 +38,16 @@ from . import environments
 from .calls import CallPreparer, Calls
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
-from .gate import CANDIDATE, CURRENT, SideSummary, current_as_baseline, gate_record, paired_reference, reference_pairs
+from .gate import (
+    CANDIDATE,
+    CURRENT,
+    Role,
+    SideSummary,
+    current_as_baseline,
+    gate_record,
+    paired_reference,
+    reference_pairs,
+)
 from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
@@ -114,7 +123,7 @@ class RunSession:
         self._references: dict[tuple[str, str], Reference] = {}  # (side, scenario id)
         self._gate_references: dict[str, PairedSamples] = {}  # a gate's no-SD scenarios, by id
         self.results: list[ScenarioResult] = []
-        self.write_run_file(finished=False)
+        self._run_file_written = False  # run.json is written when the first scenario starts, and at the end
 
     def _judge_from(self) -> Judge:
         """The paired gate's judge; else baselines from baselines/, or with rolling_runs from the
@@ -135,6 +144,8 @@ class RunSession:
 
     def run(self, scenario: Scenario, benchmark=None) -> ScenarioResult:
         """Measure one scenario, write and judge its result; never raises for engine or workload faults."""
+        if not self._run_file_written:
+            self.write_run_file(finished=False)
         kept = self._finished.get(scenario.id)
         if kept is not None and kept.scenario.hash == scenario.hash:
             return self._keep(scenario, kept)
@@ -148,8 +159,9 @@ class RunSession:
         )
         if reason := self._unsupported(scenario):
             return self._set_aside(result, reason)
+        wanted = self._wanted(scenario)
         try:
-            self._measure(scenario, result, benchmark)
+            self._measure(scenario, wanted, result, benchmark)
         except workloads.WorkloadUnavailable as err:
             result.status, result.error = SKIPPED, str(err)
         except EngineKeyFailed as err:
@@ -161,9 +173,9 @@ class RunSession:
                 if limit is not None
                 else str(err)
             )
-            self._error(result, self.pool.fail(self._slot(err, scenario), message, ERROR_TIMEOUT), ERROR_TIMEOUT)
+            self._error(result, self.pool.fail(self._slot(err, wanted), message, ERROR_TIMEOUT), ERROR_TIMEOUT)
         except EngineError as err:
-            self._error(result, self.pool.fail(self._slot(err, scenario), str(err), ERROR_ENGINE), ERROR_ENGINE)
+            self._error(result, self.pool.fail(self._slot(err, wanted), str(err), ERROR_ENGINE), ERROR_ENGINE)
         except (workloads.WorkloadError, checkpoints.CheckpointError) as err:
             self._error(result, str(err), ERROR_INPUT)
         except Exception as err:  # noqa: BLE001 - one scenario's fault must not lose the run's other results
@@ -194,9 +206,11 @@ class RunSession:
         return result
 
     @staticmethod
-    def _slot(err: EngineError, scenario: Scenario):
-        """The engine that failed: the one the measurement named, else this build's of the scenario's key."""
-        return getattr(err, "slot", (None, scenario.engine_key))
+    def _slot(err: EngineError, wanted: dict[Role, tuple[Scenario, str | None]]) -> tuple[str | None, str]:
+        """The pool slot (python, engine key) of the engine that failed: the one the measurement
+        named, else this build's."""
+        scenario, python = wanted.get(err.engine, wanted[Role(CURRENT)])
+        return python, scenario.engine_key
 
     def _error(self, result: ScenarioResult, message, kind: str) -> None:
         result.status, result.error, result.error_kind = ERROR, str(message), kind
@@ -213,40 +227,36 @@ class RunSession:
         self._judge(result, scenario)
         return result
 
-    def _wanted(self, scenario: Scenario) -> dict[str, tuple[Scenario, str | None]]:
-        """The engines a scenario runs on, by label: this build's (current), the gate's candidate,
+    def _wanted(self, scenario: Scenario) -> dict[Role, tuple[Scenario, str | None]]:
+        """The engines a scenario runs on, by role: this build's (current), the gate's candidate,
         and with paired_reference their no-SD references."""
         sides = {CURRENT: None, **({CANDIDATE: self.candidate_python} if self.candidate_python else {})}
-        wanted = {side: (scenario, python) for side, python in sides.items()}
+        wanted = {Role(side): (scenario, python) for side, python in sides.items()}
         if scenario.paired_reference and not scenario.method.is_reference:
             reference = scenario.replace(method=REFERENCE_METHOD)
-            wanted |= {f"{side}-ref": (reference, python) for side, python in sides.items()}
+            wanted |= {Role(side, reference=True): (reference, python) for side, python in sides.items()}
         return wanted
 
-    def _measure(self, scenario: Scenario, result: ScenarioResult, benchmark) -> None:
+    def _measure(
+        self, scenario: Scenario, wanted: dict[Role, tuple[Scenario, str | None]], result: ScenarioResult, benchmark
+    ) -> None:
         calls = self.prepare(scenario)
         result.workload = calls.facts
-        wanted = self._wanted(scenario)
         deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
-        try:
-            measured = measure_rounds(
-                self.pool,
-                wanted,
-                calls.calls,
-                scenario.output_len,
-                scenario.warmup,
-                self.rounds or scenario.rounds,
-                deadline=deadline,
-                blocks=self.gate_blocks,
-                instances=scenario.gate_instances,
-                sets=scenario.gate_engine_sets,
-                gpus=self.engine_gpus(scenario),
-                rounds_runner=benchmark_runner(benchmark),
-            )
-        except EngineError as err:
-            label = getattr(err, "engine_label", CURRENT)
-            err.slot = (wanted[label][1], wanted[label][0].engine_key)
-            raise
+        measured = measure_rounds(
+            self.pool,
+            wanted,
+            calls.calls,
+            scenario.output_len,
+            scenario.warmup,
+            self.rounds or scenario.rounds,
+            deadline=deadline,
+            blocks=self.gate_blocks,
+            instances=scenario.gate_instances,
+            sets=scenario.gate_engine_sets,
+            gpus=self.engine_gpus(scenario),
+            rounds_runner=benchmark_runner(benchmark),
+        )
         result.gpu_telemetry = measured.telemetry[0]
         result.timings = Timings(
             engine_start_s=measured.start_s, warmup_s=measured.warmup_s, measure_s=measured.measure_s
@@ -256,10 +266,10 @@ class RunSession:
         preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
         problems = [p for summary in measured.telemetry for p in telemetry_problems(summary, preflight_pids)]
         sides = {}
-        for side in [label for label in (CURRENT, CANDIDATE) if label in wanted]:
+        for side in [side for side in (CURRENT, CANDIDATE) if Role(side) in wanted]:
             sides[side] = self._side(scenario, side, measured, calls, problems)
         judged = CANDIDATE if CANDIDATE in sides else CURRENT  # a gate's result is the candidate's
-        main, facts = sides[judged], measured.engines[judged]
+        main, facts = sides[judged], measured.engines[Role(judged)]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
         for name in SUMMARY_FIELDS:  # what the summary figured, under the result's own names
@@ -280,17 +290,17 @@ class RunSession:
 
     def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str]) -> SideSummary:
         """One build's figures: against its paired reference rounds, or its reference measured earlier."""
-        rounds = measured.rounds[side]
+        rounds = measured.rounds[Role(side)]
         reference = self._references.get((side, scenario.reference_id))
-        if f"{side}-ref" in measured.rounds:
-            reference = paired_reference(measured.rounds[f"{side}-ref"])
+        if Role(side, reference=True) in measured.rounds:
+            reference = paired_reference(measured.rounds[Role(side, reference=True)])
         prompts = [ids for call in calls.calls for ids in call]
         summary = summarise(scenario, rounds, calls.requests, reference, prompts)
         if scenario.method.is_reference:
             self._references[(side, scenario.id)] = Reference(
                 summary.metrics["throughput_tok_s"].value, summary.output_hashes
             )
-        return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[side])
+        return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[Role(side)])
 
     def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
         """A gate's no-SD throughput pairs: its SD scenarios' speedup change is judged relative to them."""
@@ -374,6 +384,7 @@ class RunSession:
     def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
         if self.owns_run_file:
             write_record(self.run_dir / "run.json", self.run_file(finished, interrupted))
+        self._run_file_written = True
 
 
 def merge_run_files(parts: list[RunFile]) -> RunFile:

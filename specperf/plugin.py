@@ -309,7 +309,7 @@ def pytest_sessionfinish(session, exitstatus):
             run.run_dir, run.run_file(True, interrupted), lines, run_history_url(config)
         )
     elif config.stash.get(WORKERS_KEY, None):
-        from .run.session import merge_run_files
+        from .run.run_file import merge_run_files
         from .storage import write_record
 
         outputs = config.stash[WORKERS_KEY]

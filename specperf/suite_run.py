@@ -381,7 +381,7 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
     """Record the finished run into the history, then write its report (with trend lines from the
     history), and the lines that close its terminal summary."""
     from .report import add_trends, load_run, write_run_report
-    from .run.session import summary_lines
+    from .run.run_file import summary_lines
     from .run.versions import reference_vllm_note
 
     lines = lines + record_history(history_url, run_dir)

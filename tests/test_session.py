@@ -19,7 +19,8 @@ from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, Engi
 from specperf.run.loop import balanced_schedule, measure, warm_up
 from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
 from specperf.run.protocol import Reply
-from specperf.run.session import RunSession, merge_run_files, summary_lines
+from specperf.run.run_file import merge_run_files, summary_lines
+from specperf.run.session import RunSession
 from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, REGRESSION, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
 

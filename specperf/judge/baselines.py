@@ -104,3 +104,17 @@ def write_portable_baseline(baseline_dir: Path, result: ScenarioResult) -> Path 
     if not portable.metrics or not result.ok or not result.valid:
         return None
     return write_record(baseline_path(baseline_dir, PORTABLE, result.id), portable)
+
+
+def refresh_baselines(baseline_dir: Path, results: list[ScenarioResult], hardware_key: str) -> list[str]:
+    """--update-baselines after a complete run: each result's baselines written, or why one was kept."""
+    lines = []
+    for result in results:
+        try:
+            path = write_baseline(baseline_dir, result, hardware_key)
+            lines.append(f"baseline written: {path}")
+            if portable := write_portable_baseline(baseline_dir, result):
+                lines.append(f"baseline written: {portable}")
+        except (ValueError, ResultFileError) as err:
+            lines.append(f"baseline kept: {err}")
+    return lines

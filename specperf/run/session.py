@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..judge.baselines import write_baseline, write_portable_baseline
+from ..judge.baselines import refresh_baselines
 from ..judge.gate import GateJudge
 from ..judge.stored import StoredJudge
 from ..judge.verdicts import Judge, Rules
@@ -28,12 +28,11 @@ from ..status import (
     ERROR_INPUT,
     ERROR_INTERNAL,
     ERROR_TIMEOUT,
-    IMPROVEMENT,
     OK,
     SKIPPED,
     UNSUPPORTED,
 )
-from ..storage import ResultFileError, new_run_id, now_iso, suite_provenance, write_record, write_result
+from ..storage import new_run_id, now_iso, suite_provenance, write_record, write_result
 from . import environments
 from .calls import CallPreparer, Calls
 from .device import describe_device
@@ -346,14 +345,7 @@ class RunSession:
             if interrupted:
                 lines.append("baselines not updated: the run was interrupted")
             else:
-                for result in self.results:
-                    try:
-                        path = write_baseline(self.baseline_dir, result, self.device["hardware_key"])
-                        lines.append(f"baseline written: {path}")
-                        if portable := write_portable_baseline(self.baseline_dir, result):
-                            lines.append(f"baseline written: {portable}")
-                    except (ValueError, ResultFileError) as err:
-                        lines.append(f"baseline kept: {err}")
+                lines = refresh_baselines(self.baseline_dir, self.results, self.device["hardware_key"])
         self.write_run_file(finished=True, interrupted=interrupted)
         return lines
 
@@ -385,36 +377,3 @@ class RunSession:
         if self.owns_run_file:
             write_record(self.run_dir / "run.json", self.run_file(finished, interrupted))
         self._run_file_written = True
-
-
-def merge_run_files(parts: list[RunFile]) -> RunFile:
-    """One run.json from those of several pytest-xdist workers that wrote into one run directory."""
-    totals = {key: sum(getattr(p.stats, key) for p in parts) for key in RunStats.model_fields}
-    totals["wall_s"] = max(p.stats.wall_s for p in parts)  # the workers ran side by side
-    return parts[0].model_copy(
-        update=dict(
-            started_at=min(p.started_at for p in parts),
-            finished_at=now_iso(),
-            interrupted=any(p.interrupted for p in parts),
-            stats=RunStats(**totals),
-            workers=len(parts),
-            engine_keys=sorted({key for p in parts for key in p.engine_keys}),
-        )
-    )
-
-
-def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]:
-    s = run.stats
-    lines = [
-        f"specperf run {run.run_id}: {s.scenarios} scenarios ({s.resumed} resumed), "
-        f"{s.errors} errors, {s.engine_starts} engine starts for {len(run.engine_keys)} engine keys",
-        f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
-        f"measurement {s.measure_s:.1f} s, total {s.wall_s:.1f} s",
-    ]
-    improved = [r.id for r in results if r.verdict is not None and r.verdict.status == IMPROVEMENT]
-    if improved:
-        lines.append(
-            f"{len(improved)} improved: consider refreshing their baselines (--update-baselines): "
-            + ", ".join(improved)
-        )
-    return lines

@@ -17,7 +17,7 @@ LAYERS = [
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},
-    {"specperf.suite_run", "specperf.plan", "specperf.plan_defaults", "specperf.plan_study", "specperf.plan_view"},
+    {"specperf.suite_run", "specperf.plan"},
     {"specperf.plugin", "specperf.cli"},
 ]
 MAX_LINES = 420

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from records import make_record, make_scenario
 
-from specperf import plan_study as study
+from specperf.analysis.cost import CPU, H100, default_throughput, model_size_b
 from specperf.cli import main
 from specperf.history import History
 from specperf.history.queries import TimedResult
-from specperf.plan import DEFAULT, FITTED, HISTORY, OUTPUT_LEN, STUDY, TRACES, Planner, make_plan, split
-from specperf.plan_defaults import CPU, H100, default_throughput, model_size_b
-from specperf.plan_view import plan_lines, select
+from specperf.plan import DEFAULT, FITTED, HISTORY, OUTPUT_LEN, STUDY, TRACES, Planner, make_plan, split, study
+from specperf.plan.view import plan_lines, select
 from specperf.profiles.scenarios import load_profile
 from specperf.records import Timings
 from specperf.run import sharding

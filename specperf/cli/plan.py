@@ -11,7 +11,7 @@ def run(args) -> int:
     from ..history import History, HistoryError, history_url
     from ..history.database import missing_sqlite_file
     from ..plan import Planner, make_plan
-    from ..plan_view import plan_lines, select
+    from ..plan.view import plan_lines, select
     from ..profiles.scenarios import ProfileError, load_profile
     from ..run import device
 

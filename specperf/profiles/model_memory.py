@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..analysis.cost import DTYPE_BYTES
 from ..methods import method_of
 from .checkpoints import BUILTIN_PREFIX, CheckpointError, checkpoint_path, is_builtin
 
@@ -59,7 +60,6 @@ SAFETENSORS_BITS = {
 }
 FLOAT_CODES = ("F16", "BF16", "F32", "F64")  # cast to the engine's dtype on loading
 #: Bytes per element of a torch or vLLM dtype name (engine ``dtype`` and ``kv_cache_dtype``).
-DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8}
 AUTO = "auto"
 
 

@@ -22,10 +22,11 @@ import math
 import re
 from dataclasses import dataclass
 
-# Relative seconds, roughly one H100 running an 8B model; only the proportions matter.
-ENGINE_START_S = 120.0  # load weights, compile, capture CUDA graphs; paid once per engine key
-DECODE_STEP_S = 0.007  # one decode step of a single sequence
-FULL_BATCH = 128  # batch size at which a decode step costs about twice a single one
+from ..analysis.cost import H100, engine_start_default, measuring_s
+
+# The split is by the default cost model on one H100, whatever the tier: every machine computes
+# the same split from the scenarios alone, and only the proportions matter.
+MACHINE = H100
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -39,22 +40,18 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def estimated_cost(scenario) -> float:
-    """Measurement time of one scenario in relative seconds, engine start not included.
+    """Measuring time of one scenario (analysis/cost.py's default model), engine start not included."""
+    return measuring_s(scenario, MACHINE)
 
-    Warm-up runs the first call once per warm-up round, each round runs every call; a call decodes
-    output_len steps whose cost grows with the batch (1 + batch/FULL_BATCH).  TP stands in for
-    model size: the TP=4 models of the study are the big, slow ones."""
-    if scenario.batching == "replicate":
-        calls = scenario.num_requests  # one prompt x batch per call
-    else:
-        calls = math.ceil(scenario.num_requests / scenario.batch_size)
-    steps = (scenario.warmup + scenario.rounds * calls) * scenario.output_len
-    return steps * DECODE_STEP_S * (1 + scenario.batch_size / FULL_BATCH) * scenario.model.tp
+
+def start_cost(scenario) -> float:
+    """The start of the scenario's engine, paid once per engine key on a shard."""
+    return engine_start_default(scenario, MACHINE)
 
 
 def group_cost(scenarios) -> float:
     """Cost of running scenarios together: their measurements plus one engine start per engine key."""
-    starts = {s.engine_key: ENGINE_START_S * s.model.tp for s in scenarios}
+    starts = {s.engine_key: start_cost(s) for s in scenarios}
     return math.fsum(estimated_cost(s) for s in scenarios) + math.fsum(starts.values())
 
 
@@ -112,9 +109,7 @@ class _Shard:
 
     def added_cost(self, scenarios) -> float:
         new = {id(s): s for s in scenarios if id(s) not in self.members}
-        starts = {
-            self.keys[i]: ENGINE_START_S * s.model.tp for i, s in new.items() if self.keys[i] not in self.engine_keys
-        }
+        starts = {self.keys[i]: start_cost(s) for i, s in new.items() if self.keys[i] not in self.engine_keys}
         return math.fsum(self.costs[i] for i in new) + math.fsum(starts.values())
 
     def take(self, scenarios) -> None:

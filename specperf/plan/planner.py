@@ -1,13 +1,13 @@
-"""Predicting a profile's wall time before it runs (`specperf plan`).
+"""The planner: a profile's wall time per shard and on N GPUs, before it runs.
 
 A scenario costs its warm-up calls and its rounds: rounds x sequences x expected output tokens per
 sequence / expected throughput; each engine key costs one engine start per shard it runs on, and
 each run a fixed start-up.  Every figure comes from the best source at hand, and says which:
 
 - throughput: the history of the same scenario (content hash) on this hardware (median of its
-  results' throughputs); else the study's H100 figures for GPU-tier profiles (plan_study.py); else
+  results' throughputs); else the study's H100 figures for GPU-tier profiles (plan/study.py); else
   a per-token cost fitted on this machine (the default model scaled by how the history of other
-  scenarios compared with it); else the default model (plan_defaults.py: weight bytes over memory
+  scenarios compared with it); else the default model (analysis/cost.py: weight bytes over memory
   bandwidth per decode step, plus prefill FLOPs, with a tier's stated constants).
 - output tokens per sequence: the same scenario's history; else the study's released traces for
   the workload, capped at output_len; else output_len (an upper bound: outputs stop at EOS).
@@ -27,37 +27,24 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from . import plan_study as study
-from .history.queries import TimedResult
-from .plan_defaults import (
+from ..analysis.cost import (
     CPU,
     DEFAULT_PROMPT_TOKENS,
     H100,
     Machine,
+    calls_per_round,
     default_throughput,
     engine_start_default,
+    sequences_per_round,
     target_size_b,
 )
-from .profiles.scenarios import REFERENCE_METHOD, Profile, Scenario
-from .run import sharding
+from ..history.queries import TimedResult
+from ..profiles.scenarios import REFERENCE_METHOD, Profile, Scenario
+from ..run import sharding
+from . import study
 
 HISTORY, STUDY, FITTED, DEFAULT = "history", "study", "fitted", "default"
 TRACES, OUTPUT_LEN = "study traces", "output_len"
-
-
-def sequences(scenario: Scenario) -> int:
-    """Sequences a round generates: each request replicated B times, or ceil(n/B) batches of B."""
-    if scenario.batching == "replicate":
-        return scenario.num_requests * scenario.batch_size
-    return math.ceil(scenario.num_requests / scenario.batch_size) * scenario.batch_size
-
-
-def calls(scenario: Scenario) -> int:
-    return (
-        scenario.num_requests
-        if scenario.batching == "replicate"
-        else math.ceil(scenario.num_requests / scenario.batch_size)
-    )
 
 
 @dataclass
@@ -110,7 +97,7 @@ class Planner:
         own = self.by_hash.get(scenario.hash, [])
         tokens = self.tokens(scenario, own)
         throughput = self.throughput(scenario, own, tokens.value)
-        round_s = sequences(scenario) * tokens.value / throughput.value
+        round_s = sequences_per_round(scenario) * tokens.value / throughput.value
         engines = 1
         if scenario.paired_reference and not scenario.method.is_reference:
             reference = self.estimate(_reference_of(scenario))
@@ -120,7 +107,7 @@ class Planner:
         warmup_s = (
             Figure(warmup, HISTORY)
             if warmup is not None
-            else Figure(scenario.warmup * engines * round_s / calls(scenario), throughput.source)
+            else Figure(scenario.warmup * engines * round_s / calls_per_round(scenario), throughput.source)
         )
         estimate = Estimate(scenario, tokens, throughput, warmup_s, scenario.rounds * round_s, self.scenario_s.value)
         self._estimates[id(scenario)] = estimate
@@ -341,7 +328,7 @@ def schedule(shards: list[ShardPlan], gpus: int) -> None:
 
 def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
     """The selection split by TP size, each part with the `-m` expression of its models."""
-    from .suite_run import model_marker
+    from ..suite_run import model_marker
 
     groups: dict[int, list[Scenario]] = {}
     for s in scenarios:

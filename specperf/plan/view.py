@@ -5,16 +5,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from .plan import DEFAULT, FITTED, OUTPUT_LEN, Figure, Plan
-from .profiles.scenarios import Profile, Scenario
+from ..profiles.scenarios import Profile, Scenario
+from .planner import DEFAULT, FITTED, OUTPUT_LEN, Figure, Plan
 
 
 def select(profile: Profile, keyword: str | None = None, marks: str | None = None) -> list[Scenario]:
     """The scenarios `pytest -k/-m` would run: those matching, and the no-SD references they need."""
     from _pytest.mark.expression import Expression
 
-    from .profiles.registry import method_marker
-    from .suite_run import model_marker
+    from ..profiles.registry import method_marker
+    from ..suite_run import model_marker
 
     def names(s: Scenario) -> set[str]:
         return {method_marker(s.method.name), s.dataset, model_marker(s.model.name)}

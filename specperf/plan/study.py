@@ -11,10 +11,10 @@ import functools
 import math
 import statistics
 
-from .methods import method_of
-from .profiles.scenarios import Scenario
-from .report.analyses import load_reference as _load_reference
-from .report.analyses import study_panel, study_series_name
+from ..methods import method_of
+from ..profiles.scenarios import Scenario
+from ..report.analyses import load_reference as _load_reference
+from ..report.analyses import study_panel, study_series_name
 
 load_reference = functools.cache(_load_reference)  # read once per process
 

@@ -1,13 +1,17 @@
-"""The cost model a plan falls back on where nothing was measured: a model's size from its name,
-a tier's stated constants, and from them a call's throughput and an engine's start (plan.py)."""
+"""The cost model of a scenario where nothing was measured: a model's size from its name, a tier's
+stated constants, and from them a call's throughput, a scenario's measuring time and an engine's
+start.  The planner falls back on it (plan/planner.py) and the sharder splits by it
+(run/sharding.py), so both see the same costs; the dtype sizes are the memory estimate's too
+(profiles/model_memory.py)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
-from .methods import method_of
-from .profiles.scenarios import Scenario
+from ..methods import method_of
+from ..records.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ H100 = Machine(
     run_s=90.0,
 )
 DEFAULT_PROMPT_TOKENS = 200  # a workload without a released trace
-DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "auto": 2}
+DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8}
+UNSTATED_DTYPE_BYTES = 2  # "auto": the checkpoint's own dtype, bfloat16 for the models a plan meets
 # Models whose name does not say their size: (total, active) parameters in billions.
 KNOWN_SIZES = {"glm-4.5-air": (106.0, 12.0), "tiny-": (0.0064, 0.0064)}  # the suite's tiny checkpoints: ~6.4M
 
@@ -80,7 +85,7 @@ def weight_bytes(scenario: Scenario) -> float:
     if isinstance(draft, str) and method_of(scenario.method.name).drafts_with_a_model:  # not a small head
         total += (model_size_b(draft) or (0.0, 0.0))[0]
     dtype = str(scenario.engine_args.get("dtype", "auto")).lower()
-    return total * 1e9 * DTYPE_BYTES.get(dtype, 2)
+    return total * 1e9 * DTYPE_BYTES.get(dtype, UNSTATED_DTYPE_BYTES)
 
 
 def default_throughput(
@@ -98,3 +103,23 @@ def default_throughput(
 
 def engine_start_default(scenario: Scenario, machine: Machine) -> float:
     return machine.start_s + machine.start_s_per_gb * weight_bytes(scenario) / scenario.model.tp / 1e9
+
+
+def calls_per_round(scenario: Scenario) -> int:
+    """generate() calls a round makes: one per request replicated B times, or ceil(n/B) of B distinct."""
+    if scenario.batching == "replicate":
+        return scenario.num_requests
+    return math.ceil(scenario.num_requests / scenario.batch_size)
+
+
+def sequences_per_round(scenario: Scenario) -> int:
+    """Sequences a round generates: B in each of its calls."""
+    return calls_per_round(scenario) * scenario.batch_size
+
+
+def measuring_s(scenario: Scenario, machine: Machine, prompt_tokens: float = DEFAULT_PROMPT_TOKENS) -> float:
+    """Seconds of a scenario's warm-up (its first call, `warmup` times) and rounds by the default
+    model, SD at no speedup; the engine's start not included."""
+    tokens = scenario.batch_size * scenario.output_len
+    call_s = tokens / default_throughput(scenario, machine, scenario.output_len, prompt_tokens, 1.0)
+    return (scenario.warmup + scenario.rounds * calls_per_round(scenario)) * call_s

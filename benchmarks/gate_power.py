@@ -170,6 +170,11 @@ def main() -> int:
     )
     parser.add_argument("--json", help="append every gate's rounds to this file (JSON lines)")
     parser.add_argument("--replay", nargs="+", help="judge the gates of these --json files again; measure nothing")
+    parser.add_argument(
+        "--busy",
+        help="with --replay: leave out gates that overlap a window of this file (lines 'START END', Unix "
+        "seconds: when something else was known to load the machine)",
+    )
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
@@ -177,6 +182,13 @@ def main() -> int:
     floor = first.gate_engine_offset if args.offset_floor is None else args.offset_floor
     if args.replay:
         gates = [json.loads(line) for path in args.replay for line in Path(path).read_text().splitlines() if line]
+        if args.busy:
+            windows = [tuple(map(float, line.split())) for line in Path(args.busy).read_text().splitlines() if line]
+            quiet = [
+                g for g in gates if not any(g["started_at"] < end and start < g["ended_at"] for start, end in windows)
+            ]
+            print(f"{len(gates) - len(quiet)} of {len(gates)} gates overlap a busy window of {args.busy}; left out")
+            gates = quiet
         report(gates, first.gate_tolerance, floor)
         lean(gates)
         return 0
@@ -202,8 +214,11 @@ def main() -> int:
         t0 = time.monotonic()
         for repeat in range(args.repeats):  # slowdowns interleaved: every row sees the same hours
             for arm, (a, b) in arms.items():
+                started_at = time.time()
                 gate = one_gate(scenario, calls, a, b, pairs, instances, sets)
                 gate |= {
+                    "started_at": started_at,
+                    "ended_at": time.time(),
                     "scenario": scenario.id,
                     "arm": arm,
                     "repeat": repeat,

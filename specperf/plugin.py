@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from . import paths
+from .options import options
 from .profiles.registry import markers
 from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
+from .run_end import run_finished, write_report
 from .suite_run import (
     PLANNED_KEY,
     PROFILE_CHANGES_KEY,
@@ -25,6 +27,7 @@ from .suite_run import (
     chosen_profile,
     gate_environments,
     is_suite_run,
+    machine,
     marks,
     model_marker,
     nothing_measured,
@@ -34,7 +37,6 @@ from .suite_run import (
     scenario_of,
     terminate_as_interrupt,
     worker_input,
-    write_report,
 )
 
 SESSION_KEY = pytest.StashKey["RunSession"]()
@@ -45,6 +47,12 @@ FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
 NOTHING_MEASURED_KEY = pytest.StashKey[bool]()
+
+
+def pytest_addhooks(pluginmanager):
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser):
@@ -224,27 +232,32 @@ def specperf_session(request):
         with capture.global_and_fixture_disabled():
             reporter.write_line(f"[specperf] {line}")
 
+    opts = options(config)
     session = RunSession(
+        device=machine(config),
+        on_result=lambda result, path: config.hook.pytest_specperf_result_written(
+            config=config, result=result, path=path
+        ),
         profile=profile.name,
-        reports_dir=Path(config.getoption("reports_dir")),
-        baseline_dir=Path(config.getoption("baseline_dir") or paths.baseline_dir()),
-        dataset_dir=config.getoption("dataset_dir"),
-        rounds=config.getoption("rounds"),
-        update_baselines=config.getoption("update_baselines"),
-        scenario_timeout_s=config.getoption("scenario_timeout"),
-        resume_dir=Path(config.getoption("resume")) if config.getoption("resume") else None,
+        reports_dir=opts.reports_dir,
+        baseline_dir=opts.baseline_dir,
+        dataset_dir=opts.dataset_dir,
+        rounds=opts.rounds,
+        update_baselines=opts.update_baselines,
+        scenario_timeout_s=opts.scenario_timeout_s,
+        resume_dir=opts.resume,
         profile_path=str(profile.path),
         scenario_hashes={s.id: s.hash for s in profile.scenarios},
         run_id=_run_id(config),
         owns_run_file=worker_input(config) is None,
         log=log,
         planned=config.stash.get(PLANNED_KEY, 0),
-        candidate_python=config.getoption("candidate"),
-        gate_blocks=config.getoption("gate_blocks"),
+        candidate_python=opts.candidate,
+        gate_blocks=opts.gate_blocks,
         environments=gate_environments(config),
         history_url=run_history_url(config),
-        rolling_runs=config.getoption("rolling_baseline"),
-        two_strike=config.getoption("two_strike"),
+        rolling_runs=opts.rolling_baseline,
+        two_strike=opts.two_strike,
     )
     config.stash[SESSION_KEY] = session
     if changes := config.stash.get(PROFILE_CHANGES_KEY, None):
@@ -262,7 +275,7 @@ def _run_id(config) -> str:
         if worker is not None and "specperf_run_id" in worker:
             config.stash[RUN_ID_KEY] = worker["specperf_run_id"]
         else:
-            shard = config.getoption("shard")
+            shard = options(config).shard
             suffix = "-shard{}of{}".format(*shard.split("/")) if shard else ""
             config.stash[RUN_ID_KEY] = new_run_id(chosen_profile(config).name + suffix)
     return config.stash[RUN_ID_KEY]
@@ -308,6 +321,7 @@ def pytest_sessionfinish(session, exitstatus):
         config.stash[FINISHED_KEY] = write_report(
             run.run_dir, run.run_file(True, interrupted), lines, run_history_url(config)
         )
+        run_finished(config, config.stash[FINISHED_KEY])
     elif config.stash.get(WORKERS_KEY, None):
         from .run.run_file import merge_run_files
         from .storage import write_record
@@ -319,6 +333,7 @@ def pytest_sessionfinish(session, exitstatus):
         config.stash[FINISHED_KEY] = write_report(
             run_dir, merged, [line for o in outputs for line in o["lines"]], run_history_url(config)
         )
+        run_finished(config, config.stash[FINISHED_KEY])
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from . import paths
-from .messages import one_line
+from .options import options
 from .profiles.registry import method_marker
 from .profiles.scenarios import Profile, ProfileError, Scenario, available_profiles, load_profile, traced
 from .records import RunFile
@@ -27,7 +27,7 @@ SCENARIO_PROPERTY = "specperf_scenario"
 def is_suite_run(config) -> bool:
     """Whether this pytest run is the suite's: --profile or --resume given, or a path argument at or
     inside tests_perf/ (or above it, as `pytest .` in the checkout)."""
-    if config.getoption("profile") or config.getoption("resume"):
+    if options(config).profile or options(config).resume:
         return True
     suite_tests = paths.perf_tests().resolve()
     for arg in config.args:
@@ -67,29 +67,30 @@ def check_options(config) -> None:
     """Option values and combinations that cannot work: a one-line usage error before anything runs."""
     from .judge.verdicts import MIN_ROUNDS
 
-    rounds = config.getoption("rounds")
+    opts = options(config)
+    rounds = opts.rounds
     if rounds is not None and rounds < 1:
         raise pytest.UsageError(f"--rounds must be at least 1, got {rounds}")
-    if rounds is not None and rounds < MIN_ROUNDS and config.getoption("update_baselines"):
+    if rounds is not None and rounds < MIN_ROUNDS and opts.update_baselines:
         raise pytest.UsageError(
             f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
             f"(the significance test needs them), got --rounds {rounds}"
         )
-    timeout = config.getoption("scenario_timeout")
+    timeout = opts.scenario_timeout_s
     if not 0 < timeout <= MAX_SCENARIO_TIMEOUT_S:  # NaN fails this too
         raise pytest.UsageError(
             f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} (a week), got {timeout}"
         )
-    if config.getoption("resume") is not None:
+    if opts.resume is not None:
         chosen_profile(config)  # the run file must be readable and of the same profile
-    if config.getoption("shard") is not None:
+    if opts.shard is not None:
         from .run.sharding import parse_shard
 
         try:
-            parse_shard(config.getoption("shard"))
+            parse_shard(opts.shard)
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
-    rolling = config.getoption("rolling_baseline")
+    rolling = opts.rolling_baseline
     if rolling is not None:
         if rolling < 1:
             raise pytest.UsageError(f"--rolling-baseline must be at least 1, got {rolling}")
@@ -102,15 +103,15 @@ def check_options(config) -> None:
             History(url).close()  # reachable, and of a schema this suite reads
         except HistoryError as err:
             raise pytest.UsageError(f"--rolling-baseline: {err}") from None
-    elif config.getoption("two_strike"):
+    elif opts.two_strike:
         raise pytest.UsageError(
             "--two-strike goes with --rolling-baseline N (it looks at the run before in the history)"
         )
-    blocks = config.getoption("gate_blocks")
+    blocks = opts.gate_blocks
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
-    if config.getoption("candidate"):
-        if config.getoption("update_baselines"):
+    if opts.candidate:
+        if opts.update_baselines:
             raise pytest.UsageError(
                 "--update-baselines cannot go with --candidate: a gate judges the candidate "
                 "against the current build, and records no baseline"
@@ -120,14 +121,14 @@ def check_options(config) -> None:
 
 def gate_environments(config) -> dict | None:
     """The two builds of a gate (--candidate), described once; None without one."""
-    if config.getoption("candidate") is None:
+    if options(config).candidate is None:
         return None
     if ENVIRONMENTS_KEY not in config.stash:
         from .run import environments
         from .run.gate import CANDIDATE, CURRENT
 
         try:
-            candidate = environments.describe(config.getoption("candidate"))
+            candidate = environments.describe(options(config).candidate)
             config.stash[ENVIRONMENTS_KEY] = {CURRENT: environments.describe(), CANDIDATE: candidate}
         except environments.EnvironmentProblem as err:
             raise pytest.UsageError(f"--candidate: {err}") from None
@@ -178,15 +179,15 @@ def chosen_profile(config) -> Profile:
     """The profile to run: --profile, else the resumed run's (by name, from fixtures/scenarios/; never
     a path read from the run directory), else the default; a resumed run's profile and --profile must agree."""
     if PROFILE_KEY not in config.stash:
-        resume = config.getoption("resume")
+        resume = options(config).resume
         run = resumed_run(Path(resume)) if resume else None
-        if run is not None and not config.getoption("profile") and run.profile not in available_profiles():
+        if run is not None and not options(config).profile and run.profile not in available_profiles():
             raise pytest.UsageError(
                 f"--resume {resume}: its profile {run.profile!r} is not one of "
                 f"{', '.join(available_profiles())}; name its file with --profile PATH"
             )
-        profile = load_profile_or_fail(config.getoption("profile") or (run.profile if run else default_profile()))
-        if config.getoption("sd_trace"):
+        profile = load_profile_or_fail(options(config).profile or (run.profile if run else default_profile()))
+        if options(config).sd_trace:
             profile = traced(profile)
         if run is not None and profile.name != run.profile:
             raise pytest.UsageError(
@@ -321,11 +322,11 @@ def order_scenarios(config, everything: list, selected: list) -> list:
 
 def this_shard(config, perf: list) -> list:
     """With --shard I/N, only this machine's share of the selected scenarios; the rest is deselected."""
-    if config.getoption("shard") is None:
+    if options(config).shard is None:
         return perf
     from .run.sharding import parse_shard, shard
 
-    index, count = parse_shard(config.getoption("shard"))
+    index, count = parse_shard(options(config).shard)
     mine = {s.id for s in shard([scenario_of(item) for item in perf], index, count)}
     kept = [item for item in perf if scenario_of(item).id in mine]
     config.hook.pytest_deselected(items=[item for item in perf if scenario_of(item).id not in mine])
@@ -360,44 +361,23 @@ def run_history_url(config) -> str | None:
     """The history database of this run (--history, $SPECPERF_HISTORY, else beside the reports); None: off."""
     from .history.database import history_url
 
-    return history_url(config.getoption("history"), Path(config.getoption("reports_dir")))
+    return history_url(options(config).history, options(config).reports_dir)
 
 
-def record_history(url: str | None, run_dir: Path) -> list[str]:
-    """Record the finished run into the history; a database that fails is one line, the run folder stays."""
-    if url is None:
-        return []
-    from .history import History, HistoryError
+def machine(config) -> dict:
+    """This machine as results record it, with the facts conftest.py hooks add (hookspecs.py)."""
+    import json
 
+    from .run.device import describe_device
+
+    device = describe_device()
+    facts: dict = {}
+    for part in reversed(config.hook.pytest_specperf_machine_facts(config=config)):  # pluggy: last first
+        if not isinstance(part, dict):
+            raise pytest.UsageError(f"pytest_specperf_machine_facts returned {type(part).__name__}, not a dict")
+        facts |= part
     try:
-        with History(url) as history:
-            recorded = history.record_run_dir(run_dir)
-    except HistoryError as err:
-        return [f"{err}; not recorded, the run folder is kept: specperf history import {run_dir}"]
-    return [recorded.line()] + [f"history: skipped {problem}" for problem in recorded.problems]
-
-
-def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str | None = None) -> dict:
-    """Record the finished run into the history, then write its report (with trend lines from the
-    history), and the lines that close its terminal summary."""
-    from .report import add_trends, load_run, write_run_report
-    from .run.run_file import summary_lines
-    from .run.versions import reference_vllm_note
-
-    lines = lines + record_history(history_url, run_dir)
-    try:
-        data = add_trends(load_run([run_dir]), history_url)
-        lines += data.trends.problems
-        note = reference_vllm_note(
-            [r.scenario.vllm for r in data.results],
-            next((r.provenance.get("vllm") for r in data.results if r.provenance.get("vllm")), None),
-        )
-        lines += [note] if note else []
-        report = write_run_report(data, run_dir)
-    except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
-        return {
-            "lines": summary_lines(run)
-            + lines
-            + [f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]
-        }
-    return {"lines": summary_lines(run, data.results) + lines + [f"report: {report}"]}
+        json.dumps(facts, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise pytest.UsageError(f"pytest_specperf_machine_facts: not JSON: {err}") from None
+    return device | ({"facts": facts} if facts else {})

@@ -17,7 +17,7 @@ LAYERS = [
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},
-    {"specperf.suite_run", "specperf.plan"},
+    {"specperf.suite_run", "specperf.options", "specperf.hookspecs", "specperf.run_end", "specperf.plan"},
     {"specperf.plugin", "specperf.cli"},
 ]
 MAX_LINES = 420

@@ -436,7 +436,7 @@ def test_a_result_that_cannot_be_judged_gets_an_error_verdict(tmp_path, monkeypa
 
 
 def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path):
-    from specperf.suite_run import record_history
+    from specperf.run_end import record_history
 
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     for n in range(4):

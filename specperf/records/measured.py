@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from .base import Number, Record
@@ -157,3 +159,4 @@ class Device(Record):
     memory_gib: float | None = None
     driver: str | None = None
     hardware_key: str = Field(min_length=1)
+    facts: dict[str, Any] = Field(default_factory=dict)  # added by conftest.py (pytest_specperf_machine_facts)

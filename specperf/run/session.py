@@ -91,6 +91,7 @@ class RunSession:
     rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
     two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
     planned: int = 0  # scenarios expected in this run, for progress lines
+    on_result: Callable[[ScenarioResult, Path], None] | None = None  # each result once judged and written
     # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
     prepare: Callable[[Scenario], Calls] | None = None
     pool: EnginePool | None = None
@@ -181,8 +182,9 @@ class RunSession:
             self._error(result, one_line(err), ERROR_INTERNAL)
         result.finished_at = now_iso()
         self.stats.scenarios += 1
-        write_result(self.run_dir, result)
+        path = write_result(self.run_dir, result)  # on disk before anything else can go wrong
         if result.status == SKIPPED:
+            self._written(result, path)
             return result
         self._judge(result, scenario)
         return result
@@ -200,8 +202,8 @@ class RunSession:
         result.status, result.error, result.finished_at = UNSUPPORTED, reason, now_iso()
         result.verdict = Verdict(scenario_id=result.id, status=UNSUPPORTED, note=reason)
         self.stats.scenarios += 1
-        write_result(self.run_dir, result)
         self.results.append(result)
+        self._written(result, write_result(self.run_dir, result))
         return result
 
     @staticmethod
@@ -317,8 +319,12 @@ class RunSession:
         result.verdict = judged.verdict
         if judged.baseline is not None:
             result.baseline = judged.baseline
-        write_result(self.run_dir, result)
         self.results.append(result)
+        self._written(result, write_result(self.run_dir, result))
+
+    def _written(self, result: ScenarioResult, path: Path) -> None:
+        if self.on_result is not None:
+            self.on_result(result, path)
 
     def _progress(self, scenario: Scenario) -> str:
         done = self.stats.scenarios

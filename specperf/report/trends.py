@@ -4,7 +4,6 @@ as small trend lines with vLLM version changes marked."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..records import ScenarioResult
 from .format import fmt_num
@@ -44,21 +43,14 @@ def _line(series) -> dict | None:
     return line
 
 
-def exists(url: str) -> bool:
-    """False for a SQLite file not there yet: a report never creates a database."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    return parsed.get_backend_name() != "sqlite" or not parsed.database or Path(parsed.database).exists()
-
-
 def load_trends(url: str | None, results: list[ScenarioResult], last: int = LAST_RUNS) -> Trends:
     """Trend lines of the results' scenarios on their own hardware keys; a database that cannot be read
     is one line in `problems`, never a failed report."""
     from ..history import History, HistoryError, shown
+    from ..history.database import missing_sqlite_file
 
     trends = Trends(runs=last)
-    if url is None or not exists(url):
+    if url is None or missing_sqlite_file(url) is not None:  # a report never creates a database
         return trends
     trends.source = shown(url)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from nightly import nightly_dir
 from records import make_record
 
@@ -37,3 +38,11 @@ def test_an_unreadable_database_is_a_problem_line_not_a_failed_report(tmp_path):
     trends = load_trends("postgresql://specperf@127.0.0.1:1/history", [make_record()])
     assert not trends and len(trends.problems) == 1
     assert trends.problems[0].startswith("trends not shown: history postgresql://specperf@127.0.0.1:1/history: ")
+
+
+@pytest.mark.parametrize("url", ["no database at all", "sqlite:///:memory:"])
+def test_a_url_that_names_no_file_is_no_crash_and_creates_nothing(tmp_path, monkeypatch, url):
+    monkeypatch.chdir(tmp_path)
+    trends = load_trends(url, [make_record()])
+    assert not trends and len(trends.problems) <= 1
+    assert not any(tmp_path.iterdir())

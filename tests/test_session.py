@@ -387,6 +387,34 @@ def test_summary_names_engine_starts_keys_and_improvements():
     assert lines[-1] == ("1 improved: consider refreshing their baselines (--update-baselines): " + improved.id)
 
 
+def test_summary_counts_the_verdicts_and_names_the_worst_first_with_their_reason():
+    from specperf.records import Verdict
+
+    def judged(batch_size, status, note=""):
+        record = make_record(make_scenario(batch_size=batch_size))
+        record.verdict = Verdict(scenario_id=record.id, status=status, note=note)
+        return record
+
+    results = [
+        judged(1, "pass"),
+        judged(2, "no-baseline"),
+        judged(3, "regression", "throughput -9%"),
+        judged(5, "pass"),
+    ]
+    results += [judged(b, "no-baseline") for b in (6, 7, 8, 9, 10)]
+    lines = summary_lines(worker_run("t", 9, 2, ["a"], 30.0), results)
+    assert "verdicts: 1 regression, 6 no-baseline, 2 pass" in lines
+    first = lines.index("verdicts: 1 regression, 6 no-baseline, 2 pass") + 1
+    assert lines[first] == f"  regression: {results[2].id}: throughput -9%"
+    assert (
+        lines[first + 1 : first + 5]
+        == [f"  no-baseline: {r.id}" for r in sorted(results, key=lambda r: r.id) if r.verdict.status == "no-baseline"][
+            :4
+        ]
+    )
+    assert lines[first + 5] == "  ... and 2 more (the report lists them all)"
+
+
 def test_resume_measures_again_what_other_hardware_measured(tmp_path):
     run_dir = tmp_path / "reports" / "20260101-000000-unit"
     write_result(

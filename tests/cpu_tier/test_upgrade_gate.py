@@ -12,24 +12,16 @@ on a noisy CI machine.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from suite import PROFILES, only_run_dir, read_results, run_suite, second_environment, slowed_python
+from suite import GATE_PROFILE as PROFILE
+from suite import gate_run, second_environment, slowed_python
 
 pytestmark = pytest.mark.cpu_tier
 
-PROFILE = str(PROFILES / "gate.toml")
 NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
 NOSD = "smollm2-135m-nosd-bs1-instructcoder"
-
-
-def gate_run(tmp_path_factory, candidate: str, *args, profile: str = PROFILE):
-    reports = tmp_path_factory.mktemp("reports")
-    done = run_suite(profile, reports, tmp_path_factory.mktemp("baselines"), "--candidate", candidate, *args)
-    run_dir = only_run_dir(reports)
-    return done, run_dir, read_results(run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -85,27 +77,3 @@ def test_a_candidate_slower_by_half_of_each_step_is_flagged(slower_build):
     assert -0.6 < throughput["change"] < -0.15 and throughput["ci_high"] < 0 and throughput["p_value"] < 0.05
     assert f"FAILED tests_perf/test_speculative_decoding.py::test_scenario[{NOSD}]" in done.stdout
     assert "throughput_tok_s: regression" in done.stdout
-
-
-def test_blocks_pair_rounds_with_one_engine_alive(tmp_path_factory):
-    done, _, results = gate_run(tmp_path_factory, sys.executable, "--gate-blocks", "4", "-k", "nosd")
-    result = next(iter(results.values()))
-    assert result["gate"]["pairing"] == "blocks of 4 rounds"
-    assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8
-    assert result["verdict"]["status"] in ("pass", "improvement", "regression")  # judged, not invalid
-    assert "engine starts" in done.stdout
-
-
-def test_paired_reference_measures_speedup_per_pair_of_rounds(tmp_path_factory):
-    reports = tmp_path_factory.mktemp("reports")
-    done = run_suite(str(PROFILES / "paired.toml"), reports, tmp_path_factory.mktemp("baselines"), "-k", "ngram")
-    results = read_results(only_run_dir(reports))
-    result = results[NGRAM]
-    assert result["validity"]["valid"], result["validity"]
-    assert result["scenario"]["paired_reference"] is True
-    speedups = result["metrics"]["speedup"]["samples"]
-    throughputs = [r["throughput"] for r in result["rounds"]]
-    assert len(speedups) == len(throughputs) == 8
-    assert len({round(s / t, 9) for s, t in zip(speedups, throughputs)}) > 1  # a reference per pair
-    assert result["metrics"]["lossless_fraction"]["value"] == 1.0
-    assert "2 engine starts for 2 engine keys" in done.stdout  # the reference scenario reuses its engine

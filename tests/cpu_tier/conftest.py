@@ -1,0 +1,28 @@
+"""The CPU tier runs on two pytest-xdist workers, one module per worker at a time (tox -e cpu:
+`-n 2 --dist loadfile --no-loadscope-reorder`).  Each engine computes on one thread, so two modules
+side by side use both cores.  Modules go out longest first, so that the two workers finish about
+together; what each costs alone is in docs/methodology/ci.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LONGEST_FIRST = (
+    "test_end_to_end.py",
+    "test_upgrade_gate.py",
+    "test_detection.py",
+    "test_gate_modes.py",
+    "test_faults.py",
+    "test_interrupt.py",
+    "test_engine.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)  # stable: the tests of a module keep their order

@@ -8,6 +8,7 @@ options.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
 NOTHING_MEASURED_KEY = pytest.StashKey[bool]()
+BENCHMARK_COLUMNS = ("median", "rounds")  # pytest-benchmark's table in a suite run, unless --benchmark-columns
 
 
 def pytest_addhooks(pluginmanager):
@@ -149,6 +151,8 @@ def pytest_configure(config):
     )
     check_options(config)
     chosen_profile(config)  # a profile error is one usage line, before collection
+    if config.getoption("benchmark_columns", "absent") is None:  # not chosen: a table that fits a terminal
+        config.option.benchmark_columns = list(BENCHMARK_COLUMNS)
     terminate_as_interrupt()
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
@@ -214,6 +218,7 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture(scope="session")
 def specperf_session(request):
+    from .plan.progress import baseline_rows, time_left_s
     from .run.session import RunSession
 
     config = request.config
@@ -233,8 +238,9 @@ def specperf_session(request):
             reporter.write_line(f"[specperf] {line}")
 
     opts = options(config)
+    planned, device = config.stash.get(PLANNED_KEY, ()), machine(config)
     session = RunSession(
-        device=machine(config),
+        device=device,
         on_result=lambda result, path: config.hook.pytest_specperf_result_written(
             config=config, result=result, path=path
         ),
@@ -251,7 +257,10 @@ def specperf_session(request):
         run_id=_run_id(config),
         owns_run_file=worker_input(config) is None,
         log=log,
-        planned=config.stash.get(PLANNED_KEY, 0),
+        planned=len(planned),
+        time_left=functools.partial(
+            time_left_s, profile, planned, baseline_rows(opts.baseline_dir, device["hardware_key"], planned)
+        ),
         candidate_python=opts.candidate,
         gate_blocks=opts.gate_blocks,
         environments=gate_environments(config),

@@ -18,7 +18,7 @@ from .records import RunFile
 from .run.device import has_nvidia_gpu
 
 PROFILE_KEY = pytest.StashKey[Profile]()
-PLANNED_KEY = pytest.StashKey[int]()
+PLANNED_KEY = pytest.StashKey[tuple[Scenario, ...]]()
 PROFILE_CHANGES_KEY = pytest.StashKey[str | None]()
 ENVIRONMENTS_KEY = pytest.StashKey[dict]()
 SCENARIO_PROPERTY = "specperf_scenario"
@@ -315,9 +315,9 @@ def order_scenarios(config, everything: list, selected: list) -> list:
         s = scenario_of(item)
         return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
 
-    perf = this_shard(config, perf)
-    config.stash[PLANNED_KEY] = len(perf)
-    return others + sorted(perf, key=order)
+    perf = sorted(this_shard(config, perf), key=order)
+    config.stash[PLANNED_KEY] = tuple(scenario_of(item) for item in perf)
+    return others + perf
 
 
 def this_shard(config, perf: list) -> list:

@@ -286,6 +286,14 @@ def test_gpu_profile_on_a_machine_without_gpu_skips_with_the_reason(pytester, pr
     assert not (pytester.path / "r").exists()  # nothing started, nothing written
 
 
+def test_a_suite_run_prints_a_timing_table_that_fits_a_terminal(pytester, profile):
+    """pytest-benchmark's table shows the median round and the round count unless asked otherwise."""
+    config = pytester.parseconfigure("-p", "no:cacheprovider", "--profile", str(profile))
+    assert config.option.benchmark_columns == ["median", "rounds"]
+    chosen = pytester.parseconfigure("-p", "no:cacheprovider", "--profile", str(profile), "--benchmark-columns", "min")
+    assert chosen.option.benchmark_columns == ["min"]
+
+
 def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
     """-n N alone means --dist load; the suite turns it into loadgroup, grouped by model, so a
     model's references and engines stay on one worker."""
@@ -376,6 +384,7 @@ def test_an_unrelated_run_keeps_its_own_scheduling_and_signals(pytester, tmp_pat
             name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
             with open(os.path.join({str(seen)!r}, name), "w") as out:
                 json.dump({{"dist": config.getoption("dist"),
+                           "benchmark_columns": config.getoption("benchmark_columns"),
                            "sigterm_default": signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}}, out)
     """)
     pytester.makepyfile(
@@ -393,6 +402,7 @@ def test_an_unrelated_run_keeps_its_own_scheduling_and_signals(pytester, tmp_pat
 
     states = {path.name: json.loads(path.read_text()) for path in seen.iterdir()}
     assert states["controller"]["dist"] == "load"
+    assert all(state["benchmark_columns"] is None for state in states.values()), states
     assert {"gw0", "gw1"} <= states.keys()
     assert all(state["sigterm_default"] for state in states.values()), states
     assert "[specperf]" not in result.stdout.str()

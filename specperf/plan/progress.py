@@ -1,0 +1,113 @@
+"""The time a run has left, said before each scenario: the planner's cost model (plan/planner.py)
+fed with what this run has measured so far.
+
+The planner reads the finished results as its history, so a scenario like one measured already
+(the same model, another batch size or workload) is costed from it, and an engine start from the
+same model's; where this machine holds a baseline of a scenario, its throughput and speedup count
+too (an SD method's speedup is otherwise unknown until the run measures it).  What the model still
+misses (the run's own overhead, a machine slower than its default) is corrected by how long the
+finished scenarios really took against what the same model says they cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..history.queries import TimedResult
+from ..judge.baselines import load_baseline
+from ..profiles.scenarios import Profile, Scenario
+from ..records import Baseline, Metric, ScenarioResult
+from ..storage import ResultFileError
+from .planner import Planner
+
+
+def _speeds(scenario: Scenario, metrics: dict[str, Metric], run_id: str) -> TimedResult:
+    """A history row of the scenario with its throughput and speedup, nothing measured yet."""
+    throughput, speedup = metrics.get("throughput_tok_s"), metrics.get("speedup")
+    return TimedResult(
+        run_id=run_id,
+        run_started_at=None,
+        run_finished_at=None,
+        scenario_hash=scenario.hash,
+        model=scenario.model.name,
+        method=scenario.method.label,
+        batch_size=scenario.batch_size,
+        dataset=scenario.dataset,
+        throughput=throughput.value if throughput else None,
+        speedup=speedup.value if speedup and not scenario.method.is_reference else None,
+        engine_start_s=None,
+        warmup_s=None,
+        measure_s=None,
+        rounds=None,
+        output_tokens=None,
+    )
+
+
+def timed_result(result: ScenarioResult, run_id: str = "") -> TimedResult:
+    """A finished result as the planner reads the history's."""
+    timings, prompts = result.timings, result.workload.prompt_tokens if result.workload else None
+    return dataclasses.replace(
+        _speeds(result.scenario, result.metrics, run_id),
+        engine_start_s=timings.engine_start_s if timings else None,
+        warmup_s=timings.warmup_s if timings else None,
+        measure_s=timings.measure_s if timings else None,
+        rounds=len(result.rounds),
+        output_tokens=sum(r.output_tokens for r in result.rounds),
+        sequences=len(result.output_hashes or []) or None,
+        prompt_tokens=sum(prompts) / len(prompts) if prompts else None,
+    )
+
+
+def baseline_row(baseline: Baseline, scenario: Scenario) -> TimedResult:
+    """A baseline of this machine as a history row: its throughput and speedup, no timings."""
+    return _speeds(scenario, baseline.metrics, "baseline")
+
+
+def baseline_rows(baseline_dir: Path, hardware_key: str, scenarios: Sequence[Scenario]) -> list[TimedResult]:
+    """The rows of the scenarios' baselines on this machine (same definition); an unreadable one is
+    left out here, and judged where the scenario is."""
+    rows = []
+    for scenario in scenarios:
+        try:
+            baseline = load_baseline(baseline_dir, hardware_key, scenario.id)
+        except ResultFileError:
+            continue
+        if baseline is not None and baseline.scenario_hash == scenario.hash:
+            rows.append(baseline_row(baseline, scenario))
+    return rows
+
+
+def modelled_s(planner: Planner, scenarios: Sequence[Scenario], alive: str | None = None) -> float:
+    """What `scenarios` cost by the planner: each one's warm-up, rounds and overhead, and one engine
+    start per engine key but `alive`'s (the engine already up)."""
+    by_key: dict[str, list[Scenario]] = {}
+    for scenario in scenarios:
+        by_key.setdefault(scenario.engine_key, []).append(scenario)
+    starts = math.fsum(planner.engine_start(group).value for key, group in by_key.items() if key != alive)
+    return starts + math.fsum(planner.estimate(s).seconds for s in scenarios)
+
+
+def time_left_s(
+    profile: Profile,
+    planned: Sequence[Scenario],
+    known: Sequence[TimedResult],
+    finished: Sequence[ScenarioResult],
+    measured: int,
+    elapsed_s: float,
+) -> float | None:
+    """Seconds left for the `planned` scenarios not among `finished`, after `elapsed_s` of this run;
+    `known`: rows from before the run (baseline_rows).
+
+    `finished` holds the run's results in the order they finished; its last `measured` were measured
+    in this run (the ones before, kept by --resume, took none of `elapsed_s`).  None before any."""
+    if measured <= 0 or elapsed_s <= 0:
+        return None
+    planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
+    done = {r.id for r in finished}
+    left = [s for s in planned if s.id not in done]
+    took = modelled_s(planner, [r.scenario for r in finished[-measured:]])
+    still = modelled_s(planner, left, alive=finished[-1].scenario.engine_key)
+    return still * elapsed_s / took if took > 0 else None

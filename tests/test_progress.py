@@ -1,0 +1,87 @@
+"""The run's time left (plan/progress.py) on constructed results: the planner fed with the finished
+results, corrected by how long they really took."""
+
+from __future__ import annotations
+
+import pytest
+from records import HARDWARE_KEY, make_record
+from test_plan import profile, scenario
+
+from specperf.plan import Planner
+from specperf.plan.progress import baseline_rows, modelled_s, time_left_s, timed_result
+from specperf.records import Timings
+
+NOSD_GSM8K = "small-nosd-bs1-gsm8k"
+NOSD_AIME = "small-nosd-bs1-aime"
+NGRAM_GSM8K = "small-ngram-k3-bs1-gsm8k"
+
+
+def finished(s, measure_s=20.0, start_s=10.0, throughput=(40.0, 41.0, 39.0, 40.0)):
+    record = make_record(s, throughput=list(throughput))
+    return record.model_copy(update={"timings": Timings(engine_start_s=start_s, warmup_s=1.0, measure_s=measure_s)})
+
+
+def test_a_finished_result_reads_as_a_history_row(tmp_path):
+    prof = profile(tmp_path)
+    row = timed_result(finished(scenario(prof, NGRAM_GSM8K)))
+    assert (row.model, row.method, row.batch_size, row.dataset) == ("small", "ngram-k3", 1, "gsm8k")
+    assert row.scenario_hash == scenario(prof, NGRAM_GSM8K).hash
+    assert (row.engine_start_s, row.warmup_s, row.measure_s) == (10.0, 1.0, 20.0)
+    assert row.throughput == 40.0 and row.speedup is not None
+    assert row.rounds == 4 and row.output_tokens == 400
+    assert timed_result(finished(scenario(prof, NOSD_GSM8K))).speedup is None  # a reference has none
+
+
+def test_the_time_left_scales_with_how_long_the_finished_scenarios_took(tmp_path):
+    prof = profile(tmp_path)
+    planned = [s for s in prof.scenarios if s.batch_size == 1]
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    left = time_left_s(prof, planned, (), done, 1, 40.0)
+    assert left is not None and left > 0
+    assert time_left_s(prof, planned, (), done, 1, 80.0) == pytest.approx(2 * left)
+    assert time_left_s(prof, planned, (), done, 0, 40.0) is None  # nothing measured yet: no estimate
+
+
+def test_nothing_left_is_no_time_and_more_left_is_more(tmp_path):
+    prof = profile(tmp_path)
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    assert time_left_s(prof, [scenario(prof, NOSD_GSM8K)], (), done, 1, 40.0) == 0
+    one = time_left_s(prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME)], (), done, 1, 40.0)
+    two = time_left_s(
+        prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME), scenario(prof, NGRAM_GSM8K)], (), done, 1, 40.0
+    )
+    assert 0 < one < two
+
+
+def test_results_kept_by_resume_take_none_of_the_elapsed_time(tmp_path):
+    prof = profile(tmp_path)
+    kept, measured = finished(scenario(prof, NOSD_GSM8K)), finished(scenario(prof, NOSD_AIME))
+    planned = [s for s in prof.scenarios if s.batch_size == 1]
+    one_measured = time_left_s(prof, planned, (), [kept, measured], 1, 40.0)
+    both_measured = time_left_s(prof, planned, (), [kept, measured], 2, 40.0)
+    assert one_measured > 1.3 * both_measured  # the 40 s went to one scenario, not to two
+
+
+def test_the_engine_still_up_costs_no_start(tmp_path):
+    prof = profile(tmp_path)
+    s = scenario(prof, NOSD_AIME)
+    planner = Planner(prof, [timed_result(finished(scenario(prof, NOSD_GSM8K)))])
+    start = planner.engine_start([s]).value
+    assert start == 10.0  # the same engine key's measured start
+    assert modelled_s(planner, [s], alive=s.engine_key) == pytest.approx(modelled_s(planner, [s]) - start)
+
+
+def test_a_baseline_of_this_machine_gives_an_sd_scenario_its_speedup(tmp_path):
+    """Without it the planner has the draft model at no speedup until the run measures one."""
+    from specperf.judge.baselines import write_baseline
+
+    prof = profile(tmp_path)
+    draft = scenario(prof, "small-draft-k3-bs1-gsm8k")
+    slow = make_record(draft, throughput=[2.0, 2.0, 2.0, 2.0], reference_throughput=40.0)  # speedup 0.05
+    write_baseline(tmp_path / "baselines", slow, HARDWARE_KEY)
+    (tmp_path / "baselines" / HARDWARE_KEY / "small-ngram-k3-bs1-gsm8k.json").write_text("{")  # corrupt: left out
+    rows = baseline_rows(tmp_path / "baselines", HARDWARE_KEY, [draft, scenario(prof, NGRAM_GSM8K)])
+    assert [(r.scenario_hash, r.throughput, r.speedup) for r in rows] == [(draft.hash, 2.0, 0.05)]
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    planned = [scenario(prof, NOSD_GSM8K), draft]
+    assert time_left_s(prof, planned, rows, done, 1, 40.0) > 2 * time_left_s(prof, planned, (), done, 1, 40.0)

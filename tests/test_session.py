@@ -7,6 +7,7 @@ resume, failed engine keys, timeouts, baselines) without a model; tests/cpu_tier
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from records import make_record, make_scenario, reference_scenario
@@ -38,12 +39,14 @@ class FakeEngine:
         self.wall_s, self.tokens = wall_s, list(tokens)
         self.fail_on_call, self.changing_from = fail_on_call, changing_from
         self.calls = 0
+        self.timeouts: list[float] = []  # the time each call was given
         self.closed = False
         self.log = log if log is not None else []
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0, 0, 0]}
 
     def generate(self, prompts, max_tokens, timeout_s):
         self.calls += 1
+        self.timeouts.append(timeout_s)
         python = getattr(self, "python", None)
         self.log.append(f"{self.config.model}@{python}" if python else self.config.model)
         if self.fail_on_call is not None and self.calls >= self.fail_on_call[0]:
@@ -104,6 +107,8 @@ class Starter:
         )
         if "start_error" in options:
             raise options["start_error"]
+        options = dict(options)
+        time.sleep(options.pop("start_s", 0.0))
         engine = FakeEngine(config, **options)
         engine.python = python
         self.started.append(engine)
@@ -198,6 +203,15 @@ def test_a_crash_mid_scenario_closes_the_engine_and_fails_the_key(tmp_path):
     assert starter.started[0].closed
     assert run.run(make_scenario(batch_size=8)).error == "engine process died"
     assert len(starter.started) == 1
+
+
+def test_the_scenario_limit_leaves_the_engine_start_out(tmp_path):
+    """--scenario-timeout bounds the warm-up and rounds: a slow start (its own limit) spends none of it."""
+    starter = Starter(**{label: {"start_s": 0.5} for label in (SD.method.label, REF.method.label)})
+    run = session(tmp_path, starter, scenario_timeout_s=1.0)
+    for result in (run.run(REF), run.run(SD)):
+        assert result.status == OK, result.error
+    assert all(t > 0.5 for engine in starter.started for t in engine.timeouts), [e.timeouts for e in starter.started]
 
 
 def test_a_start_timeout_is_not_reported_as_a_scenario_timeout(tmp_path):

@@ -153,6 +153,7 @@ def measure_rounds(
                 if _label(label) not in measured.engines
             }
             measured.start_s += start_s
+            deadline += start_s  # the limit is the warm-up's and the rounds'; starts have their own
             measured.warmup_s += warm_up(engines, calls, max_tokens, warmup, deadline)
             t0 = time.monotonic()
             with TelemetrySampler(gpus) as sampler:

@@ -49,7 +49,7 @@ def main() -> int:
         finished = results[:k]
         elapsed = seconds(finished[-1].finished_at) - start
         left = end - seconds(finished[-1].finished_at)
-        estimate = time_left_s(profile, planned, known, finished, k, elapsed)
+        estimate = time_left_s(profile, planned, known, finished, finished, elapsed)
         error = f"{estimate / left - 1:+7.0%}" if estimate is not None and left > 0 else "     -"
         print(f"{k:>5} {elapsed:>9.0f} {left:>8.0f} {estimate or 0:>10.0f} {error}")
     return 0

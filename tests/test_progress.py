@@ -36,19 +36,19 @@ def test_the_time_left_scales_with_how_long_the_finished_scenarios_took(tmp_path
     prof = profile(tmp_path)
     planned = [s for s in prof.scenarios if s.batch_size == 1]
     done = [finished(scenario(prof, NOSD_GSM8K))]
-    left = time_left_s(prof, planned, (), done, 1, 40.0)
+    left = time_left_s(prof, planned, (), done, done, 40.0)
     assert left is not None and left > 0
-    assert time_left_s(prof, planned, (), done, 1, 80.0) == pytest.approx(2 * left)
-    assert time_left_s(prof, planned, (), done, 0, 40.0) is None  # nothing measured yet: no estimate
+    assert time_left_s(prof, planned, (), done, done, 80.0) == pytest.approx(2 * left)
+    assert time_left_s(prof, planned, (), done, [], 40.0) is None  # nothing measured yet: no estimate
 
 
 def test_nothing_left_is_no_time_and_more_left_is_more(tmp_path):
     prof = profile(tmp_path)
     done = [finished(scenario(prof, NOSD_GSM8K))]
-    assert time_left_s(prof, [scenario(prof, NOSD_GSM8K)], (), done, 1, 40.0) == 0
-    one = time_left_s(prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME)], (), done, 1, 40.0)
+    assert time_left_s(prof, [scenario(prof, NOSD_GSM8K)], (), done, done, 40.0) == 0
+    one = time_left_s(prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME)], (), done, done, 40.0)
     two = time_left_s(
-        prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME), scenario(prof, NGRAM_GSM8K)], (), done, 1, 40.0
+        prof, [scenario(prof, NOSD_GSM8K), scenario(prof, NOSD_AIME), scenario(prof, NGRAM_GSM8K)], (), done, done, 40.0
     )
     assert 0 < one < two
 
@@ -57,9 +57,11 @@ def test_results_kept_by_resume_take_none_of_the_elapsed_time(tmp_path):
     prof = profile(tmp_path)
     kept, measured = finished(scenario(prof, NOSD_GSM8K)), finished(scenario(prof, NOSD_AIME))
     planned = [s for s in prof.scenarios if s.batch_size == 1]
-    one_measured = time_left_s(prof, planned, (), [kept, measured], 1, 40.0)
-    both_measured = time_left_s(prof, planned, (), [kept, measured], 2, 40.0)
+    one_measured = time_left_s(prof, planned, (), [kept, measured], [measured], 40.0)
+    both_measured = time_left_s(prof, planned, (), [kept, measured], [kept, measured], 40.0)
     assert one_measured > 1.3 * both_measured  # the 40 s went to one scenario, not to two
+    # a kept result may come after a measured one: the order of the run's results does not matter
+    assert time_left_s(prof, planned, (), [measured, kept], [measured], 40.0) == pytest.approx(one_measured)
 
 
 def test_the_engine_still_up_costs_no_start(tmp_path):
@@ -84,4 +86,4 @@ def test_a_baseline_of_this_machine_gives_an_sd_scenario_its_speedup(tmp_path):
     assert [(r.scenario_hash, r.throughput, r.speedup) for r in rows] == [(draft.hash, 2.0, 0.05)]
     done = [finished(scenario(prof, NOSD_GSM8K))]
     planned = [scenario(prof, NOSD_GSM8K), draft]
-    assert time_left_s(prof, planned, rows, done, 1, 40.0) > 2 * time_left_s(prof, planned, (), done, 1, 40.0)
+    assert time_left_s(prof, planned, rows, done, done, 40.0) > 2 * time_left_s(prof, planned, (), done, done, 40.0)

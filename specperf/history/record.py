@@ -79,8 +79,22 @@ def _run_row(run_id: str, run: RunFile | None, first: ScenarioResult | None) -> 
     }
 
 
+def cost_fields(result: ScenarioResult) -> dict:
+    """What a result cost, as the store keeps it and the planner reads it (queries.TimedResult)."""
+    timings, prompts = result.timings, result.workload and result.workload.prompt_tokens
+    return {
+        "engine_start_s": timings.engine_start_s if timings else None,
+        "warmup_s": timings.warmup_s if timings else None,
+        "measure_s": timings.measure_s if timings else None,
+        "rounds": len(result.rounds),
+        "output_tokens": sum(r.output_tokens for r in result.rounds),
+        "sequences": len(result.output_hashes) if result.output_hashes else None,
+        "prompt_tokens": statistics.fmean(prompts) if prompts else None,
+    }
+
+
 def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime) -> dict:
-    scenario, timings = result.scenario, result.timings
+    scenario = result.scenario
     return {
         "run_pk": run_pk,
         "scenario_id": scenario.id,
@@ -95,15 +109,7 @@ def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime
         "status": result.status,
         "valid": result.valid,
         "verdict": result.verdict.status if result.verdict else None,
-        "engine_start_s": timings.engine_start_s if timings else None,
-        "warmup_s": timings.warmup_s if timings else None,
-        "measure_s": timings.measure_s if timings else None,
-        "rounds": len(result.rounds),
-        "output_tokens": sum(r.output_tokens for r in result.rounds),
-        "sequences": len(result.output_hashes) if result.output_hashes else None,
-        "prompt_tokens": statistics.fmean(prompts)
-        if (prompts := result.workload and result.workload.prompt_tokens)
-        else None,
+        **cost_fields(result),
     }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..history.queries import TimedResult
+from ..history.record import cost_fields
 from ..judge.baselines import load_baseline
 from ..profiles.scenarios import Profile, Scenario
 from ..records import Baseline, Metric, ScenarioResult
@@ -48,17 +49,7 @@ def _speeds(scenario: Scenario, metrics: dict[str, Metric], run_id: str) -> Time
 
 def timed_result(result: ScenarioResult, run_id: str = "") -> TimedResult:
     """A finished result as the planner reads the history's."""
-    timings, prompts = result.timings, result.workload.prompt_tokens if result.workload else None
-    return dataclasses.replace(
-        _speeds(result.scenario, result.metrics, run_id),
-        engine_start_s=timings.engine_start_s if timings else None,
-        warmup_s=timings.warmup_s if timings else None,
-        measure_s=timings.measure_s if timings else None,
-        rounds=len(result.rounds),
-        output_tokens=sum(r.output_tokens for r in result.rounds),
-        sequences=len(result.output_hashes or []) or None,
-        prompt_tokens=sum(prompts) / len(prompts) if prompts else None,
-    )
+    return dataclasses.replace(_speeds(result.scenario, result.metrics, run_id), **cost_fields(result))
 
 
 def baseline_row(baseline: Baseline, scenario: Scenario) -> TimedResult:
@@ -95,19 +86,18 @@ def time_left_s(
     planned: Sequence[Scenario],
     known: Sequence[TimedResult],
     finished: Sequence[ScenarioResult],
-    measured: int,
+    measured: Sequence[ScenarioResult],
     elapsed_s: float,
 ) -> float | None:
-    """Seconds left for the `planned` scenarios not among `finished`, after `elapsed_s` of this run;
-    `known`: rows from before the run (baseline_rows).
-
-    `finished` holds the run's results in the order they finished; its last `measured` were measured
-    in this run (the ones before, kept by --resume, took none of `elapsed_s`).  None before any."""
-    if measured <= 0 or elapsed_s <= 0:
+    """Seconds left for the `planned` scenarios not among `finished` (the run's results, kept by
+    --resume or measured), after `elapsed_s` of this run; `known`: rows from before the run
+    (baseline_rows).  Only the `measured` ones, in the order they finished, took `elapsed_s`.
+    None before any."""
+    if not measured or elapsed_s <= 0:
         return None
     planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
     done = {r.id for r in finished}
     left = [s for s in planned if s.id not in done]
-    took = modelled_s(planner, [r.scenario for r in finished[-measured:]])
-    still = modelled_s(planner, left, alive=finished[-1].scenario.engine_key)
+    took = modelled_s(planner, [r.scenario for r in measured])
+    still = modelled_s(planner, left, alive=measured[-1].scenario.engine_key)
     return still * elapsed_s / took if took > 0 else None

@@ -91,9 +91,9 @@ class RunSession:
     rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
     two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
     planned: int = 0  # scenarios expected in this run, for progress lines
-    # Seconds the run has left (plan/progress.py), from the finished results, how many of them were
-    # measured in this run, and the seconds since it started.
-    time_left: Callable[[list[ScenarioResult], int, float], float | None] | None = None
+    # Seconds the run has left (plan/progress.py), from the finished results, those of them measured
+    # in this run, and the seconds since it started.
+    time_left: Callable[[list[ScenarioResult], list[ScenarioResult], float], float | None] | None = None
     on_result: Callable[[ScenarioResult, Path], None] | None = None  # each result once judged and written
     # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
     prepare: Callable[[Scenario], Calls] | None = None
@@ -332,8 +332,8 @@ class RunSession:
     def _progress(self, scenario: Scenario) -> str:
         done = self.stats.scenarios
         line = f"[{done + 1}/{self.planned or '?'}] {scenario.id}"
-        measured = done - self.stats.resumed
-        if self.time_left is not None and measured > 0 and self.planned > done:
+        measured = [r for r in self.results if r.id not in self._finished]
+        if self.time_left is not None and measured and self.planned > done:
             left = self.time_left(self.results, measured, time.monotonic() - self.started)
             if left is not None:
                 line += f" (about {left / 60:.1f} min left)"

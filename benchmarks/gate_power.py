@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
@@ -161,6 +162,8 @@ def main() -> int:
     parser.add_argument("--instances", type=int, help="engines per side alive (default: the profile's)")
     parser.add_argument("--sets", type=int, help="sets of fresh engines (default: the profile's)")
     parser.add_argument("--offset-floor", type=float, help="default: the profile's gate_engine_offset")
+    parser.add_argument("--output-len", type=int, help="tokens per request (default: the scenario's)")
+    parser.add_argument("--requests", type=int, help="requests per round (default: the scenario's)")
     parser.add_argument("--candidate", help="the A/A row's candidate: another environment's python")
     parser.add_argument(
         "--roles",
@@ -178,6 +181,10 @@ def main() -> int:
     args = parser.parse_args()
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
+    scenarios = [
+        replace(s, output_len=args.output_len or s.output_len, num_requests=args.requests or s.num_requests)
+        for s in scenarios
+    ]
     first = scenarios[0]
     floor = first.gate_engine_offset if args.offset_floor is None else args.offset_floor
     if args.replay:
@@ -225,6 +232,8 @@ def main() -> int:
                     "pairs": pairs,
                     "instances": instances,
                     "sets": sets,
+                    "output_len": scenario.output_len,
+                    "requests": scenario.num_requests,
                 }
                 gates.append(gate)
                 if args.json:

@@ -26,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
@@ -182,7 +181,9 @@ def main() -> int:
 
     scenarios = [s for s in load_profile(args.profile).scenarios if s.id in args.select]
     scenarios = [
-        replace(s, output_len=args.output_len or s.output_len, num_requests=args.requests or s.num_requests)
+        s.model_copy(
+            update={"output_len": args.output_len or s.output_len, "num_requests": args.requests or s.num_requests}
+        )
         for s in scenarios
     ]
     first = scenarios[0]

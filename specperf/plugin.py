@@ -66,7 +66,9 @@ def pytest_addoption(parser):
         "(default: cpu-smoke without an NVIDIA GPU, h100-nightly with one)",
     )
     group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
-    group.addoption("--reports-dir", default="reports", help="where run directories are written (default: reports)")
+    group.addoption(
+        "--reports-dir", default=paths.DEFAULT_REPORTS_DIR, help="where run directories are written (default: reports)"
+    )
     group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
     group.addoption(
         "--dataset-dir",

@@ -298,3 +298,16 @@ def test_terminal_escapes_in_ids_are_printed_escaped(tmp_path, capsys):
     code, out, _ = compare(capsys, old, new)
     assert "\x1b" not in out and "\x07" not in out
     assert "evil\\x1b[2J\\x1b]0;owned\\x07-eagle3-k3-bs4-gsm8k: no-baseline" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["report"], ["compare"], ["noise"], ["simulate"], ["history"], ["history", "show"], ["plan"]],
+)
+def test_every_command_and_verb_states_the_exit_codes_in_its_help(argv, capsys):
+    from specperf.cli import EXIT_CODES
+
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    assert EXIT_CODES in " ".join(capsys.readouterr().out.split())

@@ -20,8 +20,15 @@ COMMANDS = (report, compare, noise, simulate, history, plan)
 EXIT_CODES = "exit codes: 0 all is well, 1 a regression, 2 bad input or usage"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """Every command's and verb's parser: its --help ends with the one exit-code rule."""
+
+    def __init__(self, *args, epilog: str | None = EXIT_CODES, **kwargs) -> None:
+        super().__init__(*args, epilog=epilog, **kwargs)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specperf", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
+    parser = CommandParser(prog="specperf", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from .. import paths
 from ..history import History, HistoryError, history_url, shown
 from ..history.queries import Reader
 from ..history.record import as_utc
@@ -85,7 +86,7 @@ def add_parser(sub) -> None:
     history.add_argument(
         "--history", metavar="URL", help="database URL (default: $SPECPERF_HISTORY, else reports/history.sqlite)"
     )
-    history.add_argument("--reports-dir", default="reports", help="where the default SQLite file lives")
+    history.add_argument("--reports-dir", default=paths.DEFAULT_REPORTS_DIR, help="where the default SQLite file lives")
     verbs = history.add_subparsers(dest="verb", required=True)
     backfill = verbs.add_parser("import", help="record existing run directories (already recorded: no-op)")
     backfill.add_argument("run_dirs", nargs="+")

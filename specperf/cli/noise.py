@@ -64,7 +64,9 @@ def add_parser(sub) -> None:
     )
     noise.add_argument("--profile", default="cpu-smoke", help="profile to repeat (default: cpu-smoke)")
     noise.add_argument("--runs", type=int, default=3, help="how many times to run it (default: 3)")
-    noise.add_argument("--reports-dir", default="reports", help="where the runs are written (default: reports)")
+    noise.add_argument(
+        "--reports-dir", default=paths.DEFAULT_REPORTS_DIR, help="where the runs are written (default: reports)"
+    )
     noise.add_argument(
         "--write",
         action="store_true",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .. import paths
+
 
 def run(args) -> int:
     """Predict a profile's wall time per shard (and on --gpus N) before it runs (plan.py)."""
@@ -73,7 +75,9 @@ def add_parser(sub) -> None:
         help="run history to predict from (default: $SPECPERF_HISTORY, "
         "else <reports-dir>/history.sqlite where it exists; 'off')",
     )
-    plan.add_argument("--reports-dir", default="reports", help="where the default history lives (default: reports)")
+    plan.add_argument(
+        "--reports-dir", default=paths.DEFAULT_REPORTS_DIR, help="where the default history lives (default: reports)"
+    )
     plan.add_argument("--hardware-key", help="whose history to use (default: this machine's)")
     plan.add_argument("-k", dest="keyword", metavar="EXPR", help="select scenarios as pytest -k does")
     plan.add_argument("-m", dest="markexpr", metavar="EXPR", help="select scenarios as pytest -m does")

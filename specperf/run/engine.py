@@ -27,6 +27,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from ..messages import one_line
+from ..paths import PACKAGE_PARENT
 from . import child, tracing, vllm_methods
 from .device import has_nvidia_gpu
 from .protocol import Close, Failed, Generate, Ready, Reply
@@ -260,7 +261,7 @@ def _serve(conn, config: EngineConfig) -> None:
             return
 
 
-SPECPERF_SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPECPERF_SOURCE = str(PACKAGE_PARENT)  # the folder this specperf package sits in
 
 
 def _serve_in(python: str, conn, config: EngineConfig) -> None:

@@ -81,3 +81,14 @@ def test_two_strikes_a_single_slow_night_never_fails(history):
         night(history, n, 100)
     assert night(history, 5, 80, judge_for(history, 5, two_strike=True)).status == SUSPECT
     assert night(history, 6, 100, judge_for(history, 6, two_strike=True)).status == PASS
+
+
+def test_the_rolling_judge_returns_a_judgement_and_leaves_the_result_as_it_was(history):
+    """verdicts.Judge's contract, as tests/test_judge_contract.py checks it for the other judges."""
+    for n in range(5):
+        night(history, n, 100)
+    given = result(5, 80)
+    before = given.model_dump()
+    judgement = judge_for(history, 5)(given)
+    assert judgement.verdict.status == REGRESSION
+    assert given.model_dump() == before and given.verdict is None

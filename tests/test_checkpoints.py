@@ -1,4 +1,4 @@
-"""Unit tests of specperf.profiles.checkpoints: refs, cache layout, atomic builds, and the tiny recipes
+"""Unit tests of specperf.checkpoints: refs, cache layout, atomic builds, and the tiny recipes
 (deterministic bytes, the config keys and tensor shapes vLLM reads). No vLLM here."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from specperf.profiles import checkpoints as ck
-from specperf.profiles.checkpoints import smollm2
-from specperf.profiles.checkpoints.build import ensure
-from specperf.profiles.checkpoints.tiny import TINY_HEAD_DIM, TINY_HEADS, TINY_HIDDEN, TINY_INTERMEDIATE
+from specperf import checkpoints as ck
+from specperf.checkpoints import smollm2
+from specperf.checkpoints.build import ensure
+from specperf.checkpoints.tiny import TINY_HEAD_DIM, TINY_HEADS, TINY_HIDDEN, TINY_INTERMEDIATE
 
 H = TINY_HIDDEN
 ATTN = TINY_HEADS * TINY_HEAD_DIM
@@ -120,8 +120,7 @@ def test_recipe_version_follows_params_and_requirements():
 
 def test_import_is_light():
     code = (
-        "import sys, specperf.profiles.checkpoints; "
-        "print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
+        "import sys, specperf.checkpoints; print(sorted({'torch', 'transformers', 'safetensors'} & set(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -14,6 +14,7 @@ LAYERS = [
     {"specperf.history"},
     {"specperf.judge"},
     {"specperf.analysis"},
+    {"specperf.checkpoints"},
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},

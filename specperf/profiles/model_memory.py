@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.cost import DTYPE_BYTES
+from ..checkpoints import BUILTIN_PREFIX, CheckpointError, checkpoint_path, is_builtin
 from ..methods import method_of
-from .checkpoints import BUILTIN_PREFIX, CheckpointError, checkpoint_path, is_builtin
 
 #: Config keys that count a model's MTP layers.
 MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")

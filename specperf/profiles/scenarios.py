@@ -17,8 +17,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .. import paths
+from ..checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from ..records.scenario import REFERENCE_METHOD, Method, Model, Scenario
-from .checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from .registry import NO_SD_LABEL
 from .schema import CellTable, ProfileFile, ProfileTable, check_slug, problem
 

@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
+from ..checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
 from ..judge.metrics import METRICS
 from ..messages import field_path
 from ..methods import method_of
-from .checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
 from .registry import (
     BATCHING_MODES,
     GPU_CLASSES,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..profiles import checkpoints, workloads
+from .. import checkpoints
+from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import WorkloadFacts

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from ..profiles import checkpoints
+from .. import checkpoints
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
 from .device import has_nvidia_gpu

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import checkpoints
 from ..judge.baselines import refresh_baselines
 from ..judge.gate import GateJudge
 from ..judge.stored import StoredJudge
 from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
-from ..profiles import checkpoints, model_memory, workloads
+from ..profiles import model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
 from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (

@@ -5,7 +5,7 @@ known output equals what drafting at each position would accept (no engine start
 import numpy as np
 import pytest
 
-from specperf.profiles import checkpoints
+from specperf import checkpoints
 from specperf.run.draft_lm import DraftLM
 
 pytestmark = pytest.mark.cpu_tier

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from specperf.profiles import checkpoints
+from specperf import checkpoints
 from specperf.run import engine as engine_module
 from specperf.run import vllm_methods
 from specperf.run.engine import Engine, EngineConfig, EngineError, default_env

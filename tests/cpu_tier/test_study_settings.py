@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from specperf import checkpoints
 from specperf.paths import dataset_dir
-from specperf.profiles import checkpoints
 from specperf.profiles.scenarios import load_profile
 from specperf.profiles.workloads import count_tokens, render_prompt
 from specperf.run.calls import CallPreparer

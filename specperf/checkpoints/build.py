@@ -19,7 +19,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ... import paths
+from .. import paths
 
 #: File written into every built folder: recipe name, version, parameters and file hashes.
 MANIFEST_NAME = "specperf-checkpoint.json"

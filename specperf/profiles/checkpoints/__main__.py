@@ -1,5 +1,0 @@
-"""``python -m specperf.profiles.checkpoints [NAME ...]``: build (or find) builtins, print paths."""
-
-from . import main
-
-raise SystemExit(main())

@@ -333,8 +333,12 @@ def test_a_paired_reference_costs_a_second_engine_and_its_rounds(tmp_path):
     alone = Planner(unpaired).estimate(scenario(unpaired, "small-nosd-bs1-gsm8k"))
     estimate = planner.estimate(sd)
     assert estimate.measure_s == pytest.approx(2 * alone.measure_s)  # same default throughput, both sides
+    assert estimate.warmup_s.value == pytest.approx(2 * alone.warmup_s.value)  # the first call on each engine
     shard = split(planner, [sd], 1)[0]
     assert shard.engine_starts == 2
+    # the sharder prices the same scenario by the same formula (analysis/cost.measuring_parts)
+    unpaired_sd = scenario(unpaired, "small-ngram-k3-bs1-gsm8k")
+    assert sharding.estimated_cost(sd) == pytest.approx(2 * sharding.estimated_cost(unpaired_sd))
 
 
 def test_gpus_schedule_shards_by_their_tp_and_skip_what_does_not_fit(tmp_path):

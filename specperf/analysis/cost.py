@@ -117,9 +117,19 @@ def sequences_per_round(scenario: Scenario) -> int:
     return calls_per_round(scenario) * scenario.batch_size
 
 
+def measuring_parts(scenario: Scenario, call_s: float, reference_call_s: float = 0.0) -> tuple[float, float]:
+    """(warm-up, rounds) seconds of a scenario whose one generate() call takes `call_s`, and its
+    paired reference's (`paired_reference`: a no-SD engine alive beside it) `reference_call_s`: the
+    warm-up runs the first call `warmup` times on each engine, a round runs every call once on each.
+    The one formula the planner (with measured figures) and the sharder (with the default model) use."""
+    per_call = call_s + reference_call_s
+    return scenario.warmup * per_call, scenario.rounds * calls_per_round(scenario) * per_call
+
+
 def measuring_s(scenario: Scenario, machine: Machine, prompt_tokens: float = DEFAULT_PROMPT_TOKENS) -> float:
-    """Seconds of a scenario's warm-up (its first call, `warmup` times) and rounds by the default
-    model, SD at no speedup; the engine's start not included."""
+    """Seconds of a scenario's warm-up and rounds by the default model, SD at no speedup (so a paired
+    reference's call costs what the SD engine's does); the engine's start not included."""
     tokens = scenario.batch_size * scenario.output_len
     call_s = tokens / default_throughput(scenario, machine, scenario.output_len, prompt_tokens, 1.0)
-    return (scenario.warmup + scenario.rounds * calls_per_round(scenario)) * call_s
+    paired = scenario.paired_reference and not scenario.method.is_reference
+    return math.fsum(measuring_parts(scenario, call_s, call_s if paired else 0.0))

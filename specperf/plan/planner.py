@@ -32,10 +32,9 @@ from ..analysis.cost import (
     DEFAULT_PROMPT_TOKENS,
     H100,
     Machine,
-    calls_per_round,
     default_throughput,
     engine_start_default,
-    sequences_per_round,
+    measuring_parts,
     target_size_b,
 )
 from ..history.queries import TimedResult
@@ -68,6 +67,16 @@ class Estimate:
     def seconds(self) -> float:
         return self.warmup_s.value + self.measure_s + self.overhead_s
 
+    @property
+    def call_s(self) -> float:
+        """One generate() call of the scenario."""
+        return _call_s(self.scenario, self.tokens, self.throughput)
+
+
+def _call_s(scenario: Scenario, tokens: Figure, throughput: Figure) -> float:
+    """One generate() call: B sequences of `tokens` each at `throughput` output tokens/s."""
+    return scenario.batch_size * tokens.value / throughput.value
+
 
 def _median(values: Iterable[float | None], positive: bool = False) -> float | None:
     found = [v for v in values if v is not None and math.isfinite(v) and (v > 0 or not positive)]
@@ -97,19 +106,15 @@ class Planner:
         own = self.by_hash.get(scenario.hash, [])
         tokens = self.tokens(scenario, own)
         throughput = self.throughput(scenario, own, tokens.value)
-        round_s = sequences_per_round(scenario) * tokens.value / throughput.value
-        engines = 1
+        reference_call_s = 0.0
         if scenario.paired_reference and not scenario.method.is_reference:
-            reference = self.estimate(_reference_of(scenario))
-            round_s += reference.measure_s / scenario.rounds
-            engines = 2
-        warmup = _median(r.warmup_s for r in own)
-        warmup_s = (
-            Figure(warmup, HISTORY)
-            if warmup is not None
-            else Figure(scenario.warmup * engines * round_s / calls_per_round(scenario), throughput.source)
+            reference_call_s = self.estimate(_reference_of(scenario)).call_s
+        modelled_warmup_s, measure_s = measuring_parts(
+            scenario, _call_s(scenario, tokens, throughput), reference_call_s
         )
-        estimate = Estimate(scenario, tokens, throughput, warmup_s, scenario.rounds * round_s, self.scenario_s.value)
+        warmup = _median(r.warmup_s for r in own)
+        warmup_s = Figure(warmup, HISTORY) if warmup is not None else Figure(modelled_warmup_s, throughput.source)
+        estimate = Estimate(scenario, tokens, throughput, warmup_s, measure_s, self.scenario_s.value)
         self._estimates[id(scenario)] = estimate
         return estimate
 

@@ -492,8 +492,10 @@ def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path)
     assert sd.baseline is None  # no committed baseline took part
 
 
-def test_constructing_a_session_writes_nothing_and_its_first_scenario_writes_the_run_file(tmp_path):
-    run = session(tmp_path)
+@pytest.mark.parametrize("rolling", [False, True], ids=["baselines", "rolling history"])
+def test_constructing_a_session_writes_nothing_and_its_first_scenario_writes_the_run_file(tmp_path, rolling):
+    history = {"history_url": f"sqlite:///{tmp_path / 'history.sqlite'}", "rolling_runs": 3} if rolling else {}
+    run = session(tmp_path, **history)
     assert not any(tmp_path.rglob("*"))
     run.run(make_scenario())
     written = RunFile.model_validate_json((run.run_dir / "run.json").read_text())

@@ -114,8 +114,8 @@ class RunSession:
             self._finished = {}
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
         self.pool = self.pool or EnginePool(start_timeout_s=self.start_timeout_s, log=self.log)
-        self.history = None
-        self.judge = self._judge_from()
+        self.history = None  # the run history, opened by the rolling judge on first use
+        self._judge_made: Judge | None = None
         if self.candidate_python and self.environments is None:
             self.environments = {
                 CURRENT: environments.describe(),
@@ -129,9 +129,15 @@ class RunSession:
         self.results: list[ScenarioResult] = []
         self._run_file_written = False  # run.json is written when the first scenario starts, and at the end
 
-    def _judge_from(self) -> Judge:
+    @property
+    def judge(self) -> Judge:
         """The paired gate's judge; else baselines from baselines/, or with rolling_runs from the
-        history (opened for the whole run)."""
+        history (opened on first use, for the rest of the run: constructing a session opens nothing)."""
+        if self._judge_made is None:
+            self._judge_made = self._judge_from()
+        return self._judge_made
+
+    def _judge_from(self) -> Judge:
         if self.candidate_python:
             return GateJudge()
         if not self.rolling_runs:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specperf.judge import metrics
 from specperf.profiles.scenarios import REFERENCE_METHOD, Method, Model, Scenario, scenario
-from specperf.records import ScenarioResult
+from specperf.records import Counters, ScenarioResult
 from specperf.storage import write_result
 
 HARDWARE_KEY = "cpu-test-xeon-2c"
@@ -96,11 +96,12 @@ def make_record(
     record["rounds"] = [
         {"wall_s": 100 / t, "output_tokens": 100, "throughput": t, "counters": c} for t, c in zip(throughput, counters)
     ]
-    record["counters"] = metrics.sum_counters(counters)
+    total = metrics.sum_counters([Counters(**c) for c in counters])
+    record["counters"] = total.to_json()
     values = {"throughput_tok_s": {"value": statistics.median(throughput), "samples": throughput}}
     if not scenario.method.is_reference:
-        per_round = [metrics.acceptance(c) for c in counters]
-        overall = metrics.acceptance(record["counters"])
+        per_round = [metrics.acceptance(Counters(**c)) for c in counters]
+        overall = metrics.acceptance(total)
         for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
             values[name] = {"value": overall[name], "samples": [a[name] for a in per_round]}
         if reference_throughput:

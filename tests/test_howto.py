@@ -168,7 +168,8 @@ def test_adding_a_metric(copy):
                             method=REFERENCE_METHOD, batch_size=1, dataset="gsm8k", num_requests=1,
                             output_len=8, rounds=4, warmup=0, seed=42, batching="replicate",
                             engine_args={}, tolerances={})
-        counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+        from specperf.records import Counters
+        counters = Counters()
         rounds = [RoundResult(engine="e", wall_s=1.0, output_tokens=n, counters=counters, token_ids=[[1] * n],
                               texts=["x"]) for n in (8, 8, 8, 8)]
         summary = summarise(scenario, rounds, [], None)

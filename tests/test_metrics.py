@@ -16,10 +16,17 @@ from specperf.judge.metrics import (
     sum_counters,
     summarise,
 )
+from specperf.records import Counters
 
 
 def snapshot(drafts, draft_tokens, accepted, per_pos):
+    """vLLM's cumulative counters as run.engine.read_spec_counters reads them."""
     return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
+
+
+def counted(drafts, draft_tokens, accepted, per_pos):
+    """The counters' change over some calls, as a round holds it."""
+    return Counters(**snapshot(drafts, draft_tokens, accepted, per_pos))
 
 
 def test_metric_specs_are_consistent():
@@ -44,53 +51,53 @@ def test_metric_specs_are_consistent():
 def test_counter_delta():
     before = snapshot(10, 30, 12, [6, 4, 2])
     after = snapshot(25, 75, 40, [14, 10, 6])
-    assert counter_delta(before, after) == snapshot(15, 45, 28, [8, 6, 4])
+    assert counter_delta(before, after) == counted(15, 45, 28, [8, 6, 4])
 
 
 def test_counter_delta_with_positions_appearing_later():
     # the per-position vector is absent (or shorter) before the first draft
     before = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
     after = snapshot(4, 12, 5, [3, 2, 0])
-    assert counter_delta(before, after) == snapshot(4, 12, 5, [3, 2, 0])
-    assert counter_delta(snapshot(1, 3, 1, [1]), after)["accepted_per_pos"] == [2, 2, 0]
+    assert counter_delta(before, after) == counted(4, 12, 5, [3, 2, 0])
+    assert counter_delta(snapshot(1, 3, 1, [1]), after).accepted_per_pos == [2, 2, 0]
 
 
 def test_counter_delta_of_equal_snapshots_is_zero():
     same = snapshot(7, 21, 9, [5, 3, 1])
-    assert counter_delta(same, dict(same)) == snapshot(0, 0, 0, [0, 0, 0])
+    assert counter_delta(same, dict(same)) == counted(0, 0, 0, [0, 0, 0])
 
 
 def test_sum_counters():
-    total = sum_counters([snapshot(10, 30, 12, [6, 4, 2]), snapshot(5, 15, 3, [2, 1]), snapshot(1, 3, 0, [])])
-    assert total == snapshot(16, 48, 15, [8, 5, 2])
+    total = sum_counters([counted(10, 30, 12, [6, 4, 2]), counted(5, 15, 3, [2, 1]), counted(1, 3, 0, [])])
+    assert total == counted(16, 48, 15, [8, 5, 2])
 
 
 def test_sum_counters_of_nothing():
-    assert sum_counters([]) == snapshot(0, 0, 0, [])
+    assert sum_counters([]) == counted(0, 0, 0, [])
 
 
 def test_sum_counters_does_not_alias_its_input():
-    first = snapshot(1, 3, 1, [1, 0, 0])
-    sum_counters([first, snapshot(1, 3, 2, [1, 1, 0])])
-    assert first["accepted_per_pos"] == [1, 0, 0]
+    first = counted(1, 3, 1, [1, 0, 0])
+    sum_counters([first, counted(1, 3, 2, [1, 1, 0])])
+    assert first.accepted_per_pos == [1, 0, 0]
 
 
 def test_acceptance():
-    result = acceptance(snapshot(100, 300, 150, [70, 50, 30]))
+    result = acceptance(counted(100, 300, 150, [70, 50, 30]))
     assert result["mean_acceptance_length"] == pytest.approx(2.5)  # 1 + 150 / 100
     assert result["draft_acceptance_rate"] == pytest.approx(0.5)  # 150 / 300
     assert result["per_position_acceptance"] == pytest.approx([0.7, 0.5, 0.3])
 
 
 def test_acceptance_with_k1():
-    result = acceptance(snapshot(8, 8, 2, [2]))
+    result = acceptance(counted(8, 8, 2, [2]))
     assert result["mean_acceptance_length"] == pytest.approx(1.25)
     assert result["draft_acceptance_rate"] == pytest.approx(0.25)
     assert result["per_position_acceptance"] == pytest.approx([0.25])
 
 
 def test_acceptance_all_rejected():
-    result = acceptance(snapshot(10, 30, 0, [0, 0, 0]))
+    result = acceptance(counted(10, 30, 0, [0, 0, 0]))
     assert result["mean_acceptance_length"] == 1.0
     assert result["draft_acceptance_rate"] == 0.0
     assert result["per_position_acceptance"] == [0.0, 0.0, 0.0]
@@ -98,7 +105,7 @@ def test_acceptance_all_rejected():
 
 def test_acceptance_without_drafts_is_none():
     # n-gram can find no match at all: no drafts, nothing to divide by
-    assert acceptance(snapshot(0, 0, 0, [])) == {
+    assert acceptance(counted(0, 0, 0, [])) == {
         "mean_acceptance_length": None,
         "draft_acceptance_rate": None,
         "per_position_acceptance": None,

@@ -337,7 +337,7 @@ def test_measure_interleaves_two_engines_by_the_schedule():
     rounds = measure(engines, calls, 8, schedule=balanced_schedule(["a", "b"], 2))
     assert order[2:] == ["a", "a", "b", "b", "b", "b", "a", "a"]  # two calls per round
     assert [len(rounds[x]) for x in "ab"] == [2, 2]
-    assert rounds["a"][0].counters["drafts"] == 4  # 2 calls x 2 drafts
+    assert rounds["a"][0].counters.drafts == 4  # 2 calls x 2 drafts
 
 
 # ------------------------------------------------------------------ run files

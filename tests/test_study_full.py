@@ -136,14 +136,16 @@ def test_the_vllm_each_cell_was_measured_with(study):
 
 
 def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls():
+    from specperf.records import CallTiming
+
     calls = [
-        {"wall_s": 1.0, "output_tokens": 100, "eos": True},
-        {"wall_s": 4.0, "output_tokens": 100, "eos": True},
-        {"wall_s": 1.0, "output_tokens": 999, "eos": False},
+        CallTiming(wall_s=1.0, output_tokens=100, eos=True),
+        CallTiming(wall_s=4.0, output_tokens=100, eos=True),
+        CallTiming(wall_s=1.0, output_tokens=999, eos=False),
     ]  # hit max_tokens: left out
     assert metrics.study_throughput(calls) == pytest.approx((100 + 25) / 2)  # not 200 / 5 = 40
-    many = [{"wall_s": 1.0, "output_tokens": 10, "eos": True}] * 500 + [
-        {"wall_s": 1.0, "output_tokens": 1000, "eos": True}
+    many = [CallTiming(wall_s=1.0, output_tokens=10, eos=True)] * 500 + [
+        CallTiming(wall_s=1.0, output_tokens=1000, eos=True)
     ]
     assert metrics.study_throughput(many) == 10  # at most the first 500 EOS-finished calls
     assert metrics.study_throughput(calls[2:]) is None
@@ -158,6 +160,7 @@ def test_study_extra_holds_the_cells_the_study_did_not_run(study):
 
 
 def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
+    from specperf.records import CallTiming, Counters
     from specperf.run.loop import RoundResult, call_timing
     from specperf.run.protocol import Reply
     from specperf.run.summary import study_throughput
@@ -165,16 +168,16 @@ def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     def reply(wall_s, tokens, reasons):
         return Reply(wall_s, tokens, [], [], {}, {}, finish_reasons=reasons)
 
-    assert call_timing(reply(2.0, 50, ["stop", "length"])) == {"wall_s": 2.0, "output_tokens": 50, "eos": True}
-    assert call_timing(reply(2.0, 50, ["length", "stop"]))["eos"] is False  # the first copy decides
-    assert call_timing(reply(1.0, 5, []))["eos"] is None  # an engine that did not say
+    assert call_timing(reply(2.0, 50, ["stop", "length"])) == CallTiming(wall_s=2.0, output_tokens=50, eos=True)
+    assert call_timing(reply(2.0, 50, ["length", "stop"])).eos is False  # the first copy decides
+    assert call_timing(reply(1.0, 5, [])).eos is None  # an engine that did not say
 
     def round_of(calls):
         return RoundResult(
             engine="a",
-            wall_s=sum(c["wall_s"] for c in calls),
-            output_tokens=sum(c["output_tokens"] for c in calls),
-            counters={},
+            wall_s=sum(c.wall_s for c in calls),
+            output_tokens=sum(c.output_tokens for c in calls),
+            counters=Counters(),
             token_ids=[],
             texts=[],
             calls=calls,
@@ -187,4 +190,4 @@ def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     study = study_throughput(rounds)
     assert study.samples == [100.0, 200.0] and study.value == 150.0
     assert (study.eos_calls, study.calls) == (1, 2)
-    assert study_throughput([round_of([{"wall_s": 1.0, "output_tokens": 5, "eos": None}])]) is None
+    assert study_throughput([round_of([CallTiming(wall_s=1.0, output_tokens=5, eos=None)])]) is None

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import Metric
+from ..records import CallTiming, Counters, Metric, Number
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -123,50 +123,52 @@ def spec_for(metric: str) -> MetricSpec:
     return METRICS[metric]
 
 
-def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> Counters:
     """Difference of two spec-decode counter snapshots (see engine.read_spec_counters)."""
     before_pos = before.get("accepted_per_pos", [])
     after_pos = after.get("accepted_per_pos", [])
-    return {
-        "drafts": after["drafts"] - before["drafts"],
-        "draft_tokens": after["draft_tokens"] - before["draft_tokens"],
-        "accepted": after["accepted"] - before["accepted"],
-        "accepted_per_pos": [a - (before_pos[i] if i < len(before_pos) else 0) for i, a in enumerate(after_pos)],
-    }
+    return Counters(
+        drafts=after["drafts"] - before["drafts"],
+        draft_tokens=after["draft_tokens"] - before["draft_tokens"],
+        accepted=after["accepted"] - before["accepted"],
+        accepted_per_pos=[a - (before_pos[i] if i < len(before_pos) else 0) for i, a in enumerate(after_pos)],
+    )
 
 
-def sum_counters(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    per_pos: list[int] = []
-    total: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": per_pos}
+def sum_counters(deltas: list[Counters]) -> Counters:
+    per_pos: list[Number] = []
     for delta in deltas:
-        for key in ("drafts", "draft_tokens", "accepted"):
-            total[key] += delta[key]
-        for i, value in enumerate(delta["accepted_per_pos"]):
+        for i, value in enumerate(delta.accepted_per_pos):
             if i < len(per_pos):
                 per_pos[i] += value
             else:
                 per_pos.append(value)
-    return total
+    return Counters(
+        drafts=sum(d.drafts for d in deltas),
+        draft_tokens=sum(d.draft_tokens for d in deltas),
+        accepted=sum(d.accepted for d in deltas),
+        accepted_per_pos=per_pos,
+    )
 
 
-def acceptance(counters: dict[str, Any]) -> dict[str, Any]:
+def acceptance(counters: Counters) -> dict[str, Any]:
     """Acceptance metrics from summed counters; None where no draft was proposed (n-gram can find none)."""
-    drafts, draft_tokens = counters["drafts"], counters["draft_tokens"]
+    drafts, draft_tokens = counters.drafts, counters.draft_tokens
     return {
-        "mean_acceptance_length": 1 + counters["accepted"] / drafts if drafts else None,
-        "draft_acceptance_rate": counters["accepted"] / draft_tokens if draft_tokens else None,
-        "per_position_acceptance": [a / drafts for a in counters["accepted_per_pos"]] if drafts else None,
+        "mean_acceptance_length": 1 + counters.accepted / drafts if drafts else None,
+        "draft_acceptance_rate": counters.accepted / draft_tokens if draft_tokens else None,
+        "per_position_acceptance": [a / drafts for a in counters.accepted_per_pos] if drafts else None,
     }
 
 
 STUDY_MAX_CALLS = 500  # vis_speedup.load_method_data(max_reqs=500) in the study's scripts
 
 
-def study_throughput(calls: list[dict[str, Any]]) -> float | None:
+def study_throughput(calls: list[CallTiming]) -> float | None:
     """The study's throughput of one round (scripts/vis_speedup.py compute_throughput): the mean, over
     the first STUDY_MAX_CALLS calls whose first request ended on EOS, of output tokens / call time, a
     mean of per-call rates, not total tokens over total time.  None when no call ended on EOS."""
-    rates = [c["output_tokens"] / c["wall_s"] for c in calls if c.get("eos") and c["wall_s"] > 0]
+    rates = [c.output_tokens / c.wall_s for c in calls if c.eos and c.wall_s > 0]
     rates = rates[:STUDY_MAX_CALLS]
     return statistics.fmean(rates) if rates else None
 

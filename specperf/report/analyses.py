@@ -82,13 +82,13 @@ class Pooled:
 
 
 def pooled_acceptance(results: list[ScenarioResult]) -> Pooled:
-    total = sum_counters([r.counters.model_dump() for r in results if r.counters is not None])
+    total = sum_counters([r.counters for r in results if r.counters is not None])
     pooled = acceptance(total)
     return Pooled(
         pooled["mean_acceptance_length"],
         pooled["draft_acceptance_rate"],
         pooled["per_position_acceptance"] or [],
-        total["drafts"],
+        total.drafts,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..judge import metrics
+from ..records import CallTiming, Counters, Memory
 from . import tracing
 from .engine import EngineError
 from .protocol import Reply
@@ -31,12 +32,12 @@ class RoundResult:
     engine: Label
     wall_s: float
     output_tokens: int
-    counters: dict
+    counters: Counters  # the SD counters' change over the round's calls
     token_ids: list[list[int]]
     texts: list[str]
-    memory: dict = field(default_factory=dict)
+    memory: Memory = field(default_factory=Memory)  # peak memory after the round
     trace: dict | None = None  # run.tracing's raw trace, from a traced engine
-    calls: list[dict] = field(default_factory=list)  # per call: wall_s, output_tokens, eos
+    calls: list[CallTiming] = field(default_factory=list)
     cpu_s: float | None = None  # CPU time of the engine's process tree over the round's calls
     instance: int = 0  # the engine pair (cluster) of a paired round
 
@@ -46,15 +47,15 @@ class RoundResult:
         return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def call_timing(reply: Reply) -> dict:
+def call_timing(reply: Reply) -> CallTiming:
     """One call's time and tokens, and whether its first request ended on EOS ("stop"): what the
     study's throughput averages (judge/metrics.study_throughput).  None where the engine did not say."""
     reasons = reply.finish_reasons
-    return {
-        "wall_s": reply.wall_s,
-        "output_tokens": reply.output_tokens,
-        "eos": reasons[0] == "stop" if reasons else None,
-    }
+    return CallTiming(
+        wall_s=reply.wall_s,
+        output_tokens=reply.output_tokens,
+        eos=reasons[0] == "stop" if reasons else None,
+    )
 
 
 def balanced_schedule(labels: Sequence[Label], rounds: int) -> list[Label]:
@@ -130,7 +131,7 @@ def measure(
                 ),
                 token_ids=[ids for r in replies for ids in r.token_ids],
                 texts=[t for r in replies for t in r.texts],
-                memory=replies[-1].memory,
+                memory=Memory(**replies[-1].memory),
                 trace=tracing.merge_calls([r.trace for r in replies]),
                 calls=[call_timing(r) for r in replies],
                 cpu_s=sum(r.cpu_s for r in replies if r.cpu_s is not None)

@@ -13,7 +13,6 @@ from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import (
-    CallTiming,
     Counters,
     Lossless,
     Memory,
@@ -119,16 +118,16 @@ def summarise(
                 wall_s=r.wall_s,
                 output_tokens=r.output_tokens,
                 throughput=t,
-                counters=Counters(**r.counters),
-                calls=[CallTiming(**c) for c in r.calls],
+                counters=r.counters,
+                calls=r.calls,
                 cpu_s=r.cpu_s,
                 engine_instance=r.instance,
             )
             for r, t in zip(rounds, throughputs)
         ],
         study_throughput=study_throughput(rounds),
-        counters=Counters(**counters),
-        memory=Memory(**rounds[-1].memory),
+        counters=counters,
+        memory=rounds[-1].memory,
         output_hashes=output_hashes,
         outputs=shown_outputs(requests, first.texts),
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
@@ -146,14 +145,14 @@ def summarise(
 
 def study_throughput(rounds: list[RoundResult]) -> StudyThroughput | None:
     """The study's throughput definition beside the suite's; None where no call says how it ended."""
-    if not any(c.get("eos") is not None for r in rounds for c in r.calls):
+    if not any(c.eos is not None for r in rounds for c in r.calls):
         return None
     samples = [metrics.study_throughput(r.calls) for r in rounds]
     last = rounds[-1].calls
     return StudyThroughput(
         value=_median([s for s in samples if s is not None]),
         samples=samples,
-        eos_calls=sum(1 for c in last if c.get("eos")),
+        eos_calls=sum(1 for c in last if c.eos),
         calls=len(last),
     )
 

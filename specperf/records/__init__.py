@@ -15,6 +15,7 @@ from .base import NO_SD, SCHEMA_VERSION, Number, Provenance, Record
 from .files import (
     Baseline,
     BaselineRef,
+    Figures,
     Gate,
     MetricVerdict,
     NoiseEntry,
@@ -49,6 +50,7 @@ from .scenario import Method, Model, Scenario
 __all__ = [
     "Baseline",
     "BaselineRef",
+    "Figures",
     "CallTiming",
     "Counters",
     "Device",

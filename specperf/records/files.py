@@ -216,8 +216,24 @@ class Gate(Record):
 # ------------------------------------------------------------------ the files
 
 
-class ScenarioResult(Record):
-    """reports/<run-id>/results/<scenario-id>.json: one scenario of one run."""
+class Figures(Record):
+    """What a scenario's rounds come to (run/summary.summarise), stored in its result under these
+    names as they are: a new figure of the result is one field here."""
+
+    rounds: list[Round] = Field(default_factory=list)
+    counters: Counters | None = None
+    memory: Memory | None = None
+    output_hashes: list[str] | None = None
+    outputs: list[ShownOutput] = Field(default_factory=list)
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    _metrics_shape = field_validator("metrics")(checked_metrics)
+    study_throughput: StudyThroughput | None = None
+    lossless: Lossless | None = None
+    trace: Trace | None = None
+
+
+class ResultHead(Record):
+    """What a result says before its figures: which scenario, how it ended, where and when."""
 
     schema_version: int = SCHEMA_VERSION
     scenario: Scenario
@@ -231,22 +247,18 @@ class ScenarioResult(Record):
     effective_config: dict[str, Any] | None = None
     workload: WorkloadFacts | None = None
     timings: Timings | None = None
-    rounds: list[Round] = Field(default_factory=list)
-    counters: Counters | None = None
-    memory: Memory | None = None
+
+
+class ScenarioResult(Figures, ResultHead):
+    """reports/<run-id>/results/<scenario-id>.json: one scenario of one run (its head first in the
+    file, then its figures, then how it was judged)."""
+
     gpu_telemetry: dict[str, Any] | None = None
     _telemetry_shape = field_validator("gpu_telemetry")(shaped_as(GpuTelemetry))
-    output_hashes: list[str] | None = None
-    outputs: list[ShownOutput] = Field(default_factory=list)
-    metrics: dict[str, Metric] = Field(default_factory=dict)
-    study_throughput: StudyThroughput | None = None
-    lossless: Lossless | None = None
-    _metrics_shape = field_validator("metrics")(checked_metrics)
     validity: Validity | None = None
     verdict: Verdict | None = None
     baseline: BaselineRef | None = None
     gate: Gate | None = None
-    trace: Trace | None = None
 
     @property
     def id(self) -> str:

@@ -8,7 +8,6 @@ of pytest.  Scenarios should arrive grouped by engine key (the plugin sorts them
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
-from ..records import Device, PairedSamples, RunFile, RunStats, ScenarioResult, Timings, Verdict
+from ..records import Device, Figures, PairedSamples, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (
     ERROR,
     ERROR_ENGINE,
@@ -52,10 +51,8 @@ from .loop import run_rounds
 from .measurement import measure_rounds
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .resume import finished_results
-from .summary import Reference, Summary, summarise, validity
+from .summary import Reference, summarise, validity
 from .telemetry import telemetry_problems
-
-SUMMARY_FIELDS = [f.name for f in dataclasses.fields(Summary) if f.name in ScenarioResult.model_fields]
 
 
 def benchmark_runner(benchmark) -> Callable[[Callable[[], None], int], None]:
@@ -283,7 +280,7 @@ class RunSession:
         main, facts = sides[judged], measured.engines[Role(judged)]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
         result.effective_config = facts.effective_config
-        for name in SUMMARY_FIELDS:  # what the summary figured, under the result's own names
+        for name in Figures.model_fields:  # what the summary figured, under the result's own names
             setattr(result, name, getattr(main.summary, name))
         # Beside the measured peak, what the checkpoints' configs call for (headers only, cheap).
         result.memory = result.memory.model_copy(

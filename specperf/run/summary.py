@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from ..analysis import ngram
 from ..judge import metrics
 from ..judge.verdicts import MIN_ROUNDS
@@ -13,14 +15,12 @@ from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import (
-    Counters,
+    Figures,
     Lossless,
-    Memory,
     Metric,
     Round,
     ShownOutput,
     StudyThroughput,
-    Trace,
     Validity,
 )
 from .loop import RoundResult
@@ -40,21 +40,12 @@ class Reference:
     paired: list[float] | None = None  # the reference's throughput in each paired round
 
 
-@dataclass
-class Summary:
-    """What a side's rounds come to; a field named like one of ScenarioResult's is stored there as it
-    is (run/session.py), so a new figure of the result is one field here and one there."""
+class Summary(Figures):
+    """What a side's rounds come to: the result's figures (records.Figures, stored as they are by
+    run/session.py), and the workload's overlap with the references, which the result keeps with
+    its workload facts."""
 
-    rounds: list[Round]
-    counters: Counters
-    memory: Memory
-    output_hashes: list[str]
-    outputs: list[ShownOutput]
-    overlap_bleu4: list[float]
-    metrics: dict[str, Metric]
-    lossless: Lossless | None
-    trace: Trace | None = None
-    study_throughput: StudyThroughput | None = None
+    overlap_bleu4: list[float] = Field(default_factory=list)
 
 
 def _median(values: list[float]) -> float | None:

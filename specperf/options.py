@@ -24,7 +24,7 @@ class Options:
     update_baselines: bool  # --update-baselines
     scenario_timeout_s: float  # --scenario-timeout
     resume: Path | None  # --resume RUN_DIR
-    shard: str | None  # --shard I/N, as given (suite_run.check_options parses it)
+    shard: str | None  # --shard I/N, as given (suite/checks.check_options parses it)
     candidate: str | None  # --candidate PYTHON: an upgrade gate
     gate_blocks: int | None  # --gate-blocks N
     history: str | None  # --history URL, as given (history.database.history_url resolves it)

@@ -19,26 +19,19 @@ from .profiles.registry import markers
 from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .run_end import run_finished, write_report
-from .suite_run import (
-    PLANNED_KEY,
-    PROFILE_CHANGES_KEY,
-    SCENARIO_PROPERTY,
+from .suite.checks import check_options, gate_environments
+from .suite.profile import PROFILE_CHANGES_KEY, chosen_profile
+from .suite.run import (
     ScenarioOutcomes,
-    check_options,
-    chosen_profile,
-    gate_environments,
     is_suite_run,
     machine,
-    marks,
-    model_marker,
     nothing_measured,
-    order_scenarios,
     own_gpus,
     run_history_url,
-    scenario_of,
     terminate_as_interrupt,
     worker_input,
 )
+from .suite.selection import PLANNED_KEY, SCENARIO_PROPERTY, marks, model_marker, order_scenarios, scenario_of
 
 SESSION_KEY = pytest.StashKey["RunSession"]()
 DEVICE_KEY = pytest.StashKey[dict]()

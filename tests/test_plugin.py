@@ -118,12 +118,12 @@ def test_unknown_profile_names_the_available_ones(pytester):
 
 
 def test_default_profile_without_gpu_is_cpu_smoke(pytester, monkeypatch):
-    from specperf import suite_run
+    from specperf.suite import profile as suite_profile
 
-    monkeypatch.setattr(suite_run, "has_nvidia_gpu", lambda: False)
-    assert suite_run.default_profile() == "cpu-smoke"
-    monkeypatch.setattr(suite_run, "has_nvidia_gpu", lambda: True)
-    assert suite_run.default_profile() == "h100-nightly"
+    monkeypatch.setattr(suite_profile, "has_nvidia_gpu", lambda: False)
+    assert suite_profile.default_profile() == "cpu-smoke"
+    monkeypatch.setattr(suite_profile, "has_nvidia_gpu", lambda: True)
+    assert suite_profile.default_profile() == "h100-nightly"
 
 
 def usage_error(pytester, *args) -> str:
@@ -235,7 +235,7 @@ def test_a_result_is_never_written_through_a_symbolic_link(tmp_path):
 
 def test_profile_changes_since_a_resumed_run_are_named(profile):
     from specperf.profiles.scenarios import load_profile
-    from specperf.suite_run import profile_changes
+    from specperf.suite.profile import profile_changes
 
     loaded = load_profile(str(profile))
     recorded = {s.id: s.hash for s in loaded.scenarios}

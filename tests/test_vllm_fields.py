@@ -8,7 +8,7 @@ import pytest
 
 from specperf.profiles.scenarios import load_profile
 from specperf.run import vllm_fields
-from specperf.suite_run import check_vllm_names
+from specperf.suite.profile import check_vllm_names
 
 ARG_UTILS = """
     from dataclasses import dataclass

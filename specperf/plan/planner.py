@@ -333,7 +333,7 @@ def schedule(shards: list[ShardPlan], gpus: int) -> None:
 
 def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
     """The selection split by TP size, each part with the `-m` expression of its models."""
-    from ..suite_run import model_marker
+    from ..suite.selection import model_marker
 
     groups: dict[int, list[Scenario]] = {}
     for s in scenarios:

@@ -14,7 +14,7 @@ def select(profile: Profile, keyword: str | None = None, marks: str | None = Non
     from _pytest.mark.expression import Expression
 
     from ..profiles.registry import method_marker
-    from ..suite_run import model_marker
+    from ..suite.selection import model_marker
 
     def names(s: Scenario) -> set[str]:
         return {method_marker(s.method.name), s.dataset, model_marker(s.model.name)}

@@ -4,7 +4,7 @@ import pytest
 
 from specperf.profiles.scenarios import available_profiles, load_profile
 from specperf.run import vllm_fields
-from specperf.suite_run import check_vllm_names
+from specperf.suite.profile import check_vllm_names
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -1,0 +1,86 @@
+"""Option values and combinations that cannot work, each a one-line usage error before anything runs;
+and a gate's two builds, described once."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..options import options
+from .profile import chosen_profile
+from .run import run_history_url
+
+MAX_SCENARIO_TIMEOUT_S = 7 * 24 * 3600.0
+
+ENVIRONMENTS_KEY = pytest.StashKey[dict]()
+
+
+def check_options(config) -> None:
+    """Option values and combinations that cannot work: a one-line usage error before anything runs."""
+    from ..judge.verdicts import MIN_ROUNDS
+
+    opts = options(config)
+    rounds = opts.rounds
+    if rounds is not None and rounds < 1:
+        raise pytest.UsageError(f"--rounds must be at least 1, got {rounds}")
+    if rounds is not None and rounds < MIN_ROUNDS and opts.update_baselines:
+        raise pytest.UsageError(
+            f"--update-baselines needs at least {MIN_ROUNDS} rounds per scenario "
+            f"(the significance test needs them), got --rounds {rounds}"
+        )
+    timeout = opts.scenario_timeout_s
+    if not 0 < timeout <= MAX_SCENARIO_TIMEOUT_S:  # NaN fails this too
+        raise pytest.UsageError(
+            f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} (a week), got {timeout}"
+        )
+    if opts.resume is not None:
+        chosen_profile(config)  # the run file must be readable and of the same profile
+    if opts.shard is not None:
+        from ..run.sharding import parse_shard
+
+        try:
+            parse_shard(opts.shard)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+    rolling = opts.rolling_baseline
+    if rolling is not None:
+        if rolling < 1:
+            raise pytest.UsageError(f"--rolling-baseline must be at least 1, got {rolling}")
+        url = run_history_url(config)
+        if url is None:
+            raise pytest.UsageError("--rolling-baseline reads the run history, which --history off turns off")
+        from ..history import History, HistoryError
+
+        try:
+            History(url).close()  # reachable, and of a schema this suite reads
+        except HistoryError as err:
+            raise pytest.UsageError(f"--rolling-baseline: {err}") from None
+    elif opts.two_strike:
+        raise pytest.UsageError(
+            "--two-strike goes with --rolling-baseline N (it looks at the run before in the history)"
+        )
+    blocks = opts.gate_blocks
+    if blocks is not None and blocks < 1:
+        raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
+    if opts.candidate:
+        if opts.update_baselines:
+            raise pytest.UsageError(
+                "--update-baselines cannot go with --candidate: a gate judges the candidate "
+                "against the current build, and records no baseline"
+            )
+        gate_environments(config)
+
+
+def gate_environments(config) -> dict | None:
+    """The two builds of a gate (--candidate), described once; None without one."""
+    if options(config).candidate is None:
+        return None
+    if ENVIRONMENTS_KEY not in config.stash:
+        from ..run import environments
+        from ..run.gate import CANDIDATE, CURRENT
+
+        try:
+            candidate = environments.describe(options(config).candidate)
+            config.stash[ENVIRONMENTS_KEY] = {CURRENT: environments.describe(), CANDIDATE: candidate}
+        except environments.EnvironmentProblem as err:
+            raise pytest.UsageError(f"--candidate: {err}") from None
+    return config.stash[ENVIRONMENTS_KEY]

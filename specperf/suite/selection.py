@@ -1,0 +1,71 @@
+"""The suite's scenarios as pytest items: their marks, which of them run (the references they need,
+this shard's share) and in what order."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..options import options
+from ..profiles.registry import method_marker
+from ..profiles.scenarios import Profile, Scenario
+
+PLANNED_KEY = pytest.StashKey[tuple[Scenario, ...]]()
+
+SCENARIO_PROPERTY = "specperf_scenario"
+
+
+def model_marker(model_name: str) -> str:
+    return "model_" + "".join(c if c.isalnum() else "_" for c in model_name)
+
+
+def marks(scenario: Scenario, profile: Profile) -> list:
+    marks = [
+        getattr(pytest.mark, method_marker(scenario.method.name)),
+        getattr(pytest.mark, scenario.dataset),
+        getattr(pytest.mark, model_marker(scenario.model.name)),
+        pytest.mark.xdist_group(scenario.model.name),
+    ]  # references and engines stay on one worker
+    if profile.tier == "gpu":
+        marks.append(pytest.mark.requires_gpu(min_class=profile.requires_gpu, count=scenario.model.tp))
+    return marks
+
+
+def scenario_of(item) -> Scenario | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("specperf_scenario") if callspec else None
+
+
+def order_scenarios(config, everything: list, selected: list) -> list:
+    """The items to run: the selected ones, the references their SD scenarios need, this shard's
+    share only, references first and each engine key as one block (others keep their place first)."""
+    chosen = {id(item) for item in selected}
+    by_id = {s.id: item for item in everything if (s := scenario_of(item)) is not None}
+    needed = {s.reference_id for item in selected if (s := scenario_of(item)) is not None}
+    missing = [by_id[ref] for ref in needed if ref in by_id and id(by_id[ref]) not in chosen]
+    perf = [item for item in selected if scenario_of(item) is not None] + missing
+    others = [item for item in selected if scenario_of(item) is None]
+    position = {id(item): i for i, item in enumerate(everything)}
+    first_seen: dict[str, int] = {}
+    for item in sorted(perf, key=lambda it: position[id(it)]):
+        first_seen.setdefault(scenario_of(item).engine_key, position[id(item)])
+
+    def order(item):
+        s = scenario_of(item)
+        return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
+
+    perf = sorted(this_shard(config, perf), key=order)
+    config.stash[PLANNED_KEY] = tuple(scenario_of(item) for item in perf)
+    return others + perf
+
+
+def this_shard(config, perf: list) -> list:
+    """With --shard I/N, only this machine's share of the selected scenarios; the rest is deselected."""
+    if options(config).shard is None:
+        return perf
+    from ..run.sharding import parse_shard, shard
+
+    index, count = parse_shard(options(config).shard)
+    mine = {s.id for s in shard([scenario_of(item) for item in perf], index, count)}
+    kept = [item for item in perf if scenario_of(item).id in mine]
+    config.hook.pytest_deselected(items=[item for item in perf if scenario_of(item).id not in mine])
+    return kept

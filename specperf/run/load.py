@@ -1,0 +1,198 @@
+"""The serving mode's load generator: streamed completions against an OpenAI-compatible server.
+
+A round sends every prompt once, greedy, as token ids, at most `concurrency` in flight, arriving
+all at once or (with `request_rate`) as a seeded Poisson process, each streamed back as
+server-sent events.  Per request it keeps what `vllm bench serve` keeps: time to first token
+(the first event with text), every inter-token latency (the gaps between later events with text;
+an event may carry several tokens when drafts are accepted), end-to-end latency and the output
+tokens the server counted; TPOT is (latency - TTFT) / (tokens - 1).  The round's own CPU time is
+measured too: on a small machine the client can be the bottleneck, and the round says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+CLIENT_BOUND = 0.8  # the client used this share of one core or more: its figures are the client's
+PERCENTILES = (50, 90, 99)
+LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+
+
+@dataclass
+class RequestTiming:
+    """One streamed request; times in seconds, `sent_s` from the round's start."""
+
+    sent_s: float = 0.0
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    text: str = ""
+    error: str | None = None  # a request that failed or timed out, one line
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.error or self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+@dataclass
+class LoadRound:
+    """One round of requests and what it comes to."""
+
+    requests: list[RequestTiming]
+    wall_s: float
+    client_cpu_s: float
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.output_tokens for r in self.requests if r.error is None)
+
+    @property
+    def throughput(self) -> float:
+        """Output tokens per second over the round."""
+        return self.output_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(r.error is not None for r in self.requests)
+
+    @property
+    def client_bound(self) -> bool:
+        """The client, not the server, may have set the pace (it kept a core busy)."""
+        return self.wall_s > 0 and self.client_cpu_s / self.wall_s >= CLIENT_BOUND
+
+    def latencies(self, name: str) -> list[float]:
+        """Every value of one latency over the round's successful requests (every gap, for ITL)."""
+        done = [r for r in self.requests if r.error is None]
+        if name == "itl_s":
+            return [gap for r in done for gap in r.itl_s]
+        return [value for r in done if (value := getattr(r, name)) is not None]
+
+    def percentiles(self) -> dict[str, float | None]:
+        """p50, p90 and p99 of each latency (`ttft_s_p50`, ...); None where the round has none."""
+        import numpy as np
+
+        found: dict[str, float | None] = {}
+        for name in LATENCIES:
+            values = self.latencies(name)
+            for p in PERCENTILES:
+                found[f"{name}_p{p}"] = float(np.percentile(values, p)) if values else None
+        return found
+
+
+DONE = "[DONE]"
+
+
+def parse_event(line: str) -> dict | str | None:
+    """One server-sent event line: its JSON, DONE for the closing event, None for other lines."""
+    if not line.startswith("data:"):
+        return None
+    data = line[len("data:") :].strip()
+    if data == DONE:
+        return DONE
+    return json.loads(data) if data else None
+
+
+async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, timeout_s: float) -> RequestTiming:
+    timing = RequestTiming(sent_s=time.perf_counter() - started)
+    t0 = time.perf_counter()
+    last = t0
+    try:
+        async with client.stream("POST", f"{url}/v1/completions", json=body, timeout=timeout_s) as reply:
+            if reply.status_code != 200:
+                detail = (await reply.aread()).decode("utf-8", "replace")[:200]
+                timing.error = f"HTTP {reply.status_code}: {' '.join(detail.split())}"
+                return timing
+            finished = False
+            async for line in reply.aiter_lines():
+                event = parse_event(line)
+                if event is DONE:
+                    finished = True
+                if not isinstance(event, dict):
+                    continue
+                now = time.perf_counter()
+                text = "".join(choice.get("text") or "" for choice in event.get("choices") or [])
+                if text:
+                    if timing.ttft_s is None:
+                        timing.ttft_s = now - t0
+                    else:
+                        timing.itl_s.append(now - last)
+                    last = now
+                    timing.text += text
+                usage = event.get("usage")
+                if usage:
+                    timing.output_tokens = int(usage.get("completion_tokens") or 0)
+                if any(choice.get("finish_reason") == "abort" for choice in event.get("choices") or []):
+                    timing.error = "the server aborted the request"
+                    return timing
+            if not finished:
+                timing.error = f"the stream ended before {DONE} (the server went away)"
+                return timing
+        timing.e2e_s = time.perf_counter() - t0
+        if timing.ttft_s is None and timing.output_tokens:
+            timing.ttft_s = timing.e2e_s  # every token arrived without text (all special tokens)
+    except (httpx.HTTPError, json.JSONDecodeError, OSError) as err:
+        timing.error = f"{type(err).__name__}: {' '.join(str(err).split()) or 'no detail'}"
+    return timing
+
+
+async def _round(
+    url: str,
+    model: str,
+    prompts: list[list[int]],
+    max_tokens: int,
+    concurrency: int,
+    request_rate: float | None,
+    seed: int,
+    timeout_s: float,
+) -> tuple[list[RequestTiming], float]:
+    rng = random.Random(seed)
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout_s) as client:
+        started = time.perf_counter()
+
+        async def send(prompt: list[int], delay_s: float) -> RequestTiming:
+            await asyncio.sleep(delay_s)
+            async with gate:
+                body = {
+                    "model": model,
+                    "prompt": prompt,
+                    "max_tokens": max_tokens,
+                    "temperature": 0.0,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+                return await _one(client, url, body, started, timeout_s)
+
+        arrivals, at = [], 0.0
+        for _ in prompts:
+            arrivals.append(at)
+            if request_rate:
+                at += rng.expovariate(request_rate)
+        timings = await asyncio.gather(*(send(p, d) for p, d in zip(prompts, arrivals)))
+        return list(timings), time.perf_counter() - started
+
+
+def run_round(
+    url: str,
+    model: str,
+    prompts: list[list[int]],
+    max_tokens: int,
+    concurrency: int,
+    request_rate: float | None = None,
+    seed: int = 42,
+    timeout_s: float = 600.0,
+) -> LoadRound:
+    """Send every prompt once; returns when all have finished or failed."""
+    cpu0 = time.process_time()
+    timings, wall_s = asyncio.run(_round(url, model, prompts, max_tokens, concurrency, request_rate, seed, timeout_s))
+    return LoadRound(timings, wall_s, time.process_time() - cpu0)

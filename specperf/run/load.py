@@ -1,12 +1,14 @@
 """The serving mode's load generator: streamed completions against an OpenAI-compatible server.
 
-A round sends every prompt once, greedy, as token ids, at most `concurrency` in flight, arriving
-all at once or (with `request_rate`) as a seeded Poisson process, each streamed back as
-server-sent events.  Per request it keeps what `vllm bench serve` keeps: time to first token
-(the first event with text), every inter-token latency (the gaps between later events with text;
-an event may carry several tokens when drafts are accepted), end-to-end latency and the output
-tokens the server counted; TPOT is (latency - TTFT) / (tokens - 1).  The round's own CPU time is
-measured too: on a small machine the client can be the bottleneck, and the round says so.
+A round sends every prompt once (token ids, as the offline mode sends them, or text), greedy, at
+most `concurrency` in flight, arriving all at once or (with `request_rate`) as a seeded Poisson
+process, each streamed back as server-sent events.  Per request it keeps what `vllm bench serve`
+keeps, defined as it defines them (vllm/benchmarks/lib/endpoint_request_func.py): time to first
+token at the first event that carries a choice, an inter-token latency for every later one (an
+event may carry several tokens when drafts are accepted), the end-to-end latency at the last one,
+and the output tokens the server counted; TPOT is (latency - TTFT) / (tokens - 1).  The round's
+own CPU time is measured too: on a small machine the client can be the bottleneck, and the round
+says so.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import httpx
 CLIENT_BOUND = 0.8  # the client used this share of one core or more: its figures are the client's
 PERCENTILES = (50, 90, 99)
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+Prompt = list[int] | str  # token ids (the suite's own prompts), or text
 
 
 @dataclass
@@ -119,26 +122,27 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, 
                 if not isinstance(event, dict):
                     continue
                 now = time.perf_counter()
-                text = "".join(choice.get("text") or "" for choice in event.get("choices") or [])
-                if text:
+                choices = event.get("choices") or []
+                if choices:
                     if timing.ttft_s is None:
                         timing.ttft_s = now - t0
                     else:
                         timing.itl_s.append(now - last)
                     last = now
-                    timing.text += text
+                    timing.text += "".join(choice.get("text") or "" for choice in choices)
                 usage = event.get("usage")
                 if usage:
                     timing.output_tokens = int(usage.get("completion_tokens") or 0)
-                if any(choice.get("finish_reason") == "abort" for choice in event.get("choices") or []):
+                if any(choice.get("finish_reason") == "abort" for choice in choices):
                     timing.error = "the server aborted the request"
                     return timing
             if not finished:
                 timing.error = f"the stream ended before {DONE} (the server went away)"
                 return timing
-        timing.e2e_s = time.perf_counter() - t0
-        if timing.ttft_s is None and timing.output_tokens:
-            timing.ttft_s = timing.e2e_s  # every token arrived without text (all special tokens)
+        if timing.ttft_s is None:
+            timing.error = "the stream carried no token"
+            return timing
+        timing.e2e_s = last - t0
     except (httpx.HTTPError, json.JSONDecodeError, OSError) as err:
         timing.error = f"{type(err).__name__}: {' '.join(str(err).split()) or 'no detail'}"
     return timing
@@ -147,7 +151,7 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, 
 async def _round(
     url: str,
     model: str,
-    prompts: list[list[int]],
+    prompts: list[Prompt],
     max_tokens: int,
     concurrency: int,
     request_rate: float | None,
@@ -160,7 +164,7 @@ async def _round(
     async with httpx.AsyncClient(limits=limits, timeout=timeout_s) as client:
         started = time.perf_counter()
 
-        async def send(prompt: list[int], delay_s: float) -> RequestTiming:
+        async def send(prompt: Prompt, delay_s: float) -> RequestTiming:
             await asyncio.sleep(delay_s)
             async with gate:
                 body = {
@@ -185,7 +189,7 @@ async def _round(
 def run_round(
     url: str,
     model: str,
-    prompts: list[list[int]],
+    prompts: list[Prompt],
     max_tokens: int,
     concurrency: int,
     request_rate: float | None = None,

@@ -37,7 +37,9 @@ def test_metric_specs_are_consistent():
         "draft_acceptance_rate",
         "per_position_acceptance",
         "lossless_fraction",
+        *(f"{latency}_p{p}_ms" for latency in ("ttft", "tpot", "itl") for p in (50, 99)),
     }
+    assert all(METRICS[f"ttft_p{p}_ms"].direction == LOWER for p in (50, 99))  # a latency: lower is better
     for name, spec in METRICS.items():
         assert spec.name == name
         assert spec.direction in (HIGHER, LOWER)

@@ -32,10 +32,10 @@ def test_methods_and_the_reference():
     assert registry.method_marker("eagle3") == "eagle3"
 
 
-def test_markers_cover_methods_reference_and_datasets_with_one_line_each():
+def test_markers_cover_methods_reference_datasets_and_the_serving_mode_with_one_line_each():
     markers = registry.markers()
     assert registry.marker_names() == tuple(markers)
-    assert set(markers) == {"nosd", *registry.method_names(), *registry.workload_names()}
+    assert set(markers) == {"nosd", "serve", *registry.method_names(), *registry.workload_names()}
     for name, text in markers.items():
         assert text and "\n" not in text, name
 

@@ -520,11 +520,13 @@ def test_schema_command_prints_the_json_schema():
     cell = schema["$defs"]["CellTable"]["properties"]
     assert cell["datasets"]["items"]["enum"] == list(workload_names())
     assert cell["batch_sizes"] == {
+        "description": "offline cells: batch sizes",
         "items": {"maximum": 8192, "minimum": 1, "type": "integer"},
         "minItems": 1,
         "title": "Batch Sizes",
         "type": "array",
     }
+    assert schema["required"] == ["models", "cells"] and "batch_sizes" not in schema["$defs"]["CellTable"]["required"]
 
 
 def test_profile_format_doc_names_every_field():

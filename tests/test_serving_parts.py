@@ -118,3 +118,84 @@ def test_a_round_counts_its_tokens_and_latencies_over_the_requests_that_succeede
     assert not round_.client_bound
     assert LoadRound(done, wall_s=1.0, client_cpu_s=0.9).client_bound
     assert LoadRound([failed], wall_s=1.0, client_cpu_s=0.0).percentiles()["tpot_s_p90"] is None
+
+
+SERVE_PROFILE = """
+[profile]
+name = "serving"
+tier = "cpu"
+rounds = 3
+num_requests = 4
+output_len = 16
+trace = true
+
+[models.smollm2-135m]
+path = "builtin:smollm2-135m"
+
+[methods.ngram-k3]
+method = "ngram"
+num_speculative_tokens = 3
+
+[[cells]]
+model = "smollm2-135m"
+methods = ["ngram-k3"]
+batch_sizes = [1]
+datasets = ["instructcoder"]
+
+[[cells]]
+model = "smollm2-135m"
+methods = ["ngram-k3"]
+mode = "serve"
+concurrencies = [1, 4]
+datasets = ["instructcoder", "gsm8k"]
+"""
+
+
+def serving_profile(tmp_path, text=SERVE_PROFILE):
+    from specperf.profiles.scenarios import load_profile
+
+    path = tmp_path / "serving.toml"
+    path.write_text(text)
+    return load_profile(str(path))
+
+
+def test_serve_cells_expand_by_concurrency_with_ids_that_say_so_and_share_one_server_per_key(tmp_path):
+    scenarios = {s.id: s for s in serving_profile(tmp_path).scenarios}
+    served = [s for s in scenarios.values() if s.serves]
+    assert sorted(s.id for s in served) == sorted(
+        f"smollm2-135m-{m}-c{c}-{d}-serve"
+        for m in ("nosd", "ngram-k3")
+        for c in (1, 4)
+        for d in ("instructcoder", "gsm8k")
+    )
+    sd = scenarios["smollm2-135m-ngram-k3-c4-gsm8k-serve"]
+    assert sd.reference_id == "smollm2-135m-nosd-c4-gsm8k-serve" and sd.reference_id in scenarios
+    assert not sd.trace and sd.batch_size == 1 and sd.concurrency == 4  # the profile traces; a server is not
+    keys = {s.engine_key for s in served if not s.is_reference}
+    assert len(keys) == 1 and keys != {scenarios["smollm2-135m-ngram-k3-bs1-instructcoder-traced"].engine_key}
+    assert sd.hash != scenarios["smollm2-135m-ngram-k3-c1-gsm8k-serve"].hash  # the load changes what is measured
+
+
+@pytest.mark.parametrize(
+    "cell, error",
+    [
+        ('mode = "serve"\nbatch_sizes = [1]', "cells[1].concurrencies: a serve cell needs concurrencies"),
+        (
+            'mode = "serve"\nconcurrencies = [2]\nbatch_sizes = [1]',
+            "cells[1].batch_sizes: a serve cell has concurrencies instead",
+        ),
+        ('mode = "serve"\nconcurrencies = [2]\ntrace = true', "cells[1].trace: serve scenarios are not traced"),
+        ("batch_sizes = [1]\nconcurrencies = [2]", 'cells[1].concurrencies: a serve setting (mode = "serve")'),
+        ("batch_sizes = [1]\nrequest_rate = 2.0", 'cells[1].request_rate: a serve setting (mode = "serve")'),
+        ('mode = "serve"\nconcurrencies = [0]', "cells[1].concurrencies[0]"),
+        ('mode = "served"\nconcurrencies = [2]', "cells[1].mode"),
+    ],
+)
+def test_a_serve_cell_that_cannot_work_is_one_line_naming_its_field(tmp_path, cell, error):
+    from specperf.profiles.scenarios import ProfileError
+
+    text = SERVE_PROFILE.split("[[cells]]")[0] + "[[cells]]" + SERVE_PROFILE.split("[[cells]]")[1]
+    text += f'\n[[cells]]\nmodel = "smollm2-135m"\nmethods = ["ngram-k3"]\ndatasets = ["gsm8k"]\n{cell}\n'
+    with pytest.raises(ProfileError) as raised:
+        serving_profile(tmp_path, text)
+    assert error in str(raised.value) and "\n" not in str(raised.value)

@@ -106,14 +106,19 @@ def engine_start_default(scenario: Scenario, machine: Machine) -> float:
 
 
 def calls_per_round(scenario: Scenario) -> int:
-    """generate() calls a round makes: one per request replicated B times, or ceil(n/B) of B distinct."""
+    """generate() calls a round makes: one per request replicated B times, or ceil(n/B) of B distinct;
+    a serve scenario's round is one load of every request."""
+    if scenario.serves:
+        return 1
     if scenario.batching == "replicate":
         return scenario.num_requests
     return math.ceil(scenario.num_requests / scenario.batch_size)
 
 
 def sequences_per_round(scenario: Scenario) -> int:
-    """Sequences a round generates: B in each of its calls."""
+    """Sequences a round generates: B in each of its calls (a serve round: every request once)."""
+    if scenario.serves:
+        return scenario.num_requests
     return calls_per_round(scenario) * scenario.batch_size
 
 

@@ -43,6 +43,12 @@ class MetricSpec:
         return self.test == "threshold"
 
 
+# The latencies of a serve scenario (run/load.py), each judged at its p50 and p99.
+SERVED_LATENCIES = {
+    "ttft": "time to first token",
+    "tpot": "time per output token after the first",
+    "itl": "inter-token latency (between streamed events)",
+}
 LEAST_SPEED = 1e-6  # a speed (tok/s, a speedup) below this is no measurement: a zero or denormal in a file
 
 METRICS: dict[str, MetricSpec] = {
@@ -97,6 +103,20 @@ METRICS: dict[str, MetricSpec] = {
             "accepted at draft position i / drafts, each position checked",
             0.0,
             1.0,
+        ),
+        *(
+            MetricSpec(
+                f"{latency}_p{p}_ms",
+                "ms",
+                LOWER,
+                0.10,
+                "mannwhitney",
+                f"{what}, p{p} over the round's requests (serve scenarios)",
+                0.0,
+                math.inf,
+            )
+            for latency, what in SERVED_LATENCIES.items()
+            for p in (50, 99)
         ),
         MetricSpec(
             "lossless_fraction",

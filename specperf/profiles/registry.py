@@ -62,9 +62,13 @@ def method_marker(method_name: str) -> str:
     return method_of(method_name).marker
 
 
+SERVE_MARKER = "serve"
+
+
 def markers() -> dict[str, str]:
-    """Marker name -> one-line description: the methods, "nosd" and the datasets."""
+    """Marker name -> one-line description: the methods, "nosd", the datasets and "serve"."""
     return {
+        SERVE_MARKER: "scenarios measured behind vLLM's OpenAI-compatible server",
         REFERENCE.marker: REFERENCE.description,
         **{m.marker: m.description for m in METHODS.values()},
         **{w.name: f"{w.title} workload" for w in WORKLOADS.values()},

@@ -18,14 +18,14 @@ from pydantic import ValidationError
 
 from .. import paths
 from ..checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
-from ..records.scenario import REFERENCE_METHOD, Method, Model, Scenario
+from ..records.scenario import REFERENCE_METHOD, SERVE, Method, Model, Scenario
 from .registry import NO_SD_LABEL
 from .schema import CellTable, ProfileFile, ProfileTable, check_slug, problem
 
 __all__ = ["REFERENCE_METHOD", "Method", "Model", "Profile", "ProfileError", "Scenario", "load_profile", "scenario"]
 
 # Scenario fields a profile sets: from the cell where it says, else from [profile]; tables merge.
-EXPANDED = frozenset({"profile", "model", "method", "batch_size", "dataset", "checkpoints", "hash"})
+EXPANDED = frozenset({"profile", "model", "method", "batch_size", "dataset", "checkpoints", "hash", "concurrency"})
 MERGED = ("engine_args", "tolerances")
 
 
@@ -135,10 +135,14 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
     ordered = [REFERENCE_METHOD] + [
         Method(label=label, name=methods[label].method, params=methods[label].params()) for label in labels
     ]
+    if common["mode"] == SERVE:  # one request per call; the server is never traced
+        loads = [{"batch_size": 1, "concurrency": c, "trace": False} for c in cell.concurrencies or ()]
+    else:
+        loads = [{"batch_size": b} for b in cell.batch_sizes or ()]
     for method in ordered:
-        for batch_size in cell.batch_sizes:
+        for load in loads:
             for dataset in cell.datasets:
-                yield scenario(method=method, batch_size=batch_size, dataset=dataset, **common)
+                yield scenario(method=method, dataset=dataset, **{**common, **load})
 
 
 def settings(profile: ProfileTable, cell: CellTable) -> dict:

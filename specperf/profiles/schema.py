@@ -19,6 +19,7 @@ from ..checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
 from ..judge.metrics import METRICS
 from ..messages import field_path
 from ..methods import method_of
+from ..records.scenario import MODES, OFFLINE, SERVE
 from .registry import (
     BATCHING_MODES,
     GPU_CLASSES,
@@ -130,6 +131,7 @@ Requests = _bounded(100_000)
 OutputLen = _bounded(131_072)  # 128 Ki tokens, beyond any model's context in the study
 DraftTokens = _bounded(64)
 BatchSize = _bounded(8192)
+Concurrency = _bounded(4096)
 GpuCount = _bounded(64)
 GateEngines = _bounded(64)
 Text = _checked(_text, Annotated[str, Field(min_length=1)])
@@ -142,6 +144,7 @@ GpuClass = _name_in("GPU class", GPU_CLASSES)
 Tier = _name_in("tier", TIERS)
 Batching = _name_in("batching mode", BATCHING_MODES)
 Selection = _name_in("selection mode", SELECTION_MODES)
+Mode = _name_in("mode", MODES)
 Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
 Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
 Tolerances = Annotated[
@@ -252,6 +255,11 @@ class ProfileTable(_Table):
         False,
         description="record per-step acceptance and step times (ids end in -traced; tracing costs some throughput)",
     )
+    mode: Mode = Field(
+        OFFLINE,
+        description="offline: LLM.generate in rounds of batched calls (the study's); serve: vLLM's "
+        "OpenAI-compatible server under streamed requests, judged by latency too (ids end in -serve)",
+    )
 
 
 class MethodTable(_Table):
@@ -303,7 +311,12 @@ class CellTable(_Table):
     methods: Annotated[
         list[Text], Field(min_length=1, description="method labels; the no-SD reference is added by itself")
     ]
-    batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
+    batch_sizes: Annotated[list[BatchSize], Field(min_length=1)] = _optional("offline cells: batch sizes")
+    concurrencies: Annotated[list[Concurrency], Field(min_length=1)] = _optional("serve cells: requests in flight")
+    request_rate: Annotated[float, Field(gt=0, le=1e6)] = _optional(
+        "serve cells: requests per second arriving as a seeded Poisson process; default: all at once"
+    )
+    mode: Mode = _optional("default: [profile] mode")
     datasets: Annotated[list[Dataset], Field(min_length=1)]
     num_requests: Requests = _optional("default: [profile] num_requests")
     output_len: OutputLen = _optional("default: [profile] output_len")
@@ -338,6 +351,7 @@ class ProfileFile(_Table):
                 raise Invalid(
                     ("cells", i, "model"), f"unknown model {cell.model!r} (declared: {', '.join(self.models)})"
                 )
+            self._mode_settings(i, cell)
             declared = [NO_SD_LABEL, *self.methods_of(cell.model)]
             for j, label in enumerate(cell.methods):
                 if label not in declared:
@@ -345,6 +359,20 @@ class ProfileFile(_Table):
                         ("cells", i, "methods", j), f"unknown method {label!r} (declared: {', '.join(declared)})"
                     )
         return self
+
+    def _mode_settings(self, i: int, cell: CellTable) -> None:
+        """Offline cells give batch sizes; serve cells concurrencies (and maybe a rate), and are not traced."""
+        serve = (cell.mode or self.profile.mode) == SERVE
+        for name, why in (
+            ("concurrencies", serve and cell.concurrencies is None and "a serve cell needs concurrencies"),
+            ("batch_sizes", serve and cell.batch_sizes is not None and "a serve cell has concurrencies instead"),
+            ("batch_sizes", not serve and cell.batch_sizes is None and "required field is missing"),
+            ("trace", serve and cell.trace and "serve scenarios are not traced"),
+            ("concurrencies", not serve and cell.concurrencies is not None and 'a serve setting (mode = "serve")'),
+            ("request_rate", not serve and cell.request_rate is not None and 'a serve setting (mode = "serve")'),
+        ):
+            if why:
+                raise Invalid(("cells", i, name), why)
 
 
 # --------------------------------------------------------------------------

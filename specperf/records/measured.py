@@ -36,6 +36,9 @@ class Round(Record):
     calls: list[CallTiming] = Field(default_factory=list)
     cpu_s: float | None = None  # CPU time (user + system) of the engine's process tree
     engine_instance: int = 0  # in a paired run: the engine pair (cluster) the round ran on
+    latency: dict[str, float | None] | None = None  # serve: p50/p90/p99 of each latency in s (run/load.py)
+    errors: int = 0  # serve: requests of the round that failed
+    client_bound: bool = False  # serve: the load generator kept a core busy, so it may have set the pace
 
 
 class StudyThroughput(Record):

@@ -19,6 +19,8 @@ from ..methods import REFERENCE
 from .base import NO_SD, Record
 
 NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its pytest marker
+OFFLINE, SERVE = "offline", "serve"  # LLM.generate, the study's; vLLM's OpenAI server under streamed load
+MODES = (OFFLINE, SERVE)
 DERIVED = ("id", "reference_id")  # stored with a scenario, computed from its fields
 
 
@@ -78,6 +80,9 @@ class Scenario(Record):
     gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
     trace: bool = False  # per-step acceptance and step times (run/tracing.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
+    mode: str = OFFLINE  # offline: LLM.generate in rounds of calls; serve: a server under streamed requests
+    concurrency: int | None = None  # serve: requests in flight at most (run/load.py)
+    request_rate: float | None = None  # serve: requests per second, Poisson; None: all at once
     chat: bool | None = None  # chat template on the prompts; None: the workload's default
     env: dict[str, str] = Field(default_factory=dict)  # engine process environment, over run.engine.default_env()
     vllm: str | None = None  # the vLLM its reference figures came from
@@ -96,6 +101,16 @@ class Scenario(Record):
                     f"{name} {value!r} does not follow from the scenario's fields ({getattr(scenario, name)!r})"
                 )
         return scenario
+
+    @model_validator(mode="after")
+    def _mode_fits(self) -> Scenario:
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.serves and (self.concurrency is None or self.concurrency < 1 or self.trace):
+            raise ValueError("a serve scenario needs a concurrency of 1 or more, and is not traced")
+        if not self.serves and (self.concurrency is not None or self.request_rate is not None):
+            raise ValueError("concurrency and request_rate are serve settings")
+        return self
 
     @model_validator(mode="after")
     def _fill_hash(self) -> Scenario:
@@ -122,7 +137,15 @@ class Scenario(Record):
     def is_reference(self) -> bool:
         return self.method.is_reference
 
+    @property
+    def serves(self) -> bool:
+        """Measured behind vLLM's OpenAI-compatible server (run/served.py), not with LLM.generate."""
+        return self.mode == SERVE
+
     def _id(self, method_label: str) -> str:
+        if self.serves:  # concurrency (and arrival rate) instead of a batch size
+            rate = f"-r{self.request_rate:g}" if self.request_rate else ""
+            return f"{self.model.name}-{method_label}-c{self.concurrency}{rate}-{self.dataset}-serve"
         # The study's batches replicate one prompt; batches of distinct prompts say so in the id.
         # A traced scenario is another measurement (tracing costs throughput), with baselines of its own.
         suffix = ("" if self.batching == "replicate" else f"-{self.batching}") + ("-traced" if self.trace else "")
@@ -146,6 +169,8 @@ class Scenario(Record):
         }
         if self.env:
             key["env"] = self.env
+        if self.serves:
+            key["mode"] = SERVE  # a server, shared by the key's concurrencies and workloads
         return canonical({**key, "trace": True} if self.trace else key)
 
     def _content_hash(self) -> str:
@@ -156,6 +181,8 @@ class Scenario(Record):
         """
         prompts: dict[str, Any] = {"selection": self.selection} if self.selection != "hash" else {}
         prompts.update({k: v for k, v in (("chat", self.chat), ("thinking", self.model.thinking)) if v is not None})
+        if self.serves:  # offline scenarios keep the hashes they had before the serving mode
+            prompts.update(concurrency=self.concurrency, request_rate=self.request_rate)
         return hashlib.sha256(
             canonical(
                 {

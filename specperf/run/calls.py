@@ -10,13 +10,14 @@ from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import WorkloadFacts
+from .protocol import Load
 
 
 @dataclass
 class Calls:
     """One round's calls (token-id prompts per call), the request behind each prompt, and the facts."""
 
-    calls: list[list[list[int]]]
+    calls: list[list[list[int]]] | list[Load]  # a serve scenario's round is one Load
     requests: list[Request]  # flat, in the order of the calls' prompts
     facts: WorkloadFacts
 
@@ -75,7 +76,13 @@ class CallPreparer:
         )
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)
-        calls, call_requests = batch(scenario, requests, prompts)
+        if scenario.serves:  # the round is one load of every prompt (run/served.py)
+            calls, call_requests = (
+                [Load(prompts, scenario.concurrency or 1, scenario.request_rate, scenario.seed)],
+                requests,
+            )
+        else:
+            calls, call_requests = batch(scenario, requests, prompts)
         facts = WorkloadFacts(
             source=sample.source,
             checksum=sample.checksum,

@@ -74,6 +74,7 @@ class EngineConfig:
     engine_args: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     trace: bool = False  # run.tracing: per-step acceptance and step times with every call
+    serve: bool = False  # behind vLLM's OpenAI-compatible server (run/served.py), not LLM.generate
 
     def llm_kwargs(self) -> dict:
         kwargs = dict(self.engine_args)

@@ -37,6 +37,8 @@ class RequestTiming:
     e2e_s: float | None = None
     output_tokens: int = 0
     text: str = ""
+    token_ids: list[int] = field(default_factory=list)  # where the server returns them (return_token_ids)
+    finish_reason: str | None = None  # "stop" (EOS), "length", ...
     error: str | None = None  # a request that failed or timed out, one line
 
     @property
@@ -130,6 +132,8 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, 
                         timing.itl_s.append(now - last)
                     last = now
                     timing.text += "".join(choice.get("text") or "" for choice in choices)
+                    timing.token_ids += [t for choice in choices for t in choice.get("token_ids") or []]
+                    timing.finish_reason = choices[-1].get("finish_reason") or timing.finish_reason
                 usage = event.get("usage")
                 if usage:
                     timing.output_tokens = int(usage.get("completion_tokens") or 0)
@@ -174,6 +178,7 @@ async def _round(
                     "temperature": 0.0,
                     "stream": True,
                     "stream_options": {"include_usage": True},
+                    "return_token_ids": True,  # vLLM's: outputs compared token by token; older ones ignore it
                 }
                 return await _one(client, url, body, started, timeout_s)
 

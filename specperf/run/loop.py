@@ -40,6 +40,9 @@ class RoundResult:
     calls: list[CallTiming] = field(default_factory=list)
     cpu_s: float | None = None  # CPU time of the engine's process tree over the round's calls
     instance: int = 0  # the engine pair (cluster) of a paired round
+    latency: dict[str, float | None] | None = None  # a served round's latency percentiles
+    errors: int = 0  # a served round's failed requests
+    client_bound: bool = False  # a served round whose load generator may have set the pace
 
     @property
     def throughput(self) -> float:
@@ -137,6 +140,9 @@ def measure(
                 cpu_s=sum(r.cpu_s for r in replies if r.cpu_s is not None)
                 if all(r.cpu_s is not None for r in replies)
                 else None,
+                latency=replies[0].latency if len(replies) == 1 else None,  # a served round is one load
+                errors=sum(r.errors for r in replies),
+                client_bound=any(r.client_bound for r in replies),
             )
         )
 

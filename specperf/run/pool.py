@@ -9,17 +9,21 @@ same one-line cause.
 
 from __future__ import annotations
 
+import itertools
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import checkpoints
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
 from .device import has_nvidia_gpu
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
+from .served import ServedEngine
 
 DEFAULT_START_TIMEOUT_S = 1800.0
 
@@ -53,6 +57,7 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         engine_args=scenario.engine_args,
         env={**default_env(), **scenario.env},
         trace=scenario.trace,
+        serve=scenario.serves,
     )
 
 
@@ -71,8 +76,13 @@ class EnginePool:
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         log: Callable[[str], None] = print,
         parallel_starts: int | None = None,
+        logs_dir: Path | None = None,
+        serve: Callable[..., ServedEngine] = ServedEngine,
     ):
         self._start = start
+        self._serve = serve
+        self.logs_dir = logs_dir  # where servers keep their logs (the run directory's servers/)
+        self._server_numbers = itertools.count(1)  # thread-safe enough: next() on a count is atomic in CPython
         # Engines wanted together start this many at a time: an engine start on the CPU tier is
         # mostly single-threaded imports, so on 2 cores two starts take the time of one.  On a GPU
         # one at a time: engines starting together on one GPU see each other's memory while
@@ -128,7 +138,10 @@ class EnginePool:
         python = slot[0]
         try:
             options = {"python": python} if python else {}
-            self._live[live] = self._start(config, self.start_timeout_s, **options)
+            if config.serve:
+                self._live[live] = self._serve(config, self.start_timeout_s, self._server_log(), **options)
+            else:
+                self._live[live] = self._start(config, self.start_timeout_s, **options)
         except EngineTimeout as err:
             raise self.fail(
                 slot, f"engine start did not finish within {self.start_timeout_s:g} s; engine killed", ERROR_TIMEOUT
@@ -137,6 +150,10 @@ class EnginePool:
             raise self.fail(slot, str(err), ERROR_ENGINE) from None
         finally:
             self.stats.starts += 1
+
+    def _server_log(self) -> Path:
+        folder = self.logs_dir or Path(tempfile.mkdtemp(prefix="specperf-servers-"))
+        return folder / f"server-{next(self._server_numbers):03d}.log"
 
     def fail(self, slot: Slot, message: str, kind: str) -> EngineKeyFailed:
         """Remember that this slot's engine failed (its later scenarios fail at once) and close it."""

@@ -21,6 +21,24 @@ class Generate:
 
 
 @dataclass(frozen=True)
+class Load:
+    """A serve scenario's round as one call: its prompts sent as streamed requests to a server, at
+    most `concurrency` in flight, arriving all at once or at `request_rate` per second (run/load.py).
+    Iterates over its prompts, as an offline call does."""
+
+    prompts: list[list[int]]
+    concurrency: int
+    request_rate: float | None = None
+    seed: int = 42
+
+    def __iter__(self):
+        return iter(self.prompts)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
+@dataclass(frozen=True)
 class Close:
     """Exit when idle."""
 
@@ -47,6 +65,9 @@ class Reply:
     finish_reasons: list[str | None] = field(default_factory=list)  # per request: "stop" (EOS), "length", ...
     memory: dict[str, Any] = field(default_factory=dict)  # peak memory (run.telemetry.peak_memory)
     trace: dict[str, Any] | None = None  # run.tracing's raw trace of a traced engine
+    latency: dict[str, float | None] | None = None  # a served Load: p50/p90/p99 of each latency (run/load.py)
+    client_bound: bool = False  # a served Load: the client, not the server, may have set the pace
+    errors: int = 0  # a served Load: requests that failed
 
 
 @dataclass(frozen=True)

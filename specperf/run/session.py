@@ -110,7 +110,9 @@ class RunSession:
             self.run_dir = Path(self.reports_dir) / self.run_id
             self._finished = {}
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
-        self.pool = self.pool or EnginePool(start_timeout_s=self.start_timeout_s, log=self.log)
+        self.pool = self.pool or EnginePool(
+            start_timeout_s=self.start_timeout_s, log=self.log, logs_dir=self.run_dir / "servers"
+        )
         self.history = None  # the run history, opened by the rolling judge on first use
         self._judge_made: Judge | None = None
         if self.candidate_python and self.environments is None:

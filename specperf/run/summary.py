@@ -87,6 +87,7 @@ def summarise(
     counters = metrics.sum_counters([r.counters for r in rounds])
     output_hashes = [metrics.output_hash(ids) for ids in first.token_ids]
     values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}
+    values |= served_latencies(rounds)
     lossless = None
     if not scenario.method.is_reference:
         per_round = [metrics.acceptance(r.counters) for r in rounds]
@@ -113,6 +114,9 @@ def summarise(
                 calls=r.calls,
                 cpu_s=r.cpu_s,
                 engine_instance=r.instance,
+                latency=r.latency,
+                errors=r.errors,
+                client_bound=r.client_bound,
             )
             for r, t in zip(rounds, throughputs)
         ],
@@ -132,6 +136,21 @@ def summarise(
             [len(p) for p in prompts] if prompts is not None else None,
         ),
     )
+
+
+def served_latencies(rounds: list[RoundResult]) -> dict[str, Metric]:
+    """A serve scenario's latency metrics (judge/metrics.SERVED_LATENCIES), each round's percentile
+    in milliseconds a sample; none for offline rounds."""
+    if not rounds or any(r.latency is None for r in rounds):
+        return {}
+    values = {}
+    for latency in metrics.SERVED_LATENCIES:
+        for p in (50, 99):
+            samples = [r.latency.get(f"{latency}_s_p{p}") for r in rounds if r.latency]
+            if samples and all(v is not None for v in samples):
+                ms = [1000 * v for v in samples if v is not None]
+                values[f"{latency}_p{p}_ms"] = Metric(value=_median(ms), samples=ms)
+    return values
 
 
 def study_throughput(rounds: list[RoundResult]) -> StudyThroughput | None:
@@ -175,5 +194,9 @@ def validity(
         reasons.append(f"no reference result {scenario.reference_id} in this run")
     if any(r.token_ids != rounds[0].token_ids for r in rounds):
         reasons.append("greedy outputs differ between rounds")
+    if failed := sum(r.errors for r in rounds):
+        reasons.append(f"{failed} request(s) failed over the rounds (each round's result keeps its count)")
+    if bound := sum(r.client_bound for r in rounds):
+        reasons.append(f"the load generator kept a core busy in {bound} round(s): it, not the server, set the pace")
     reasons += other_problems
     return Validity(valid=not reasons, reasons=reasons)

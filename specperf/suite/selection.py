@@ -25,6 +25,8 @@ def marks(scenario: Scenario, profile: Profile) -> list:
         getattr(pytest.mark, model_marker(scenario.model.name)),
         pytest.mark.xdist_group(scenario.model.name),
     ]  # references and engines stay on one worker
+    if scenario.serves:
+        marks.append(pytest.mark.serve)
     if profile.tier == "gpu":
         marks.append(pytest.mark.requires_gpu(min_class=profile.requires_gpu, count=scenario.model.tp))
     return marks

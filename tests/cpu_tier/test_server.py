@@ -4,7 +4,9 @@ with the offline engine's arguments, measured with streamed requests, its SD cou
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import threading
 import time
 
@@ -101,3 +103,27 @@ def test_a_server_killed_mid_round_fails_that_rounds_requests_not_the_client(tmp
     assert not running.alive() and group_gone(running.process.pid)
     assert measured.errors == 4, [r.error for r in measured.requests]
     assert all(r.error and "\n" not in r.error for r in measured.requests)
+
+
+def test_serve_scenarios_run_through_the_suite_judged_on_latency_acceptance_and_lossless(tmp_path):
+    from suite import PROFILES, only_run_dir, read_results, run_suite
+
+    reports, baselines = tmp_path / "reports", tmp_path / "baselines"
+    done = run_suite(str(PROFILES / "serve.toml"), reports, baselines, "-m", "serve", "--update-baselines")
+    assert done.returncode == 0, done.stdout[-3000:]
+    run_dir = only_run_dir(reports)
+    results = read_results(run_dir)
+    sd, ref = (
+        results["smollm2-135m-ngram-k3-c2-instructcoder-serve"],
+        results["smollm2-135m-nosd-c2-instructcoder-serve"],
+    )
+    assert sd["status"] == ref["status"] == "ok" and sd["validity"]["valid"], sd["validity"]
+    for name in ("ttft_p50_ms", "tpot_p50_ms", "itl_p99_ms", "throughput_tok_s"):
+        assert len(sd["metrics"][name]["samples"]) == 4 and sd["metrics"][name]["value"] > 0, name
+    assert sd["metrics"]["lossless_fraction"]["value"] == 1.0  # greedy outputs, token by token, as the no-SD server's
+    assert sd["metrics"]["mean_acceptance_length"]["value"] > 1.0 and sd["metrics"]["speedup"]["value"] > 0
+    assert all(r["errors"] == 0 and r["latency"]["ttft_s_p50"] > 0 for r in sd["rounds"])
+    assert sorted(p.name for p in (run_dir / "servers").glob("*.log")) == ["server-001.log", "server-002.log"]
+    written = json.loads((baselines / sd["device"]["hardware_key"] / f"{sd['scenario']['id']}.json").read_text())
+    assert "tpot_p50_ms" in written["metrics"]
+    assert "api_server" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

@@ -1,0 +1,93 @@
+"""A server as the measuring loop's engine: what run/engine.Engine is to LLM.generate, this is to
+vLLM's OpenAI-compatible server (run/server.py) under streamed load (run/load.py).
+
+The pool starts one per engine key of serve scenarios (its concurrencies and workloads share it).
+`generate(load, ...)` runs one round, a protocol.Load, and answers a protocol.Reply as the offline
+engine does: wall time, output tokens, the greedy outputs (token ids where the server returns
+them, else the texts' bytes, for the lossless check against the no-SD server), the SD counters
+read from /metrics before and after, and the round's latency percentiles.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .engine import EngineConfig, EngineError, EngineTimeout
+from .load import run_round
+from .protocol import Load, Reply
+from .server import Server
+from .server_metrics import read_spec_counters
+from .versions import installed_vllm
+
+
+def environment_vllm(python: str | None) -> str:
+    """The vLLM version of the environment whose interpreter is `python` (None: this one)."""
+    if python is None or python == sys.executable:
+        installed = installed_vllm()
+        if installed is None:
+            raise EngineError("vLLM is not installed in this environment")
+        return installed[1]
+    from .environments import EnvironmentProblem, describe
+
+    try:
+        return describe(python)["vllm"]
+    except (EnvironmentProblem, KeyError) as err:
+        raise EngineError(f"{python}: {err}") from None
+
+
+class ServedEngine:
+    """One started server, measured a Load at a time."""
+
+    def __init__(self, config: EngineConfig, start_timeout_s: float, log_path: Path, python: str | None = None):
+        self.config = config
+        version = environment_vllm(python)
+        self.server = Server(config, log_path, version, python or sys.executable, start_timeout_s).start()
+        self.start_s = self.server.start_s
+        self.pid = self.server.process.pid if self.server.process else None
+        self.provenance = {"vllm": version, "served_by": "vllm.entrypoints.openai.api_server"}
+        self.effective_config = {"server_command": " ".join(self.server.commands[-1])}
+
+    def generate(self, load: Load, max_tokens: int, timeout_s: float = 3600.0) -> Reply:
+        if not isinstance(load, Load):
+            raise TypeError("a served engine measures a protocol.Load, not a batch of prompts")
+        if not self.server.alive():
+            raise EngineError(f"the server died: {self.server.log_tail()}")
+        url = self.server.url
+        try:
+            before = read_spec_counters(url)
+            measured = run_round(
+                url,
+                self.config.model,
+                list(load.prompts),
+                max_tokens,
+                load.concurrency,
+                load.request_rate,
+                load.seed,
+                timeout_s,
+            )
+            after = read_spec_counters(url)
+        except OSError as err:
+            raise EngineError(f"the server stopped answering ({err}): {self.server.log_tail()}") from None
+        if not self.server.alive():
+            raise EngineError(f"the server died during the round: {self.server.log_tail()}")
+        if measured.wall_s > timeout_s:
+            raise EngineTimeout(f"the round did not finish within {timeout_s:.0f} s", "generate")
+        requests = measured.requests
+        return Reply(
+            wall_s=measured.wall_s,
+            output_tokens=measured.output_tokens,
+            token_ids=[r.token_ids or list(r.text.encode("utf-8")) for r in requests],
+            texts=[r.text for r in requests],
+            counters_before=before,
+            counters_after=after,
+            finish_reasons=[r.finish_reason for r in requests],
+            latency=measured.percentiles(),
+            client_bound=measured.client_bound,
+            errors=measured.errors,
+        )
+
+    def close(self) -> None:
+        self.server.stop()
+
+    kill = close

@@ -19,3 +19,11 @@ def test_the_calls_built_are_the_calls_the_cost_model_counts(batching, requests,
     assert len(calls) == calls_per_round(scenario)
     assert sum(len(c) for c in calls) == len(order) == sequences_per_round(scenario)
     assert all(len(c) == batch_size for c in calls)
+
+
+def test_a_serve_round_is_one_load_of_every_request():
+    from specperf.analysis.cost import sequences_per_call
+
+    scenario = make_scenario(batch_size=1).replace(num_requests=6, mode="serve", concurrency=2)
+    assert calls_per_round(scenario) == 1
+    assert sequences_per_call(scenario) == sequences_per_round(scenario) == 6

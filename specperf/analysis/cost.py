@@ -115,6 +115,11 @@ def calls_per_round(scenario: Scenario) -> int:
     return math.ceil(scenario.num_requests / scenario.batch_size)
 
 
+def sequences_per_call(scenario: Scenario) -> int:
+    """Sequences of one generate() call: B; a serve round's one load: every request."""
+    return scenario.num_requests if scenario.serves else scenario.batch_size
+
+
 def sequences_per_round(scenario: Scenario) -> int:
     """Sequences a round generates: B in each of its calls (a serve round: every request once)."""
     if scenario.serves:
@@ -134,7 +139,7 @@ def measuring_parts(scenario: Scenario, call_s: float, reference_call_s: float =
 def measuring_s(scenario: Scenario, machine: Machine, prompt_tokens: float = DEFAULT_PROMPT_TOKENS) -> float:
     """Seconds of a scenario's warm-up and rounds by the default model, SD at no speedup (so a paired
     reference's call costs what the SD engine's does); the engine's start not included."""
-    tokens = scenario.batch_size * scenario.output_len
+    tokens = sequences_per_call(scenario) * scenario.output_len
     call_s = tokens / default_throughput(scenario, machine, scenario.output_len, prompt_tokens, 1.0)
     paired = scenario.paired_reference and not scenario.method.is_reference
     return math.fsum(measuring_parts(scenario, call_s, call_s if paired else 0.0))

@@ -35,6 +35,7 @@ from ..analysis.cost import (
     default_throughput,
     engine_start_default,
     measuring_parts,
+    sequences_per_call,
     target_size_b,
 )
 from ..history.queries import TimedResult
@@ -74,8 +75,9 @@ class Estimate:
 
 
 def _call_s(scenario: Scenario, tokens: Figure, throughput: Figure) -> float:
-    """One generate() call: B sequences of `tokens` each at `throughput` output tokens/s."""
-    return scenario.batch_size * tokens.value / throughput.value
+    """One generate() call: B sequences (a serve round: every request) of `tokens` each at
+    `throughput` output tokens/s."""
+    return sequences_per_call(scenario) * tokens.value / throughput.value
 
 
 def _median(values: Iterable[float | None], positive: bool = False) -> float | None:

@@ -13,6 +13,7 @@ LONGEST_FIRST = (
     "test_upgrade_gate.py",
     "test_detection.py",
     "test_gate_modes.py",
+    "test_server.py",
     "test_faults.py",
     "test_interrupt.py",
     "test_engine.py",

@@ -1003,3 +1003,30 @@ def test_no_memory_recorded_still_renders(mixed_run):
     assert "Peak memory" not in report.render_markdown(view)
     assert report.summary_json(view)["memory"] == []
     assert analyses.memory_table(view.data.results).rows == []
+
+
+def served(method: str, concurrency: int, tpot_ms: float, ttft_ms: float) -> ScenarioResult:
+    """A serve scenario's result: the offline record's, measured at a concurrency behind a server."""
+    from specperf.records import Metric
+
+    record = make_record(method=method, batch_size=1, speedup=1.2 if method != "nosd" else None)
+    scenario = record.scenario.replace(mode="serve", concurrency=concurrency, trace=False)
+    latency = {"tpot_p50_ms": tpot_ms, "ttft_p50_ms": ttft_ms}
+    metrics = record.metrics | {name: Metric(value=v, samples=[v] * 5) for name, v in latency.items()}
+    return record.model_copy(update={"scenario": scenario, "metrics": metrics})
+
+
+def test_serve_scenarios_get_latency_charts_against_concurrency_and_stay_off_the_speedup_charts(tmp_path):
+    records = [
+        served(m, c, t, 100.0 * c) for m, t0 in (("nosd", 130.0), ("ngram", 90.0)) for c, t in ((1, t0), (4, t0 * 1.5))
+    ]
+    html = html_of(make_run(tmp_path / "run", records))
+    latency = section(html, "latency")
+    assert "smollm2-135m · instructcoder · TPOT p50 (ms)" in latency and "TTFT p50 (ms)" in latency
+    assert "ngram c4: 135.0 ms" in latency and "nosd c1: 130.0 ms" in latency  # SD and the no-SD line
+    assert latency.count("<polyline") == 4  # two methods on each of two charts
+    assert "No speedup was measured" in section(html, "speedup")  # x is batch size there, not concurrency
+
+
+def test_offline_runs_have_no_latency_section(mixed_run):
+    assert '<section id="latency">' not in html_of(mixed_run)

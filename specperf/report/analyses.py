@@ -138,7 +138,7 @@ def speedup_curves(results: list[ScenarioResult]) -> dict[tuple[str, str, str], 
     curves: dict[tuple[str, str, str], dict[int, float]] = {}
     for r in results:
         speedup = r.value("speedup")
-        if not r.scenario.is_reference and speedup is not None:
+        if not r.scenario.is_reference and speedup is not None and not r.scenario.serves:  # x: batch size
             curves.setdefault((_model(r), r.scenario.dataset, _method(r)), {})[r.scenario.batch_size] = speedup
     return curves
 

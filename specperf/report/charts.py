@@ -1,4 +1,4 @@
-"""The page's speedup and acceptance charts (geometry from svg.py; _charts.html.j2 draws them)."""
+"""The page's speedup, latency and acceptance charts (geometry from svg.py; _charts.html.j2 draws them)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,50 @@ from .view import ScenarioView
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
 
+NO_SD_COLOR = "#444444"  # the no-SD line of a latency chart
+
+
 def method_colors(views: list[ScenarioView]) -> dict[str, str]:
     labels = sorted({v.method for v in views if v.is_sd})
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
+
+
+LATENCY_CHARTS = (("tpot_p50_ms", "TPOT p50 (ms)"), ("ttft_p50_ms", "TTFT p50 (ms)"))
+
+
+def latency_charts(views: list[ScenarioView], colors: dict[str, str]) -> list[dict]:
+    """Serve scenarios: per (model, dataset) and latency, the p50 against concurrency of every method
+    and of no-SD (where SD stops paying in latency: its line crosses no-SD's)."""
+    groups: dict[tuple[str, str], list[ScenarioView]] = {}
+    for v in views:
+        if v.result.scenario.serves:
+            groups.setdefault((v.model, v.dataset), []).append(v)
+    charts = []
+    for (model, dataset), members in sorted(groups.items()):
+        for metric, title in LATENCY_CHARTS:
+            series = []
+            for method in sorted({v.method for v in members}, key=lambda m: (m in colors, m)):
+                points = [
+                    (c, value, f"{method} c{c}: {value:.1f} ms")
+                    for v in members
+                    if v.method == method
+                    and (c := v.result.scenario.concurrency) is not None
+                    and isinstance(value := v.value(metric), (int, float))
+                ]
+                if points:
+                    series.append(Series(method, colors.get(method, NO_SD_COLOR), "current", sorted(points)))
+            if series:
+                chart = line_chart(series, reference=None, x_title="concurrency", y_title=title)
+                charts.append(
+                    {
+                        "model": model,
+                        "dataset": dataset,
+                        "title": title,
+                        "chart": chart,
+                        "legend": legend_entries(series),
+                    }
+                )
+    return charts
 
 
 def _bound_series(method: str, members: list[ScenarioView], color: str, bounds: dict) -> list[Series]:
@@ -73,7 +114,7 @@ def speedup_charts(
     curves and, where a scenario was traced, its simulated oracle bounds (`bounds`: id -> curve)."""
     groups: dict[tuple[str, str], dict[str, list[ScenarioView]]] = {}
     for v in views:
-        if v.is_sd and v.value("speedup") is not None:
+        if v.is_sd and v.value("speedup") is not None and not v.result.scenario.serves:
             groups.setdefault((v.model, v.dataset), {}).setdefault(v.method, []).append(v)
     batch_sizes = reference.get("fig1_speedup_vs_batch", {}).get("batch_sizes", [])
     charts = []

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from ..analysis.traces import PART_NAMES
 from ..run.telemetry import BAD_THROTTLE_REASONS
 from .analyses import AcceptanceTable, config_drift, load_reference
-from .charts import method_colors, speedup_charts
+from .charts import latency_charts, method_colors, speedup_charts
 from .format import (
     TEXT_LIMIT,
     clip,
@@ -197,6 +197,7 @@ def render_html(view: ReportView) -> str:
                 "status": sorted({v.status for v in scenarios}, key=severity_rank),
             },
             charts=speedup_charts(scenarios, colors, reference, view.traces.bound_curves()),
+            latency_charts=latency_charts(scenarios, colors),
             study={
                 "source": reference.get("source", ""),
                 "hardware": reference.get("hardware", ""),

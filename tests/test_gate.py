@@ -177,6 +177,29 @@ def test_a_gate_speedup_carries_the_reference_change_and_its_error(tmp_path):
     assert "relative to the no-SD reference's change" in speedup.note
 
 
+def test_a_gate_tpot_speedup_is_the_sd_servers_tpot_change_relative_to_the_no_sd_servers(tmp_path):
+    # Serve figures on a gated result: the candidate's SD server is 10% slower per token, its no-SD
+    # server 10% faster, so TPOT speedup falls by 1.1 * 1.1.
+    from specperf.judge.gate import judge_gate
+    from specperf.records import Metric, PairedSamples
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    clusters = [r.engine_instance for r in result.rounds]
+    result.gate.current.metrics["tpot_p50_ms"] = Metric(value=10.0, samples=[10.0] * 8)
+    result.gate.current.metrics["tpot_speedup"] = Metric(value=2.0, samples=[2.0] * 8)
+    result.metrics["tpot_p50_ms"] = Metric(value=11.0, samples=[11.0] * 8)
+    result.metrics["tpot_speedup"] = Metric(value=20 / 11 / 1.1, samples=[20 / 11 / 1.1] * 8)
+    result.gate.reference_tpot = PairedSamples(current=[20.0] * 8, candidate=[20 / 1.1] * 8, clusters=clusters)
+    verdict = next(m for m in judge_gate(result).metrics if m.metric == "tpot_speedup")
+    assert verdict.change == pytest.approx(1 / 1.21 - 1) and verdict.status == "regression"
+    assert verdict.baseline == 2.0 and "relative to the no-SD reference's change" in verdict.note
+    result.gate.reference_tpot = None  # no reference measured in the gate: judged as any paired metric
+    verdict = next(m for m in judge_gate(result).metrics if m.metric == "tpot_speedup")
+    assert verdict.judged_by == "paired" and "relative to" not in verdict.note
+
+
 def test_paired_reference_measures_speedup_per_pair(tmp_path):
     paired = SD.replace(paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})

@@ -33,6 +33,7 @@ def test_metric_specs_are_consistent():
     assert set(METRICS) == {
         "throughput_tok_s",
         "speedup",
+        "tpot_speedup",
         "mean_acceptance_length",
         "draft_acceptance_rate",
         "per_position_acceptance",
@@ -40,6 +41,7 @@ def test_metric_specs_are_consistent():
         *(f"{latency}_p{p}_ms" for latency in ("ttft", "tpot", "itl") for p in (50, 99)),
     }
     assert all(METRICS[f"ttft_p{p}_ms"].direction == LOWER for p in (50, 99))  # a latency: lower is better
+    assert METRICS["tpot_speedup"].direction == HIGHER  # a ratio of latencies: higher is better
     for name, spec in METRICS.items():
         assert spec.name == name
         assert spec.direction in (HIGHER, LOWER)

@@ -18,6 +18,7 @@ from specperf import report
 from specperf.records import Memory, RunFile, ScenarioResult
 from specperf.report import analyses
 from specperf.report import html as report_html
+from specperf.report.serving import serve_tables
 from specperf.storage import atomic_write_json, write_record, write_result
 
 SCRIPT_INJECTION = "<script>alert(1)</script>"
@@ -1030,3 +1031,39 @@ def test_serve_scenarios_get_latency_charts_against_concurrency_and_stay_off_the
 
 def test_offline_runs_have_no_latency_section(mixed_run):
     assert '<section id="latency">' not in html_of(mixed_run)
+
+
+def with_latency(record: ScenarioResult, tpot_ms: float) -> ScenarioResult:
+    """A serve result whose rounds hold the load generator's percentiles (s), TPOT p50 at `tpot_ms`."""
+    percentiles = {"ttft_s_p50": 0.2, "ttft_s_p90": 0.3, "ttft_s_p99": 0.4, "tpot_s_p90": 2 * tpot_ms / 1000}
+    rounds = [
+        r.model_copy(update={"latency": percentiles | {"tpot_s_p50": tpot_ms / 1000, "itl_s_p99": None}})
+        for r in record.rounds
+    ]
+    return record.model_copy(update={"rounds": rounds})
+
+
+def test_serve_scenarios_get_a_percentile_table_and_where_sd_stops_paying_beside_the_offline_speedup(tmp_path):
+    tpots = {("nosd", 1): 100.0, ("nosd", 4): 150.0, ("ngram", 1): 50.0, ("ngram", 4): 160.0}
+    records = [with_latency(served(m, c, t, 100.0), t) for (m, c), t in tpots.items()]
+    records.append(make_record(method="ngram", batch_size=4, speedup=1.4))  # the same cell offline
+    tables = serve_tables([ScenarioResult.model_validate(r.to_json()) for r in records])
+    assert [(row.method, row.concurrency, row.tpot_speedup) for row in tables.rows] == [
+        ("nosd", 1, None),
+        ("nosd", 4, None),
+        ("ngram", 1, 2.0),
+        ("ngram", 4, pytest.approx(150 / 160)),
+    ]
+    assert tables.rows[2].percentiles == {"ttft": [200.0, 300.0, 400.0], "tpot": [50.0, 100.0, None], "itl": [None] * 3}
+    (limit,) = tables.limits
+    assert limit.stops_at == 4 and limit.offline == {4: 1.4}
+    html = section(html_of(make_run(tmp_path / "run", records)), "latency")
+    assert "c1: 2.00x" in html and '<span class="pays-no">c4</span>' in html and "bs4: 1.40x" in html
+    assert "200.0 / 300.0 / 400.0" in html and "50.0 / 100.0 / —" in html
+
+
+def test_an_sd_method_that_pays_at_every_concurrency_says_so(tmp_path):
+    records = [with_latency(served(m, 2, t, 100.0), t) for m, t in (("nosd", 100.0), ("ngram", 80.0))]
+    (limit,) = serve_tables(records).limits
+    assert limit.stops_at is None and limit.points == {2: 1.25} and limit.offline == {}
+    assert "pays at every concurrency measured" in section(html_of(make_run(tmp_path / "run", records)), "latency")

@@ -199,3 +199,52 @@ def test_a_serve_cell_that_cannot_work_is_one_line_naming_its_field(tmp_path, ce
     with pytest.raises(ProfileError) as raised:
         serving_profile(tmp_path, text)
     assert error in str(raised.value) and "\n" not in str(raised.value)
+
+
+def served_rounds(tpots_ms: list[float], tokens: int = 32) -> list:
+    from specperf.records import Counters
+    from specperf.run.loop import RoundResult
+
+    latency = {f"{n}_s_p{p}": 0.01 for n in ("ttft", "tpot", "itl", "e2e") for p in (50, 90, 99)}
+    return [
+        RoundResult(
+            engine="current#1",
+            wall_s=1.0,
+            output_tokens=tokens,
+            counters=Counters(),
+            token_ids=[[1] * tokens],
+            texts=["x"],
+            latency={**latency, "tpot_s_p50": t / 1000},
+        )
+        for t in tpots_ms
+    ]
+
+
+def test_a_serve_sd_scenario_gets_its_tpot_speedup_against_the_no_sd_servers_tpot(tmp_path):
+    from specperf.run.gate import paired_reference
+    from specperf.run.summary import Reference, summarise
+
+    scenarios = {s.id: s for s in serving_profile(tmp_path).scenarios}
+    ref_scenario, sd = scenarios["smollm2-135m-nosd-c4-gsm8k-serve"], scenarios["smollm2-135m-ngram-k3-c4-gsm8k-serve"]
+    reference = summarise(ref_scenario, served_rounds([20.0, 22.0, 24.0, 20.0]), [], None)
+    assert "tpot_speedup" not in reference.metrics
+    unpaired = Reference.of(reference.metrics, reference.output_hashes)
+    assert unpaired.tpot_ms == 21.0
+    judged = summarise(sd, served_rounds([10.0, 14.0, 7.0, 10.5]), [], unpaired)
+    assert judged.metrics["tpot_speedup"].samples == pytest.approx([2.1, 1.5, 3.0, 2.0])
+    assert judged.metrics["tpot_speedup"].value == pytest.approx(2.05)
+    # paired: each SD round over the no-SD round that alternated with it, not over their median
+    paired = paired_reference(served_rounds([20.0, 22.0, 24.0, 20.0]))
+    judged = summarise(sd, served_rounds([10.0, 11.0, 12.0, 10.0]), [], paired)
+    assert judged.metrics["tpot_speedup"].samples == pytest.approx([2.0, 2.0, 2.0, 2.0])
+
+
+def test_an_offline_reference_gives_no_tpot_speedup(tmp_path):
+    from specperf.run.gate import paired_reference
+    from specperf.run.summary import Reference
+
+    assert Reference.of({}, []).tpot_ms is None
+    offline = served_rounds([20.0, 20.0])
+    for r in offline:
+        r.latency = None
+    assert paired_reference(offline).paired_tpot_ms is None

@@ -1,12 +1,12 @@
 """The upgrade gate's verdict: the candidate build against the current one, measured in one run.
 
-Speed (throughput, speedup) is judged pair by pair (paired.py), each pair's round knowing the
-engine pair it ran on: alternating rounds cancel the machine's drift, so in a gate speed gates
-even where a profile keeps it informational across runs.  A speedup divides by the no-SD
-reference measured in another part of the gate, so its change is the SD engines' throughput
-change less the reference's, with both errors.  Deterministic metrics (acceptance, per-position
-rates, lossless) are judged on their thresholds, as against a baseline.  Stored baselines play no
-part.
+Speed (throughput, latency, speedup) is judged pair by pair (paired.py), each pair's round knowing
+the engine pair it ran on: alternating rounds cancel the machine's drift, so in a gate speed gates
+even where a profile keeps it informational across runs.  A speedup (of throughput, or of a serve
+scenario's TPOT) divides by the no-SD reference measured in another part of the gate, so its
+change is the SD engines' change less the reference's, with both errors.  Deterministic metrics
+(acceptance, per-position rates, lossless) are judged on their thresholds, as against a baseline.
+Stored baselines play no part.
 """
 
 from __future__ import annotations
@@ -19,34 +19,51 @@ from .metrics import metric_samples
 from .paired import compare_paired, usable_change
 from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
+# A ratio to the no-SD reference -> what it divides: the SD scenario's metric, the gate's reference
+# pairs of it, and whether it is a latency (judged as its inverse, a rate, so that ratios subtract).
+RATIOS = {
+    "speedup": ("throughput_tok_s", "reference", False),
+    "tpot_speedup": ("tpot_p50_ms", "reference_tpot", True),
+}
 
-def _speedup(
-    result: ScenarioResult, current: dict[str, list[float]], clusters: list[int], rules: Rules
+
+def _rates(samples: list[float], inverse: bool) -> list[float]:
+    return [1 / v if v > 0 else 0.0 for v in samples] if inverse else samples
+
+
+def _ratio(
+    name: str, result: ScenarioResult, current: dict[str, list[float]], clusters: list[int], rules: Rules
 ) -> MetricVerdict | None:
-    """Speedup judged as throughput change relative to the reference's change; None where the gate
-    has no separately measured reference (paired_reference divides pair by pair)."""
+    """A speedup judged as the SD engines' change relative to the reference's change; None where the
+    gate has no separately measured reference (paired_reference divides pair by pair)."""
     assert result.gate is not None  # judge_gate judges gated results only
-    reference = result.gate.reference
+    metric, field, inverse = RATIOS[name]
+    reference = getattr(result.gate, field)
     change = (
         None
         if reference is None
-        else usable_change(reference.current, reference.candidate, reference.clusters, rules.gate_engine_offset)
+        else usable_change(
+            _rates(reference.current, inverse),
+            _rates(reference.candidate, inverse),
+            reference.clusters,
+            rules.gate_engine_offset,
+        )
     )
     if change is None:
         return None
     verdict = compare_paired(
-        "speedup",
-        current.get("throughput_tok_s", []),
-        metric_samples(result.metrics)["throughput_tok_s"],
+        name,
+        _rates(current.get(metric, []), inverse),
+        _rates(metric_samples(result.metrics)[metric], inverse),
         rules.gate_tolerance,
         clusters,
         rules.gate_engine_offset,
         relative_to=change,
     )
     if verdict.status != INVALID:
-        verdict.baseline = statistics.median(current["speedup"]) if current.get("speedup") else None
-        current_speedup = result.value("speedup")
-        verdict.current = current_speedup if isinstance(current_speedup, (int, float)) else None
+        verdict.baseline = statistics.median(current[name]) if current.get(name) else None
+        current_ratio = result.value(name)
+        verdict.current = current_ratio if isinstance(current_ratio, (int, float)) else None
     return verdict
 
 
@@ -64,7 +81,7 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
             verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
             verdict.judged_by = "current build"
         else:
-            verdict = (name == "speedup" and _speedup(result, current, clusters, rules)) or compare_paired(
+            verdict = (name in RATIOS and _ratio(name, result, current, clusters, rules)) or compare_paired(
                 name,
                 current.get(name, []),
                 samples,

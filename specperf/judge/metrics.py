@@ -75,6 +75,16 @@ METRICS: dict[str, MetricSpec] = {
             math.inf,
         ),
         MetricSpec(
+            "tpot_speedup",
+            "x",
+            HIGHER,
+            0.05,
+            "mannwhitney",
+            "no-SD TPOT p50 / SD TPOT p50 at the same model, dataset and concurrency (serve scenarios)",
+            LEAST_SPEED,
+            math.inf,
+        ),
+        MetricSpec(
             "mean_acceptance_length",
             "tokens",
             HIGHER,

@@ -207,6 +207,7 @@ class Gate(Record):
     candidate_python: str
     pairing: str  # "interleaved", or "blocks of N rounds"
     reference: PairedSamples | None = None  # the no-SD reference's throughput, where speedup divides by it
+    reference_tpot: PairedSamples | None = None  # a serve reference's TPOT p50 (ms), for tpot_speedup
     output_drift: int = 0  # requests whose greedy output differs between the builds
     config_diff: dict[str, Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
         default_factory=dict

@@ -198,6 +198,7 @@ def render_html(view: ReportView) -> str:
             },
             charts=speedup_charts(scenarios, colors, reference, view.traces.bound_curves()),
             latency_charts=latency_charts(scenarios, colors),
+            serving=view.serving,
             study={
                 "source": reference.get("source", ""),
                 "hardware": reference.get("hardware", ""),

@@ -26,6 +26,7 @@ from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
 from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread
 from .gate import GateView, gate_view
 from .loading import RunData
+from .serving import ServeTables, serve_tables
 from .traces import TraceViews, trace_views
 
 IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
@@ -278,6 +279,7 @@ class ReportView:
     memory: MemoryTable
     gate: GateView | None = None
     traces: TraceViews = field(default_factory=TraceViews)
+    serving: ServeTables = field(default_factory=lambda: ServeTables([], []))
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -295,4 +297,5 @@ def build_view(data: RunData) -> ReportView:
         analyses.memory_table(data.results),
         gate_view(data.runs, data.results),
         trace_views(data.results),
+        serve_tables(data.results),
     )

@@ -34,8 +34,13 @@ class SideSummary:
 def paired_reference(rounds: list[RoundResult]) -> Reference:
     """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair."""
     throughputs = [r.throughput for r in rounds]
+    tpots = [1000 * r.latency["tpot_s_p50"] for r in rounds if r.latency and r.latency.get("tpot_s_p50") is not None]
     return Reference(
-        statistics.median(throughputs), [output_hash(ids) for ids in rounds[0].token_ids], paired=throughputs
+        statistics.median(throughputs),
+        [output_hash(ids) for ids in rounds[0].token_ids],
+        paired=throughputs,
+        tpot_ms=statistics.median(tpots) if len(tpots) == len(rounds) else None,
+        paired_tpot_ms=tpots if len(tpots) == len(rounds) else None,
     )
 
 
@@ -65,12 +70,16 @@ def current_as_baseline(current: SideSummary) -> BaselineRef:
     )
 
 
-def reference_pairs(result: ScenarioResult) -> PairedSamples:
-    """A gate's no-SD result as its SD scenarios need it: throughput of both builds, pair by pair."""
+def reference_pairs(result: ScenarioResult | None, metric: str) -> PairedSamples | None:
+    """A gate's no-SD result as its SD scenarios need it: one metric of both builds, pair by pair
+    (None where the gate has no such reference, or it lacks the metric)."""
+    if result is None or result.gate is None:
+        return None
+    current, candidate = result.gate.current.metrics.get(metric), result.metrics.get(metric)
+    if current is None or candidate is None:
+        return None
     return PairedSamples(
-        current=result.gate.current.metrics["throughput_tok_s"].samples,
-        candidate=result.metrics["throughput_tok_s"].samples,
-        clusters=[r.engine_instance for r in result.rounds],
+        current=current.samples, candidate=candidate.samples, clusters=[r.engine_instance for r in result.rounds]
     )
 
 
@@ -79,8 +88,9 @@ def gate_record(
     candidate: SideSummary,
     measured: Measured,
     python: str,
-    reference: PairedSamples | None = None,
+    reference: ScenarioResult | None = None,
 ) -> Gate:
+    """`reference`: the gated no-SD result the SD scenario's speedups are judged relative to."""
     side = Side(
         vllm=current.engine.provenance.get("vllm"),
         provenance=current.engine.provenance,
@@ -94,7 +104,8 @@ def gate_record(
         current=side,
         candidate_python=python,
         pairing=measured.pairing,
-        reference=reference,
+        reference=reference_pairs(reference, "throughput_tok_s"),
+        reference_tpot=reference_pairs(reference, "tpot_p50_ms"),
         output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
         config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
     )

@@ -21,7 +21,7 @@ from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
-from ..records import Device, Figures, PairedSamples, RunFile, RunStats, ScenarioResult, Timings, Verdict
+from ..records import Device, Figures, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (
     ERROR,
     ERROR_ENGINE,
@@ -45,7 +45,6 @@ from .gate import (
     current_as_baseline,
     gate_record,
     paired_reference,
-    reference_pairs,
 )
 from .loop import run_rounds
 from .measurement import measure_rounds
@@ -124,7 +123,7 @@ class RunSession:
         self.started = time.monotonic()
         self.started_at = now_iso()
         self._references: dict[tuple[str, str], Reference] = {}  # (side, scenario id)
-        self._gate_references: dict[str, PairedSamples] = {}  # a gate's no-SD scenarios, by id
+        self._gate_references: dict[str, ScenarioResult] = {}  # a gate's no-SD results, by id
         self.results: list[ScenarioResult] = []
         self._run_file_written = False  # run.json is written when the first scenario starts, and at the end
 
@@ -230,7 +229,7 @@ class RunSession:
         """A result of the resumed run: not measured again, but judged and reported with this run."""
         self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
         if scenario.method.is_reference:
-            self._references[(CURRENT, scenario.id)] = Reference(result.value("throughput_tok_s"), result.output_hashes)
+            self._references[(CURRENT, scenario.id)] = Reference.of(result.metrics, result.output_hashes)
             self._remember_gate_reference(scenario, result)
         self.stats.scenarios += 1
         self.stats.resumed += 1
@@ -307,15 +306,13 @@ class RunSession:
         prompts = [ids for call in calls.calls for ids in call]
         summary = summarise(scenario, rounds, calls.requests, reference, prompts)
         if scenario.method.is_reference:
-            self._references[(side, scenario.id)] = Reference(
-                summary.metrics["throughput_tok_s"].value, summary.output_hashes
-            )
+            self._references[(side, scenario.id)] = Reference.of(summary.metrics, summary.output_hashes)
         return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[Role(side)])
 
     def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
-        """A gate's no-SD throughput pairs: its SD scenarios' speedup change is judged relative to them."""
+        """A gate's no-SD result: its SD scenarios' speedup changes are judged relative to its changes."""
         if scenario.method.is_reference and result.gate is not None:
-            self._gate_references[scenario.id] = reference_pairs(result)
+            self._gate_references[scenario.id] = result
 
     def engine_gpus(self, scenario: Scenario) -> list[int] | None:
         """NVML indices of the GPUs this scenario's engine uses: the first TP visible ones."""

@@ -33,11 +33,20 @@ MIN_ROUND_S = 0.05  # shorter rounds measure the timer and the scheduler, not th
 
 @dataclass
 class Reference:
-    """What an SD scenario needs of its no-SD reference: throughput and output hashes."""
+    """What an SD scenario needs of its no-SD reference: throughput and output hashes, and a
+    serve reference's TPOT p50 (ms)."""
 
     throughput: float | None
     output_hashes: list[str]
     paired: list[float] | None = None  # the reference's throughput in each paired round
+    tpot_ms: float | None = None
+    paired_tpot_ms: list[float] | None = None  # its TPOT p50 in each paired round
+
+    @classmethod
+    def of(cls, metrics: dict[str, Metric], output_hashes: list[str]) -> Reference:
+        """A no-SD result's figures as its SD scenarios need them."""
+        throughput, tpot = metrics.get("throughput_tok_s"), metrics.get("tpot_p50_ms")
+        return cls(throughput.value if throughput else None, output_hashes, tpot_ms=tpot.value if tpot else None)
 
 
 class Summary(Figures):
@@ -72,6 +81,18 @@ def _speedups(throughputs: list[float], reference: Reference | None) -> list[flo
     return None
 
 
+def _tpot_speedups(latencies: dict[str, Metric], reference: Reference | None) -> list[float] | None:
+    """Per round: the reference's TPOT p50 over this scenario's, paired or against its median."""
+    tpot = latencies.get("tpot_p50_ms")
+    if tpot is None or reference is None:
+        return None
+    if reference.paired_tpot_ms:
+        return [r / t if t > 0 else 0.0 for t, r in zip(tpot.samples, reference.paired_tpot_ms)]
+    if reference.tpot_ms:
+        return [reference.tpot_ms / t if t > 0 else 0.0 for t in tpot.samples]
+    return None
+
+
 def summarise(
     scenario: Scenario,
     rounds: list[RoundResult],
@@ -87,7 +108,8 @@ def summarise(
     counters = metrics.sum_counters([r.counters for r in rounds])
     output_hashes = [metrics.output_hash(ids) for ids in first.token_ids]
     values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}
-    values |= served_latencies(rounds)
+    latencies = served_latencies(rounds)
+    values |= latencies
     lossless = None
     if not scenario.method.is_reference:
         per_round = [metrics.acceptance(r.counters) for r in rounds]
@@ -97,6 +119,8 @@ def summarise(
         speedups = _speedups(throughputs, reference)
         if speedups is not None:
             values["speedup"] = Metric(value=_median(speedups), samples=speedups)
+            if tpot_speedups := _tpot_speedups(latencies, reference):
+                values["tpot_speedup"] = Metric(value=_median(tpot_speedups), samples=tpot_speedups)
             fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
             values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
             lossless = Lossless(

@@ -248,3 +248,26 @@ def test_an_offline_reference_gives_no_tpot_speedup(tmp_path):
     for r in offline:
         r.latency = None
     assert paired_reference(offline).paired_tpot_ms is None
+
+
+def test_a_server_launched_from_a_thread_that_ends_lives_on_and_dies_with_its_group():
+    # The pool starts engines from short-lived threads; the parent-death signal must not follow them.
+    import os
+    import signal
+    import threading
+    import time
+
+    from specperf.run.server import launch
+
+    started = []
+    thread = threading.Thread(target=lambda: started.append(launch(["sleep", "30"])))
+    thread.start()
+    thread.join()
+    (process,) = started
+    try:
+        time.sleep(0.5)
+        assert process.poll() is None, "the server died with the thread that launched it"
+        assert os.getpgid(process.pid) == process.pid  # a process group of its own
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

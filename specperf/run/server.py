@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,19 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+# The kernel sends the parent-death signal when the *thread* that started the child ends, and the
+# pool starts engines from short-lived threads: every server is launched from this one thread,
+# which lives as long as the suite's process.
+_LAUNCHER = ThreadPoolExecutor(1, thread_name_prefix="server-launch")
+
+
+def launch(command: list[str], **popen_kwargs: Any) -> subprocess.Popen:
+    """Popen in a process group of its own that gets SIGTERM when this process ends."""
+    return _LAUNCHER.submit(
+        subprocess.Popen, command, start_new_session=True, preexec_fn=_die_with_parent, **popen_kwargs
+    ).result()
+
+
 @dataclass
 class Server:
     """One running server; `start()` returns once it is healthy."""
@@ -130,14 +144,9 @@ class Server:
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
-            self.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=server_env(self.config),
-                start_new_session=True,  # its own process group: stop() takes the engine core too
-                preexec_fn=_die_with_parent,
+            # its own process group: stop() takes the engine core too
+            self.process = launch(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env(self.config)
             )
 
     def _wait_healthy(self, deadline: float) -> None:

@@ -26,6 +26,7 @@ class Options:
     resume: Path | None  # --resume RUN_DIR
     shard: str | None  # --shard I/N, as given (suite/checks.check_options parses it)
     candidate: str | None  # --candidate PYTHON: an upgrade gate
+    serve_url: str | None  # --serve-url URL: serve scenarios measured on a running server
     gate_blocks: int | None  # --gate-blocks N
     history: str | None  # --history URL, as given (history.database.history_url resolves it)
     rolling_baseline: int | None  # --rolling-baseline N
@@ -49,6 +50,7 @@ class Options:
             resume=Path(given("resume")) if given("resume") else None,
             shard=given("shard"),
             candidate=given("candidate"),
+            serve_url=given("serve_url"),
             gate_blocks=given("gate_blocks"),
             history=given("history"),
             rolling_baseline=given("rolling_baseline"),

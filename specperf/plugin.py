@@ -101,6 +101,13 @@ def pytest_addoption(parser):
         "(with specperf installed), rounds alternating, and judge it against this one",
     )
     group.addoption(
+        "--serve-url",
+        default=None,
+        metavar="URL",
+        help="measure the selected serve scenarios on this running vLLM server (nothing is started; "
+        "offline scenarios and no-SD references are left out): its /v1/models, /version and /metrics are recorded",
+    )
+    group.addoption(
         "--gate-blocks",
         type=int,
         default=None,
@@ -257,6 +264,7 @@ def specperf_session(request):
             time_left_s, profile, planned, baseline_rows(opts.baseline_dir, device["hardware_key"], planned)
         ),
         candidate_python=opts.candidate,
+        serve_url=opts.serve_url,
         gate_blocks=opts.gate_blocks,
         environments=gate_environments(config),
         history_url=run_history_url(config),

@@ -158,6 +158,11 @@ def usage_error(pytester, *args) -> str:
             "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError",
         ),
         (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
+        (["--serve-url", "staging:8000"], "--serve-url: 'staging:8000' is not an http(s) URL"),
+        (
+            ["--serve-url", "http://127.0.0.1:8000", "--candidate", "/usr/bin/python3"],
+            "--serve-url cannot go with --candidate",
+        ),
     ],
 )
 def test_conflicting_or_impossible_options_are_one_line_usage_errors(pytester, profile, args, words):
@@ -456,3 +461,16 @@ def test_a_profile_measured_with_another_vllm_warns_in_the_header(pytester, tmp_
             "0.10.1.1 (16 scenarios); this run uses 0.32.0"
         ]
     )
+
+
+def test_serve_url_keeps_the_selected_serve_scenarios_and_adds_no_reference(pytester):
+    cpu_smoke = str(Path(__file__).resolve().parent.parent / "fixtures" / "scenarios" / "cpu-smoke.toml")
+    everything = collected_ids(pytester, "--profile", cpu_smoke, "-k", "smollm2 and ngram")
+    assert "smollm2-135m-nosd-c4-instructcoder-serve" in everything  # the reference an SD scenario needs
+    attached = collected_ids(
+        pytester, "--profile", cpu_smoke, "-k", "smollm2 and ngram", "--serve-url", "http://127.0.0.1:8000"
+    )
+    assert sorted(attached) == [
+        "smollm2-135m-ngram-k3-c1-instructcoder-serve",
+        "smollm2-135m-ngram-k3-c4-instructcoder-serve",
+    ]

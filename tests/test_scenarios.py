@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (22, 9), "h100-nightly": (176, 8), "study-full": (288, 18)}
+SIZES = {"cpu-smoke": (30, 13), "h100-nightly": (192, 13), "study-full": (288, 18)}
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,9 @@ def test_scenario_ids_are_readable_and_unique(profiles, name):
     assert len(ids) == len(set(ids))
     for s in scenarios:
         traced = "-traced" if s.trace else ""
+        if s.serves:
+            assert s.id == f"{s.model.name}-{s.method.label}-c{s.concurrency}-{s.dataset}-serve"
+            continue
         assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}{traced}"
         assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+(-traced)?", s.id), s.id
 
@@ -97,7 +100,7 @@ def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
     keys = {s.engine_key for s in scenarios}
     assert len(keys) == SIZES[name][1]
     # models of one checkpoint (Qwen3-8B with thinking on and off) share its engines
-    assert len(keys) == len({(s.model.path, s.method.label, s.trace) for s in scenarios})
+    assert len(keys) == len({(s.model.path, s.method.label, s.trace, s.serves) for s in scenarios})
 
 
 def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):

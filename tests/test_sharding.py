@@ -9,6 +9,11 @@ from specperf.profiles.scenarios import load_profile
 from specperf.run import sharding
 
 
+def offline_nightly():
+    """h100-nightly's offline scenarios: the shapes these tests state (its serve cells have keys of their own)."""
+    return [s for s in load_profile("h100-nightly").scenarios if not s.serves]
+
+
 def sd_keys(scenarios):
     return {s.engine_key for s in scenarios if not s.method.is_reference}
 
@@ -72,7 +77,7 @@ def test_shards_partition_the_profile(scenarios, count):
 
 
 def test_each_sd_engine_gets_a_machine_and_the_rest_stay_empty():
-    scenarios = list(load_profile("h100-nightly").scenarios)
+    scenarios = offline_nightly()
     assert len(sd_keys(scenarios)) == 6
     shards = sharding.assign(scenarios, 8)
     for part in shards[:6]:
@@ -118,7 +123,7 @@ def test_loads_never_exceed_the_sum_of_the_units(scenarios):
 
 def test_a_unit_goes_where_its_references_already_are():
     """Charging a shard only for references it lacks can beat the less loaded shard."""
-    every = list(load_profile("h100-nightly").scenarios)
+    every = offline_nightly()
     eagle = [s for s in every if s.model.name == "llama3.1-8b" and s.method.label in ("eagle-k3", "nosd")]
     draft = [
         s
@@ -149,7 +154,7 @@ def test_shards_do_not_depend_on_input_order(scenarios, count):
 
 
 def test_reference_only_selection_splits_by_engine_key():
-    scenarios = [s for s in load_profile("h100-nightly").scenarios if s.method.is_reference]
+    scenarios = [s for s in offline_nightly() if s.method.is_reference]
     shards = sharding.assign(scenarios, 3)
     check_partition(scenarios, shards)
     assert sorted(sorted({s.model.name for s in part}) for part in shards if part) == [["llama3.1-8b"], ["qwen3-8b"]]
@@ -159,7 +164,7 @@ def test_reference_only_selection_splits_by_engine_key():
 
 def test_spare_references_form_their_own_units():
     """References no selected SD scenario needs still run, once; the needed ones go with their SD scenarios."""
-    every = list(load_profile("h100-nightly").scenarios)
+    every = offline_nightly()
     scenarios = [s for s in every if s.method.is_reference or s.batch_size == 1]
     units = sharding.units(scenarios)
     spare = [u for u in units if not u.references]
@@ -170,7 +175,7 @@ def test_spare_references_form_their_own_units():
 
 
 def test_missing_references_are_not_invented():
-    scenarios = [s for s in load_profile("h100-nightly").scenarios if not s.method.is_reference or s.dataset == "gsm8k"]
+    scenarios = [s for s in offline_nightly() if not s.method.is_reference or s.dataset == "gsm8k"]
     shards = sharding.assign(scenarios, 3)
     check_partition(scenarios, shards)
     assert {s.dataset for p in shards for s in p if s.method.is_reference} == {"gsm8k"}
@@ -178,7 +183,7 @@ def test_missing_references_are_not_invented():
 
 
 def test_estimated_cost_follows_the_default_cost_model():
-    base = next(s for s in load_profile("h100-nightly").scenarios if s.batch_size == 1)
+    base = next(s for s in offline_nightly() if s.batch_size == 1)
     cost = sharding.estimated_cost(base)
     assert cost == pytest.approx(measuring_s(base, H100)) and cost > 0
     more_rounds = base.replace(rounds=base.rounds * 2)

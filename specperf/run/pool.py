@@ -78,9 +78,11 @@ class EnginePool:
         parallel_starts: int | None = None,
         logs_dir: Path | None = None,
         serve: Callable[..., ServedEngine] = ServedEngine,
+        serve_url: str | None = None,
     ):
         self._start = start
         self._serve = serve
+        self.serve_url = serve_url  # a running server that serve scenarios are measured on (run/remote.py)
         self.logs_dir = logs_dir  # where servers keep their logs (the run directory's servers/)
         self._server_numbers = itertools.count(1)  # thread-safe enough: next() on a count is atomic in CPython
         # Engines wanted together start this many at a time: an engine start on the CPU tier is
@@ -137,7 +139,9 @@ class EnginePool:
         slot = live[0]
         python = slot[0]
         try:
-            options = {"python": python} if python else {}
+            options: dict = {"python": python} if python else {}
+            if config.serve and self.serve_url:
+                options["url"] = self.serve_url
             if config.serve:
                 self._live[live] = self._serve(config, self.start_timeout_s, self._server_log(), **options)
             else:

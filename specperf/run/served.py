@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import remote
 from .engine import EngineConfig, EngineError, EngineTimeout
 from .load import run_round
 from .protocol import Load, Reply
@@ -37,16 +38,32 @@ def environment_vllm(python: str | None) -> str:
 
 
 class ServedEngine:
-    """One started server, measured a Load at a time."""
+    """One started server (or, with `url`, one already running: run/remote.py), measured a Load at a time."""
 
-    def __init__(self, config: EngineConfig, start_timeout_s: float, log_path: Path, python: str | None = None):
+    def __init__(
+        self,
+        config: EngineConfig,
+        start_timeout_s: float,
+        log_path: Path,
+        python: str | None = None,
+        url: str | None = None,
+    ):
         self.config = config
-        version = environment_vllm(python)
-        self.server = Server(config, log_path, version, python or sys.executable, start_timeout_s).start()
+        self.server: Server | remote.RunningServer
+        if url is not None:
+            self.server = remote.RunningServer(url)
+            wants_sd = config.speculative_config is not None
+            self.model_name, self.provenance, self.effective_config = remote.describe(
+                url, wants_sd, log_path.with_suffix(".metrics.txt")
+            )
+        else:
+            version = environment_vllm(python)
+            self.server = Server(config, log_path, version, python or sys.executable, start_timeout_s).start()
+            self.model_name = config.model  # the server's default model name: the path it loaded
+            self.provenance = {"vllm": version, "served_by": "vllm.entrypoints.openai.api_server"}
+            self.effective_config = {"server_command": " ".join(self.server.commands[-1])}
         self.start_s = self.server.start_s
         self.pid = self.server.process.pid if self.server.process else None
-        self.provenance = {"vllm": version, "served_by": "vllm.entrypoints.openai.api_server"}
-        self.effective_config = {"server_command": " ".join(self.server.commands[-1])}
 
     def generate(self, load: Load, max_tokens: int, timeout_s: float = 3600.0) -> Reply:
         if not isinstance(load, Load):
@@ -58,7 +75,7 @@ class ServedEngine:
             before = read_spec_counters(url)
             measured = run_round(
                 url,
-                self.config.model,
+                self.model_name,
                 list(load.prompts),
                 max_tokens,
                 load.concurrency,

@@ -82,6 +82,7 @@ class RunSession:
     candidate_python: str | None = None  # an upgrade gate: this other environment's vLLM is judged
     gate_blocks: int | None = None  # alternate blocks of this many rounds, one engine alive
     environments: dict | None = None  # a gate's builds by side (run.environments.describe)
+    serve_url: str | None = None  # serve scenarios measured on this running server (run/remote.py)
     scenario_hashes: dict[str, str] = field(default_factory=dict)  # the profile's scenarios, for --resume
     owns_run_file: bool = True  # False on pytest-xdist workers: the controller merges theirs
     history_url: str | None = None  # the run history database (history.database.history_url)
@@ -110,7 +111,10 @@ class RunSession:
             self._finished = {}
         self.prepare = self.prepare or CallPreparer(self.dataset_dir)
         self.pool = self.pool or EnginePool(
-            start_timeout_s=self.start_timeout_s, log=self.log, logs_dir=self.run_dir / "servers"
+            start_timeout_s=self.start_timeout_s,
+            log=self.log,
+            logs_dir=self.run_dir / "servers",
+            serve_url=self.serve_url,
         )
         self.history = None  # the run history, opened by the rolling judge on first use
         self._judge_made: Judge | None = None
@@ -307,7 +311,9 @@ class RunSession:
         summary = summarise(scenario, rounds, calls.requests, reference, prompts)
         if scenario.method.is_reference:
             self._references[(side, scenario.id)] = Reference.of(summary.metrics, summary.output_hashes)
-        return SideSummary(summary, validity(scenario, rounds, summary, problems), measured.engines[Role(side)])
+        # A running server has no no-SD twin to divide by: its SD scenarios are judged without speedup.
+        judged = validity(scenario, rounds, summary, problems, needs_reference=self.pool.serve_url is None)
+        return SideSummary(summary, judged, measured.engines[Role(side)])
 
     def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
         """A gate's no-SD result: its SD scenarios' speedup changes are judged relative to its changes."""

@@ -203,9 +203,14 @@ def _ngram_acc(scenario: Scenario, prompts: list[list[int]] | None, outputs: lis
 
 
 def validity(
-    scenario: Scenario, rounds: list[RoundResult], summary: Summary, other_problems: list[str] = ()
+    scenario: Scenario,
+    rounds: list[RoundResult],
+    summary: Summary,
+    other_problems: list[str] = (),
+    needs_reference: bool = True,
 ) -> Validity:
-    """The rules a measurement must meet to be judged; each broken one is a reason."""
+    """The rules a measurement must meet to be judged; each broken one is a reason.  `needs_reference`
+    False: an SD scenario without its no-SD result is judged without speedup (a running server's)."""
     reasons = []
     if len(rounds) < MIN_ROUNDS:
         reasons.append(f"{len(rounds)} rounds are too few for the significance test (it needs {MIN_ROUNDS})")
@@ -214,7 +219,7 @@ def validity(
         reasons.append(f"a round took {shortest * 1000:.1f} ms, too short to time (minimum {MIN_ROUND_S} s)")
     if any(r.output_tokens == 0 for r in rounds):
         reasons.append("a round produced no output tokens")
-    if not scenario.method.is_reference and "speedup" not in summary.metrics:
+    if needs_reference and not scenario.method.is_reference and "speedup" not in summary.metrics:
         reasons.append(f"no reference result {scenario.reference_id} in this run")
     if any(r.token_ids != rounds[0].token_ids for r in rounds):
         reasons.append("greedy outputs differ between rounds")

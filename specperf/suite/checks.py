@@ -61,6 +61,13 @@ def check_options(config) -> None:
     blocks = opts.gate_blocks
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
+    if opts.serve_url:
+        from ..run.remote import check_url
+
+        if problem := check_url(opts.serve_url):
+            raise pytest.UsageError(f"--serve-url: {problem}")
+        if opts.candidate:
+            raise pytest.UsageError("--serve-url cannot go with --candidate: a gate starts both builds' servers itself")
     if opts.candidate:
         if opts.update_baselines:
             raise pytest.UsageError(

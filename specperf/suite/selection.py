@@ -40,9 +40,13 @@ def scenario_of(item) -> Scenario | None:
 def order_scenarios(config, everything: list, selected: list) -> list:
     """The items to run: the selected ones, the references their SD scenarios need, this shard's
     share only, references first and each engine key as one block (others keep their place first)."""
+    if options(config).serve_url:
+        selected = only_served(config, selected)
     chosen = {id(item) for item in selected}
     by_id = {s.id: item for item in everything if (s := scenario_of(item)) is not None}
     needed = {s.reference_id for item in selected if (s := scenario_of(item)) is not None}
+    if options(config).serve_url:
+        needed = set()  # the running server is one build of one method: no no-SD server beside it
     missing = [by_id[ref] for ref in needed if ref in by_id and id(by_id[ref]) not in chosen]
     perf = [item for item in selected if scenario_of(item) is not None] + missing
     others = [item for item in selected if scenario_of(item) is None]
@@ -58,6 +62,14 @@ def order_scenarios(config, everything: list, selected: list) -> list:
     perf = sorted(this_shard(config, perf), key=order)
     config.stash[PLANNED_KEY] = tuple(scenario_of(item) for item in perf)
     return others + perf
+
+
+def only_served(config, selected: list) -> list:
+    """With --serve-url, the serve scenarios only: an offline one has no server to measure on."""
+    offline = [item for item in selected if (s := scenario_of(item)) is not None and not s.serves]
+    if offline:
+        config.hook.pytest_deselected(items=offline)
+    return [item for item in selected if item not in offline]
 
 
 def this_shard(config, perf: list) -> list:

@@ -112,8 +112,9 @@ def test_traces_account_for_every_accepted_token_and_for_the_step_time(first_run
     _, run_dir, results = first_run
     traced = {sid: r for sid, r in results.items() if r["scenario"]["trace"]}
     assert all(sid.endswith("-traced") and r["trace"] for sid, r in traced.items())
-    # every scenario is traced but the tiny MiMo's, where tracing costs more than the machine's noise
-    assert {r["scenario"]["model"]["name"] for sid, r in results.items() if sid not in traced} == {"tiny-mimo"}
+    # every offline scenario is traced but the tiny MiMo's, where tracing costs more than the noise
+    offline = {sid for sid, r in results.items() if r["scenario"].get("mode") != "serve"}
+    assert {results[sid]["scenario"]["model"]["name"] for sid in offline - traced.keys()} == {"tiny-mimo"}
     assert all(r.get("trace") is None for sid, r in results.items() if sid not in traced)
     for sid, result in traced.items():
         trace, seconds = result["trace"], result["trace"]["seconds"]
@@ -194,6 +195,27 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
             assert row["combined"] >= row["oracle"] and row["adaptive"] > 0, row
     assert "hidden states" in headroom["tiny-llama-eagle-k3-bs1-instructcoder-traced"]["note"]
     assert "Headroom: measured, simulated and the oracle bounds" in (run_dir / "index.html").read_text()
+
+
+def test_serve_scenarios_are_judged_on_latency_acceptance_and_lossless_behind_their_servers(first_run, store):
+    done, run_dir, results = first_run
+    served = {sid: r for sid, r in results.items() if r["scenario"].get("mode") == "serve"}
+    assert len(served) == 8, sorted(served)
+    for sid in ("smollm2-135m-ngram-k3-c4-instructcoder-serve", "tiny-llama-eagle3-k3-c1-instructcoder-serve"):
+        sd = served[sid]
+        assert sd["status"] == "ok" and sd["validity"]["valid"], sd["validity"]
+        for name in ("ttft_p50_ms", "tpot_p50_ms", "itl_p99_ms", "throughput_tok_s", "tpot_speedup"):
+            assert len(sd["metrics"][name]["samples"]) == 4 and sd["metrics"][name]["value"] > 0, (sid, name)
+        assert sd["metrics"]["lossless_fraction"]["value"] == 1.0  # greedy outputs, token by token, as no-SD's
+        assert sd["metrics"]["mean_acceptance_length"]["value"] > 1.0  # from the server's /metrics
+        assert all(r["errors"] == 0 and r["latency"]["ttft_s_p50"] > 0 for r in sd["rounds"])
+        written = json.loads((store / sd["device"]["hardware_key"] / f"{sid}.json").read_text())
+        assert "tpot_p50_ms" in written["metrics"]
+    # one server per engine key, shared by its concurrencies; none outlives the run
+    assert len(list((run_dir / "servers").glob("server-*.log"))) == 4
+    assert "api_server" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    page = (run_dir / "index.html").read_text()
+    assert '<section id="latency">' in page and "Where SD stops paying in latency" in page
 
 
 def test_baselines_were_stored_for_every_scenario(first_run, store):

@@ -4,9 +4,7 @@ with the offline engine's arguments, measured with streamed requests, its SD cou
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import threading
 import time
 
@@ -64,8 +62,11 @@ def test_a_server_is_measured_with_streamed_requests_and_its_counters_and_stops_
         before = read_spec_counters(running.url)
         measured = run_round(running.url, cfg.model, code_prompts(cfg.model, 4), max_tokens=16, concurrency=2)
         after = read_spec_counters(running.url)
+        attached = measured_through_serve_url(tmp_path, running.url)
+        assert running.alive(), "the suite stopped a server it did not start"
     finally:
         running.stop()
+    check_attached(attached, running.url)
     assert group_gone(running.process.pid), "the server's process group outlived stop()"
     assert measured.errors == 0 and measured.wall_s > 0
     assert all(0 < r.output_tokens <= 16 and r.text for r in measured.requests)
@@ -78,6 +79,30 @@ def test_a_server_is_measured_with_streamed_requests_and_its_counters_and_stops_
     assert len(drafted.accepted_per_pos) == NGRAM["num_speculative_tokens"]
     assert 1.0 <= acceptance(drafted)["mean_acceptance_length"] <= 1 + NGRAM["num_speculative_tokens"]
     assert "--config" in running.commands[0] and (tmp_path / "server.args.yaml").is_file()
+
+
+def measured_through_serve_url(tmp_path, url: str) -> dict:
+    """The suite's run of the serve profile's n-gram scenario on a server it did not start."""
+    from suite import PROFILES, only_run_dir, read_results, run_suite
+
+    reports = tmp_path / "attached"
+    done = run_suite(str(PROFILES / "serve.toml"), reports, tmp_path / "b", "-k", "ngram", "--serve-url", url)
+    assert done.returncode == 0, done.stdout[-3000:]
+    run_dir = only_run_dir(reports)
+    return {"results": read_results(run_dir), "servers": sorted(p.name for p in (run_dir / "servers").iterdir())}
+
+
+def check_attached(attached: dict, url: str) -> None:
+    (result,) = attached["results"].values()  # no no-SD reference beside a running server
+    assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
+    assert result["scenario"]["id"] == "smollm2-135m-ngram-k3-c2-instructcoder-serve"
+    assert result["metrics"]["tpot_p50_ms"]["value"] > 0 and "speedup" not in result["metrics"]
+    assert result["metrics"]["mean_acceptance_length"]["value"] >= 1.0  # from the running server's /metrics
+    assert result["device"]["hardware_key"].startswith("server-127-0-0-1-")
+    assert result["device"]["facts"]["serve_url"] == url
+    assert result["provenance"]["served_by"] == url and result["provenance"]["vllm"] == installed_vllm()[1]
+    assert result["effective_config"]["models"][0]["id"] and "config_gauges" in result["effective_config"]
+    assert attached["servers"] == ["server-001.metrics.txt"]  # asked, not started: no server log
 
 
 def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
@@ -103,27 +128,3 @@ def test_a_server_killed_mid_round_fails_that_rounds_requests_not_the_client(tmp
     assert not running.alive() and group_gone(running.process.pid)
     assert measured.errors == 4, [r.error for r in measured.requests]
     assert all(r.error and "\n" not in r.error for r in measured.requests)
-
-
-def test_serve_scenarios_run_through_the_suite_judged_on_latency_acceptance_and_lossless(tmp_path):
-    from suite import PROFILES, only_run_dir, read_results, run_suite
-
-    reports, baselines = tmp_path / "reports", tmp_path / "baselines"
-    done = run_suite(str(PROFILES / "serve.toml"), reports, baselines, "-m", "serve", "--update-baselines")
-    assert done.returncode == 0, done.stdout[-3000:]
-    run_dir = only_run_dir(reports)
-    results = read_results(run_dir)
-    sd, ref = (
-        results["smollm2-135m-ngram-k3-c2-instructcoder-serve"],
-        results["smollm2-135m-nosd-c2-instructcoder-serve"],
-    )
-    assert sd["status"] == ref["status"] == "ok" and sd["validity"]["valid"], sd["validity"]
-    for name in ("ttft_p50_ms", "tpot_p50_ms", "itl_p99_ms", "throughput_tok_s"):
-        assert len(sd["metrics"][name]["samples"]) == 4 and sd["metrics"][name]["value"] > 0, name
-    assert sd["metrics"]["lossless_fraction"]["value"] == 1.0  # greedy outputs, token by token, as the no-SD server's
-    assert sd["metrics"]["mean_acceptance_length"]["value"] > 1.0 and sd["metrics"]["speedup"]["value"] > 0
-    assert all(r["errors"] == 0 and r["latency"]["ttft_s_p50"] > 0 for r in sd["rounds"])
-    assert sorted(p.name for p in (run_dir / "servers").glob("*.log")) == ["server-001.log", "server-002.log"]
-    written = json.loads((baselines / sd["device"]["hardware_key"] / f"{sd['scenario']['id']}.json").read_text())
-    assert "tpot_p50_ms" in written["metrics"]
-    assert "api_server" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

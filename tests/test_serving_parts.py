@@ -3,13 +3,16 @@ text, server-sent events, and what a round of streamed requests comes to."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from specperf.judge.metrics import acceptance, counter_delta
 from specperf.run.engine import EngineConfig
-from specperf.run.load import DONE, LoadRound, RequestTiming, parse_event
+from specperf.run.load import DONE, LoadRound, RequestTiming, parse_event, stream_request
 from specperf.run.server import SERVER_MODULE, server_args, server_command, server_env
 from specperf.run.server_metrics import spec_counters
 
@@ -98,6 +101,44 @@ def test_server_sent_events_are_parsed_and_the_closing_line_ends_them():
     assert parse_event('data: {"choices": [{"text": "hi"}]}') == {"choices": [{"text": "hi"}]}
     assert parse_event("data: [DONE]") == DONE
     assert parse_event(": keep-alive") is None and parse_event("") is None
+
+
+def streamed(*events: dict | str) -> RequestTiming:
+    """What the client makes of a server that streams these events (a dict is JSON, a str as is)."""
+    body = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
+
+    async def ask() -> RequestTiming:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, text=body))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await stream_request(client, "http://server", {}, 0.0, 5.0)
+
+    return asyncio.run(ask())
+
+
+TOKEN = {"choices": [{"text": "a", "token_ids": [7], "finish_reason": None}]}
+LAST = {"choices": [{"text": "b", "token_ids": [8], "finish_reason": "length"}]}
+USAGE = {"choices": [], "usage": {"completion_tokens": 2}}
+
+
+@pytest.mark.parametrize(
+    "events, error",
+    [
+        ((TOKEN, LAST, USAGE, DONE), None),
+        ((TOKEN, LAST, USAGE), "ended before [DONE]"),
+        ((TOKEN, {"error": {"message": "engine  dead", "code": 500}}, DONE), "failed the request: engine dead"),
+        ((TOKEN, {"object": "error", "message": "engine dead"}, DONE), "failed the request: engine dead"),
+        ((TOKEN, USAGE, DONE), "without a finish reason"),
+        ((USAGE, DONE), "carried no token"),
+    ],
+    ids=["complete", "cut-off", "error-event", "old-error-event", "no-finish-reason", "no-token"],
+)
+def test_a_streamed_request_is_an_error_unless_it_finished(events, error):
+    timing = streamed(*events)
+    if error is None:
+        assert timing.error is None and timing.token_ids == [7, 8] and timing.output_tokens == 2
+        assert timing.finish_reason == "length" and timing.e2e_s is not None
+    else:
+        assert timing.error and error in timing.error and "\n" not in timing.error
 
 
 def test_tpot_excludes_the_first_token():

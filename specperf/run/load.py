@@ -106,7 +106,9 @@ def parse_event(line: str) -> dict | str | None:
     return json.loads(data) if data else None
 
 
-async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, timeout_s: float) -> RequestTiming:
+async def stream_request(
+    client: httpx.AsyncClient, url: str, body: dict, started: float, timeout_s: float
+) -> RequestTiming:
     timing = RequestTiming(sent_s=time.perf_counter() - started)
     t0 = time.perf_counter()
     last = t0
@@ -123,6 +125,10 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, 
                     finished = True
                 if not isinstance(event, dict):
                     continue
+                if "error" in event or event.get("object") == "error":  # vLLM streams a failure, then [DONE]
+                    failure = event.get("error") if isinstance(event.get("error"), dict) else event
+                    timing.error = f"the server failed the request: {' '.join(str(failure.get('message')).split())}"
+                    return timing
                 now = time.perf_counter()
                 choices = event.get("choices") or []
                 if choices:
@@ -145,6 +151,9 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict, started: float, 
                 return timing
         if timing.ttft_s is None:
             timing.error = "the stream carried no token"
+            return timing
+        if timing.finish_reason is None:
+            timing.error = "the stream closed without a finish reason (the server stopped mid-request)"
             return timing
         timing.e2e_s = last - t0
     except (httpx.HTTPError, json.JSONDecodeError, OSError) as err:
@@ -180,7 +189,7 @@ async def _round(
                     "stream_options": {"include_usage": True},
                     "return_token_ids": True,  # vLLM's: outputs compared token by token; older ones ignore it
                 }
-                return await _one(client, url, body, started, timeout_s)
+                return await stream_request(client, url, body, started, timeout_s)
 
         arrivals, at = [], 0.0
         for _ in prompts:

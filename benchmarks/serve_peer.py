@@ -4,8 +4,9 @@ One server (run/server.py) of a profile scenario's model and method; the scenari
 prompts as text, greedy, the same output length and concurrency for both clients; the two take
 turns, `--repeats` times each, so the server's drift touches both.  Prints, per client, the
 medians over repeats of median TTFT, median TPOT, median ITL and output throughput, and the
-suite's figures over vLLM's.  vLLM's benchmark runs as a module (the CPU build's `vllm` console
-script fails on its distribution name).  Prints figures, asserts nothing:
+suite's figures over vLLM's, as a ratio of the medians and as the median of each repeat's ratio.
+vLLM's benchmark is called in this process (the CPU build's `vllm` console script fails on its
+distribution name).  Prints figures, asserts nothing:
 
     .tox/cpu/bin/python benchmarks/serve_peer.py -k smollm2-135m-ngram-k3-bs1-instructcoder-traced \\
         --concurrency 2 --requests 8 --output-len 32 --repeats 3
@@ -16,16 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-VLLM_BENCH = (
-    "import sys; from vllm.benchmarks.serve import add_cli_args, main; "
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
-    "parser = FlexibleArgumentParser(); add_cli_args(parser); main(parser.parse_args(sys.argv[1:]))"
-)
 FIGURES = ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
 
 
@@ -45,15 +40,24 @@ def suite_round(url: str, model: str, prompts: list[str], output_len: int, concu
 
 
 def vllm_round(url: str, model: str, dataset: Path, count: int, output_len: int, concurrency: int, out: Path) -> dict:
+    """One run of vLLM's benchmark, called in this process: as a process of its own, the server
+    idled while it imported, and the first requests after the pause ran a third slower."""
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.benchmarks.serve import main as vllm_bench_serve
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
     args = [
         *("--backend", "vllm", "--base-url", url, "--model", model, "--tokenizer", model),
         *("--dataset-name", "custom", "--dataset-path", str(dataset), "--skip-chat-template"),
+        "--disable-shuffle",  # the prompts in the suite's order, so both clients pair the same requests
         *("--num-prompts", str(count), "--custom-output-len", str(output_len)),
         *("--max-concurrency", str(concurrency), "--request-rate", "inf", "--temperature", "0"),
+        *("--num-warmups", str(concurrency)),
         *("--disable-tqdm", "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name),
     ]
-    subprocess.run([sys.executable, "-c", VLLM_BENCH, *args], check=True, capture_output=True)
-    return json.loads(out.read_text())
+    return vllm_bench_serve(parser.parse_args(args))
 
 
 def main() -> int:
@@ -115,6 +119,12 @@ def main() -> int:
         print(f"{client:<18}" + "".join(f"{medians[client][name]:>20.2f}" for name in FIGURES))
     ratio = {name: medians["suite"][name] / medians["vllm bench serve"][name] for name in FIGURES}
     print(f"{'suite / vllm':<18}" + "".join(f"{ratio[name]:>20.3f}" for name in FIGURES))
+    # each repeat's two rounds ran back to back: their ratio cancels the server's drift between repeats
+    paired = {
+        name: statistics.median(s[name] / v[name] for s, v in zip(rounds["suite"], rounds["vllm bench serve"]))
+        for name in FIGURES
+    }
+    print(f"{'paired ratio':<18}" + "".join(f"{paired[name]:>20.3f}" for name in FIGURES))
     print(
         f"suite rounds: errors {[r['errors'] for r in rounds['suite']]}, "
         f"client-bound {[r['client_bound'] for r in rounds['suite']]}"

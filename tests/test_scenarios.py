@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (30, 13), "h100-nightly": (192, 13), "study-full": (288, 18)}
+SIZES = {"cpu-smoke": (24, 13), "h100-nightly": (192, 13), "study-full": (288, 18)}
 
 
 @pytest.fixture(scope="module")

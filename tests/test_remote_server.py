@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from specperf.run.engine import EngineError
-from specperf.run.remote import RunningServer, check_url, config_gauges, describe, drafts, hardware_key
+from specperf.run.remote import RunningServer, check_url, config_gauges, describe, hardware_key
+from specperf.run.server_metrics import serves_sd
 
 SD_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
@@ -86,7 +87,7 @@ def test_a_running_server_that_does_not_match_the_scenario_is_one_line(server):
 
 
 def test_prometheus_text_says_whether_the_server_drafts_and_how_it_is_configured():
-    assert drafts(SD_METRICS) and not drafts(PLAIN_METRICS)
+    assert serves_sd(SD_METRICS) and not serves_sd(PLAIN_METRICS)
     assert config_gauges(PLAIN_METRICS) == {}
 
 

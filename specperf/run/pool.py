@@ -140,9 +140,9 @@ class EnginePool:
         python = slot[0]
         try:
             options: dict = {"python": python} if python else {}
-            if config.serve and self.serve_url:
-                options["url"] = self.serve_url
             if config.serve:
+                if self.serve_url:
+                    options["url"] = self.serve_url
                 self._live[live] = self._serve(config, self.start_timeout_s, self._server_log(), **options)
             else:
                 self._live[live] = self._start(config, self.start_timeout_s, **options)

@@ -6,7 +6,6 @@ engine arguments.  Its results file under a hardware key of their own, one per s
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -14,8 +13,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .engine import SPEC_COUNTERS, EngineError
-from .server_metrics import read_metrics
+from .engine import EngineError
+from .server import healthy
+from .server_metrics import read_metrics, serves_sd
 
 ASK_TIMEOUT_S = 10.0
 
@@ -51,11 +51,6 @@ def config_gauges(metrics_text: str) -> dict[str, list[dict[str, str]]]:
     }
 
 
-def drafts(metrics_text: str) -> bool:
-    """Whether the server exposes SD counters, that is, runs speculative decoding."""
-    return any(family.name in SPEC_COUNTERS for family in text_string_to_metric_families(metrics_text))
-
-
 @dataclass
 class RunningServer:
     """What run/served.ServedEngine needs of a server, for one it did not start."""
@@ -65,11 +60,7 @@ class RunningServer:
     start_s: float = 0.0
 
     def alive(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=ASK_TIMEOUT_S) as reply:
-                return reply.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
+        return healthy(self.url, ASK_TIMEOUT_S)
 
     def log_tail(self) -> str:
         return f"(the server at {self.url} is not the suite's: its log is where it runs)"
@@ -93,8 +84,8 @@ def describe(url: str, wants_sd: bool, metrics_file: Path | None = None) -> tupl
     if metrics_file is not None:
         metrics_file.parent.mkdir(parents=True, exist_ok=True)
         metrics_file.write_text(text, encoding="utf-8")
-    if drafts(text) != wants_sd:
-        has = "shows SD counters in /metrics" if drafts(text) else "shows no SD counters in /metrics"
+    if (sd := serves_sd(text)) != wants_sd:
+        has = "shows SD counters in /metrics" if sd else "shows no SD counters in /metrics"
         wanted = "an SD scenario" if wants_sd else "a no-SD scenario"
         raise EngineError(f"the server at {url} {has}: it cannot be measured as {wanted}")
     provenance = {"vllm": version, "served_by": url}

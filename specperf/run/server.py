@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +33,15 @@ STOP_GRACE_S = 10.0
 # The offline engine runs its core in-process (run/engine.default_env); the server's own process
 # serves HTTP and its engine core runs beside it, as `vllm serve` runs it.
 OFFLINE_ONLY_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING",)
+
+
+def healthy(url: str, timeout_s: float = 5.0) -> bool:
+    """Whether the server at `url` answers /health with 200."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as reply:
+            return reply.status == 200
+    except OSError:  # refused, reset, timed out, or an HTTP error status (URLError)
+        return False
 
 
 class ServerError(EngineError):
@@ -153,12 +161,8 @@ class Server:
         while True:
             if not self.alive():
                 raise ServerError(f"the server exited with code {self.process.returncode}: {self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+            if healthy(self.url):
+                return
             if time.monotonic() > deadline:
                 self.stop()
                 raise EngineTimeout(

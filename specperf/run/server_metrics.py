@@ -37,6 +37,12 @@ def spec_counters(text: str) -> dict[str, Any]:
     return totals
 
 
+def serves_sd(text: str) -> bool:
+    """Whether the server exposes SD counters, that is, runs speculative decoding (a fresh SD server
+    counts zero, as a no-SD one would: the families' presence tells them apart)."""
+    return any(family.name in SPEC_COUNTERS for family in text_string_to_metric_families(text))
+
+
 def read_metrics(url: str) -> str:
     """The text of `url`/metrics."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=METRICS_TIMEOUT_S) as reply:

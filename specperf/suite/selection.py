@@ -40,13 +40,13 @@ def scenario_of(item) -> Scenario | None:
 def order_scenarios(config, everything: list, selected: list) -> list:
     """The items to run: the selected ones, the references their SD scenarios need, this shard's
     share only, references first and each engine key as one block (others keep their place first)."""
-    if options(config).serve_url:
+    attached = options(config).serve_url is not None
+    if attached:
         selected = only_served(config, selected)
     chosen = {id(item) for item in selected}
     by_id = {s.id: item for item in everything if (s := scenario_of(item)) is not None}
-    needed = {s.reference_id for item in selected if (s := scenario_of(item)) is not None}
-    if options(config).serve_url:
-        needed = set()  # the running server is one build of one method: no no-SD server beside it
+    # a running server is one build of one method: no no-SD server beside it
+    needed = set() if attached else {s.reference_id for item in selected if (s := scenario_of(item)) is not None}
     missing = [by_id[ref] for ref in needed if ref in by_id and id(by_id[ref]) not in chosen]
     perf = [item for item in selected if scenario_of(item) is not None] + missing
     others = [item for item in selected if scenario_of(item) is None]

@@ -29,6 +29,13 @@ SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 SIZES = {"cpu-smoke": (24, 13), "h100-nightly": (192, 13), "study-full": (288, 18)}
 
 
+def speed_metrics() -> set[str]:
+    """The metrics that measure speed, not reproducible figures (acceptance, lossless)."""
+    from specperf.judge.metrics import METRICS
+
+    return {name for name, spec in METRICS.items() if not spec.deterministic}
+
+
 @pytest.fixture(scope="module")
 def profiles():
     return {name: load_profile(name) for name in SHIPPED}
@@ -79,11 +86,9 @@ def test_known_ids_exist(profiles):
 @pytest.mark.parametrize("name", sorted(available_profiles()))
 def test_a_profile_that_keeps_throughput_informational_keeps_every_speed_metric_so(name):
     """Across runs on a drifting machine no speed figure may fail a case: a serve cell's latencies neither."""
-    from specperf.judge.metrics import METRICS
-
+    speed = speed_metrics()
     for scenario in load_profile(name).scenarios:
         if scenario.serves and "throughput_tok_s" in scenario.informational:
-            speed = {m for m, spec in METRICS.items() if not spec.deterministic}
             assert speed <= set(scenario.informational), (scenario.id, sorted(speed - set(scenario.informational)))
 
 
@@ -515,9 +520,7 @@ def test_informational_metrics_are_validated_and_carried(tmp_path):
 
 
 def test_cpu_smoke_gates_on_deterministic_metrics_only():
-    from specperf.judge.metrics import METRICS
-
-    speed = {m for m, spec in METRICS.items() if not spec.deterministic}
+    speed = speed_metrics()
     assert all(set(s.informational) == speed for s in load_profile("cpu-smoke").scenarios)
 
 

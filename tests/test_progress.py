@@ -8,7 +8,7 @@ from records import HARDWARE_KEY, make_record
 from test_plan import profile, scenario
 
 from specperf.plan import Planner
-from specperf.plan.progress import baseline_rows, modelled_s, time_left_s, timed_result
+from specperf.plan.progress import baseline_rows, modelled_s, parallel_time_left_s, time_left_s, timed_result
 from specperf.records import Timings
 
 NOSD_GSM8K = "small-nosd-bs1-gsm8k"
@@ -87,3 +87,38 @@ def test_a_baseline_of_this_machine_gives_an_sd_scenario_its_speedup(tmp_path):
     done = [finished(scenario(prof, NOSD_GSM8K))]
     planned = [scenario(prof, NOSD_GSM8K), draft]
     assert time_left_s(prof, planned, rows, done, done, 40.0) > 2 * time_left_s(prof, planned, (), done, done, 40.0)
+
+
+def by_dataset(s) -> str:
+    return s.dataset  # a made-up grouping: each workload's scenarios on one worker
+
+
+def test_on_workers_the_work_left_is_shared_but_a_group_never_splits(tmp_path):
+    prof = profile(tmp_path)
+    planned = [s for s in prof.scenarios if s.batch_size == 1]
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    serial = time_left_s(prof, planned, (), done, done, 40.0)
+    # one worker, one group: the serial estimate
+    assert parallel_time_left_s(prof, planned, (), done, 40.0, 1, lambda s: "all") == pytest.approx(serial)
+    # two workers cannot share one group, and each of them had the 40 s: twice the scale
+    one_group = parallel_time_left_s(prof, planned, (), done, 40.0, 2, lambda s: "all")
+    assert one_group == pytest.approx(2 * serial)
+    # groups of their own: the work left per worker, or the longest group where that is longer
+    per_group = parallel_time_left_s(prof, planned, (), done, 40.0, 2, lambda s: s.id)
+    planner = Planner(prof, [timed_result(done[0])])
+    scale = 40.0 * 2 / modelled_s(planner, [done[0].scenario])
+    groups = [modelled_s(planner, [s]) * scale for s in planned if s.id != NOSD_GSM8K]
+    assert per_group == pytest.approx(max(sum(groups) / 2, max(groups)))
+    assert per_group < one_group
+
+
+def test_on_workers_a_group_whose_engine_is_up_costs_no_start_and_nothing_finished_is_no_estimate(tmp_path):
+    prof = profile(tmp_path)
+    gsm8k = [s for s in prof.scenarios if s.batch_size == 1 and s.dataset == "gsm8k"]
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    left = parallel_time_left_s(prof, gsm8k, (), done, 40.0, 2, by_dataset)
+    planner = Planner(prof, [timed_result(done[0])])
+    scale = 40.0 * 2 / modelled_s(planner, [done[0].scenario])
+    rest = [s for s in gsm8k if s.id != NOSD_GSM8K]
+    assert left == pytest.approx(modelled_s(planner, rest, alive=done[0].scenario.engine_key) * scale)
+    assert parallel_time_left_s(prof, gsm8k, (), [], 40.0, 2, by_dataset) is None

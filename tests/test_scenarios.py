@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (24, 13), "h100-nightly": (192, 13), "study-full": (288, 18)}
+SIZES = {"cpu-smoke": (22, 11), "h100-nightly": (192, 13), "study-full": (288, 18)}
 
 
 def speed_metrics() -> set[str]:
@@ -637,3 +637,14 @@ def test_a_reference_keeps_the_vllm_of_the_first_cell_that_declares_it(tmp_path)
 )
 def test_bad_prompt_settings_are_one_line(tmp_path, text, message):
     assert profile_error(tmp_path, CELL.replace("rounds = 5\n", f"rounds = 5\n{text}\n")).endswith(message)
+
+
+def test_every_scenario_shares_its_xdist_worker_with_its_reference_and_serving_has_workers_of_its_own():
+    from specperf.suite.selection import worker_group
+
+    profile = load_profile("cpu-smoke")
+    by_id = {s.id: s for s in profile.scenarios}
+    for s in profile.scenarios:
+        assert worker_group(by_id[s.reference_id]) == worker_group(s), s.id
+    groups = {worker_group(s) for s in profile.scenarios}
+    assert groups == {"smollm2-135m", "smollm2-135m-serve", "tiny-llama", "tiny-mimo"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..history.queries import TimedResult
@@ -101,3 +101,33 @@ def time_left_s(
     took = modelled_s(planner, [r.scenario for r in measured])
     still = modelled_s(planner, left, alive=measured[-1].scenario.engine_key)
     return still * elapsed_s / took if took > 0 else None
+
+
+def parallel_time_left_s(
+    profile: Profile,
+    planned: Sequence[Scenario],
+    known: Sequence[TimedResult],
+    finished: Sequence[ScenarioResult],
+    elapsed_s: float,
+    workers: int,
+    group_of: Callable[[Scenario], str],
+) -> float | None:
+    """Seconds left for a run on `workers` pytest-xdist workers, after `finished` (in the order they
+    finished) took `elapsed_s` of it.  A group (`group_of`: the scenarios one worker runs) never
+    splits, so the time left is the larger of the work left per worker and the longest group left;
+    the model's seconds are scaled by what the finished ones took of the workers' time.  None before any."""
+    if not finished or elapsed_s <= 0:
+        return None
+    planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
+    took = modelled_s(planner, [r.scenario for r in finished])
+    if took <= 0:
+        return None
+    alive = {group_of(r.scenario): r.scenario.engine_key for r in finished}  # each group's engine up now
+    done = {r.id for r in finished}
+    left: dict[str, list[Scenario]] = {}
+    for scenario in planned:
+        if scenario.id not in done:
+            left.setdefault(group_of(scenario), []).append(scenario)
+    scale = elapsed_s * workers / took
+    groups = [modelled_s(planner, members, alive=alive.get(group)) * scale for group, members in left.items()]
+    return max(math.fsum(groups) / workers, max(groups, default=0.0))

@@ -18,13 +18,19 @@ def model_marker(model_name: str) -> str:
     return "model_" + "".join(c if c.isalnum() else "_" for c in model_name)
 
 
+def worker_group(scenario: Scenario) -> str:
+    """Scenarios that must share a pytest-xdist worker: one model's, offline or served (an SD
+    scenario's no-SD reference is of the same model and mode), so each engine starts once."""
+    return scenario.model.name + ("-serve" if scenario.serves else "")
+
+
 def marks(scenario: Scenario, profile: Profile) -> list:
     marks = [
         getattr(pytest.mark, method_marker(scenario.method.name)),
         getattr(pytest.mark, scenario.dataset),
         getattr(pytest.mark, model_marker(scenario.model.name)),
-        pytest.mark.xdist_group(scenario.model.name),
-    ]  # references and engines stay on one worker
+        pytest.mark.xdist_group(worker_group(scenario)),
+    ]
     if scenario.serves:
         marks.append(pytest.mark.serve)
     if profile.tier == "gpu":

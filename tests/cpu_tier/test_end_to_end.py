@@ -200,8 +200,8 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
 def test_serve_scenarios_are_judged_on_latency_acceptance_and_lossless_behind_their_servers(first_run, store):
     done, run_dir, results = first_run
     served = {sid: r for sid, r in results.items() if r["scenario"].get("mode") == "serve"}
-    assert len(served) == 6, sorted(served)
-    for sid in ("smollm2-135m-ngram-k3-c1-instructcoder-serve", "tiny-llama-eagle3-k3-c4-instructcoder-serve"):
+    assert len(served) == 4, sorted(served)
+    for sid in ("smollm2-135m-ngram-k3-c1-instructcoder-serve", "smollm2-135m-ngram-k3-c4-instructcoder-serve"):
         sd = served[sid]
         assert sd["status"] == "ok" and sd["validity"]["valid"], sd["validity"]
         for name in ("ttft_p50_ms", "tpot_p50_ms", "itl_p99_ms", "throughput_tok_s", "tpot_speedup"):
@@ -212,7 +212,7 @@ def test_serve_scenarios_are_judged_on_latency_acceptance_and_lossless_behind_th
         written = json.loads((store / sd["device"]["hardware_key"] / f"{sid}.json").read_text())
         assert "tpot_p50_ms" in written["metrics"]
     # one server per engine key, shared by its concurrencies; none outlives the run
-    assert len(list((run_dir / "servers").glob("server-*.log"))) == 4
+    assert len(list((run_dir / "servers").glob("server-*.log"))) == 2
     assert "api_server" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     page = (run_dir / "index.html").read_text()
     assert '<section id="latency">' in page and "Where SD stops paying in latency" in page

@@ -18,8 +18,8 @@ def report(scenario_id, when="call", outcome="passed", verdict="pass"):
     return SimpleNamespace(user_properties=properties, when=when, outcome=outcome, skipped=outcome == "skipped")
 
 
-def nodeid(scenario_id):
-    return f"tests_perf/test_speculative_decoding.py::test_scenario[{scenario_id}]"
+def nodeid(scenario_id):  # as --dist loadgroup sends it: the group after "@"
+    return f"tests_perf/test_speculative_decoding.py::test_scenario[{scenario_id}]@small"
 
 
 def test_the_controller_says_each_finished_scenario_once_with_its_verdict_and_the_time_left(tmp_path):

@@ -21,7 +21,7 @@ from ..records import ScenarioResult
 from ..storage import ResultFileError, read_record, result_path
 from .selection import SCENARIO_PROPERTY, worker_group
 
-_PARAM = re.compile(r"\[(.+)\]$")
+_PARAM = re.compile(r"\[(.+)\](@[^\]]*)?$")  # loadgroup appends "@" and the group to a test's id
 
 
 class WorkerProgress:

@@ -159,6 +159,8 @@ def pytest_configure(config):
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
     if config.getoption("dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False  # groups go out longest first (selection.longest_group_first)
+    if config.getoption("dist", "no") == "loadgroup":
         problem = xdist_grouping_problem(installed_version("pytest"), installed_version("pytest-xdist"))
         if problem:
             raise pytest.UsageError(problem)
@@ -222,7 +224,6 @@ def pytest_runtest_setup(item):
 
 def worker_progress(config):
     """The xdist controller's line per finished scenario (the workers' own lines stay captured)."""
-    from .plan.progress import baseline_rows
     from .suite.progress import WorkerProgress
 
     opts = options(config)
@@ -235,8 +236,15 @@ def worker_progress(config):
         chosen_profile(config),
         lambda: Path(opts.resume) if opts.resume else Path(opts.reports_dir) / _run_id(config),
         write,
-        lambda planned: baseline_rows(opts.baseline_dir, machine(config)["hardware_key"], planned),
+        functools.partial(known_rows, config),
     )
+
+
+def known_rows(config, planned) -> list:
+    """This machine's baselines of the planned scenarios, as the time left reads them."""
+    from .plan.progress import baseline_rows
+
+    return baseline_rows(options(config).baseline_dir, machine(config)["hardware_key"], planned)
 
 
 @pytest.fixture(scope="session")

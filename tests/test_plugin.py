@@ -304,6 +304,7 @@ def test_xdist_keeps_each_model_on_one_worker(pytester, profile):
     model's references and engines stay on one worker."""
     config = pytester.parseconfigure("-n", "2", "--dist", "load", "-p", "no:cacheprovider", "--profile", str(profile))
     assert config.option.dist == "loadgroup"
+    assert config.option.loadscopereorder is False  # groups go out in the suite's order
     items, _ = pytester.inline_genitems(str(PERF_TESTS), "--profile", str(profile), "-p", "no:cacheprovider")
     groups = {
         item.callspec.params["specperf_scenario"].model.name: item.get_closest_marker("xdist_group").args[0]
@@ -493,3 +494,23 @@ def test_rounds_run_through_pytest_benchmark_on_or_off_and_the_fixture_counts_as
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::UserWarning", *switch)
         result.assert_outcomes(passed=1)
         assert "not used at all" not in result.stdout.str()
+
+
+def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
+    """xdist hands groups out in collection order once the suite turns off its reordering by test
+    count: cpu-smoke's SmolLM2 offline group first, then its served one (servers start slowly),
+    each group contiguous and in the order it has without xdist."""
+    from specperf.profiles.scenarios import load_profile
+    from specperf.suite.selection import worker_group
+
+    group = {s.id: worker_group(s) for s in load_profile("cpu-smoke").scenarios}
+    def collected(*args):
+        result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
+        return [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_scenario[" in line]
+
+    ids = collected("--profile", "cpu-smoke", "--dist", "loadgroup")
+    runs = [group[sid] for i, sid in enumerate(ids) if i == 0 or group[ids[i - 1]] != group[sid]]
+    assert runs == ["smollm2-135m", "smollm2-135m-serve", "tiny-llama", "tiny-mimo"]
+    plain = collected("--profile", "cpu-smoke")
+    assert plain != ids and sorted(plain) == sorted(ids)
+    assert ids == sorted(plain, key=lambda sid: runs.index(group[sid]))  # each group keeps its order

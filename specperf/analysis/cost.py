@@ -24,6 +24,7 @@ class Machine:
     flops: float  # effective FLOP/s of a device (prefill, and the growth of a step with batch)
     start_s: float  # engine start: process, imports, memory profiling, KV cache (GPU: compile, graphs)
     start_s_per_gb: float  # engine start: per GB of weights a device loads
+    server_start_s: float  # what a server's start adds: its API server and worker processes import vLLM too
     scenario_s: float  # per scenario: workload sample, tokenising, judging, writing the result
     run_s: float  # per run (shard): pytest start, vLLM import, report
 
@@ -36,6 +37,7 @@ CPU = Machine(
     flops=40e9,
     start_s=10.0,
     start_s_per_gb=10.0,
+    server_start_s=30.0,  # servers 55-64 s against 20-36 s offline for the same models (cpu-smoke, AMD EPYC)
     scenario_s=1.0,
     run_s=30.0,
 )
@@ -48,6 +50,7 @@ H100 = Machine(
     flops=400e12,
     start_s=60.0,
     start_s_per_gb=1.0,
+    server_start_s=20.0,  # the CPU tier's two extra imports on a faster host; not measured on a GPU
     scenario_s=2.0,
     run_s=90.0,
 )
@@ -102,7 +105,8 @@ def default_throughput(
 
 
 def engine_start_default(scenario: Scenario, machine: Machine) -> float:
-    return machine.start_s + machine.start_s_per_gb * weight_bytes(scenario) / scenario.model.tp / 1e9
+    offline = machine.start_s + machine.start_s_per_gb * weight_bytes(scenario) / scenario.model.tp / 1e9
+    return offline + (machine.server_start_s if scenario.serves else 0.0)
 
 
 def calls_per_round(scenario: Scenario) -> int:

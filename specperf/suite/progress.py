@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from ..history.queries import TimedResult
-from ..plan.progress import parallel_time_left_s
 from ..profiles.scenarios import Profile, Scenario
 from ..records import ScenarioResult
 from ..storage import ResultFileError, read_record, result_path
@@ -66,6 +65,8 @@ class WorkerProgress:
         planned = self.planned or []
         line = f"[{len(self.said)}/{len(planned) or '?'}] {scenario_id}: {verdict}, {elapsed / 60:.1f} min in"
         if planned and len(self.said) < len(planned):
+            from ..plan.progress import parallel_time_left_s  # numpy and scipy: not at a run's start
+
             if self.known_rows is None:
                 self.known_rows = self.known(planned)
             left = parallel_time_left_s(

@@ -66,8 +66,32 @@ def order_scenarios(config, everything: list, selected: list) -> list:
         return (not s.method.is_reference, first_seen[s.engine_key], position[id(item)])
 
     perf = sorted(this_shard(config, perf), key=order)
+    # an xdist worker parses the command line itself (-n alone: "load"); the controller says loadgroup
+    if config.getoption("dist", "no") == "loadgroup" or getattr(config, "workerinput", {}).get("specperf_loadgroup"):
+        from .profile import chosen_profile
+
+        perf = longest_group_first(perf, chosen_profile(config).tier)
     config.stash[PLANNED_KEY] = tuple(scenario_of(item) for item in perf)
     return others + perf
+
+
+def longest_group_first(perf: list, tier: str) -> list:
+    """Worker groups by their cost (analysis/cost.py's default model), the most expensive first,
+    each keeping its order: xdist hands groups out in this order (the plugin turns its reordering
+    by test count off), so the longest start first and the short ones fill in at the end."""
+    from ..analysis.cost import CPU, H100, engine_start_default, measuring_s
+
+    machine = H100 if tier == "gpu" else CPU
+    groups: dict[str, list] = {}
+    for item in perf:
+        groups.setdefault(worker_group(scenario_of(item)), []).append(item)
+
+    def cost(items: list) -> float:
+        scenarios = [scenario_of(item) for item in items]
+        starts = {s.engine_key: engine_start_default(s, machine) for s in scenarios}
+        return sum(measuring_s(s, machine) for s in scenarios) + sum(starts.values())
+
+    return [item for items in sorted(groups.values(), key=cost, reverse=True) for item in items]
 
 
 def only_served(config, selected: list) -> list:

@@ -78,14 +78,16 @@ def read_results(run_dir: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}
 
 
-def slowed_python(folder: Path, fraction: float) -> str:
-    """This interpreter with its engines `fraction` slower per step (the fault plugin's step_slowdown):
-    a candidate build slower by a known amount, for `--candidate`."""
-    path = folder / f"python-{fraction:g}"
+def slowed_python(folder: Path, fraction: float, python: str = sys.executable, method: str = "") -> str:
+    """`python` (default: this interpreter) with its engines (of `method` only, if given) `fraction`
+    slower per step (the fault plugin's step_slowdown): a candidate build slower by a known amount,
+    for `--candidate`."""
+    path = folder / f"python-{method}{fraction:g}"
+    slowdown = f"{method}:{fraction}" if method else f"{fraction}"
     path.write_text(
-        f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={fraction}\n"
+        f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={slowdown}\n"
         f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-        f'exec {sys.executable} "$@"\n'
+        f'exec {python} "$@"\n'
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)

@@ -9,6 +9,7 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
     SPECPERF_FAULT="hang_on_generate=mtp:2"   an MTP engine's 2nd generate() never returns
     SPECPERF_FAULT="lossy=ngram"              an n-gram engine changes the last token of its first output
     SPECPERF_FAULT="step_slowdown=0.05"       every engine step takes 5% longer (a sleep of 5% of its time)
+    SPECPERF_FAULT="step_slowdown=none:0.5"   the same, for the engines of one method only
 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
@@ -50,8 +51,8 @@ def register() -> None:
     if "die_on_generate" in faults or "hang_on_generate" in faults or "lossy" in faults:
         _patch_generate(faults)
     if "step_slowdown" in faults:
-        fraction = float(faults["step_slowdown"])
-        after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, fraction))
+        method, _, fraction = faults["step_slowdown"].rpartition(":")
+        after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, float(fraction), method))
 
 
 def _patch_ngram(faults: dict) -> None:
@@ -76,9 +77,9 @@ def _patch_proposer(NgramProposer, faults: dict) -> None:
     NgramProposer.propose = patched_propose
 
 
-def _patch_step(EngineCore, fraction: float) -> None:
-    """Each engine step sleeps `fraction` of the time it took: a slower build by a known amount.
-    EngineCore binds step_fn at construction, after this patch."""
+def _patch_step(EngineCore, fraction: float, method: str = "") -> None:
+    """Each engine step (of `method`'s engines only, if given) sleeps `fraction` of the time it
+    took: a slower build by a known amount.  EngineCore binds step_fn at construction, after this patch."""
     for name in ("step", "step_with_batch_queue"):
         original = getattr(EngineCore, name, None)
         if original is None:
@@ -87,7 +88,8 @@ def _patch_step(EngineCore, fraction: float) -> None:
         def slowed(self, *args, _original=original, **kwargs):
             t0 = time.perf_counter()
             result = _original(self, *args, **kwargs)
-            time.sleep((time.perf_counter() - t0) * fraction)
+            if not method or _method(self.vllm_config) == method:
+                time.sleep((time.perf_counter() - t0) * fraction)
             return result
 
         setattr(EngineCore, name, slowed)

@@ -504,6 +504,7 @@ def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
     from specperf.suite.selection import worker_group
 
     group = {s.id: worker_group(s) for s in load_profile("cpu-smoke").scenarios}
+
     def collected(*args):
         result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
         return [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_scenario[" in line]

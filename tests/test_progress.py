@@ -122,3 +122,19 @@ def test_on_workers_a_group_whose_engine_is_up_costs_no_start_and_nothing_finish
     rest = [s for s in gsm8k if s.id != NOSD_GSM8K]
     assert left == pytest.approx(modelled_s(planner, rest, alive=done[0].scenario.engine_key) * scale)
     assert parallel_time_left_s(prof, gsm8k, (), [], 40.0, 2, by_dataset) is None
+
+
+def test_on_workers_a_silent_workers_group_has_run_since_the_start_and_the_scale_is_the_reporting_ones(tmp_path):
+    prof = profile(tmp_path)
+    planned = [s for s in prof.scenarios if s.batch_size == 1]
+    done = [finished(scenario(prof, NOSD_GSM8K))]
+    planner = Planner(prof, [timed_result(done[0])])
+    took = modelled_s(planner, [done[0].scenario])
+    # the one finished scenario took all of one worker's 40 s; the other has not reported
+    left = parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset, reporting=1)
+    gsm8k = [s for s in planned if s.dataset == "gsm8k" and s.id != NOSD_GSM8K]
+    others = [s for s in planned if s.dataset != "gsm8k"]
+    mine = modelled_s(planner, gsm8k, alive=done[0].scenario.engine_key) * 40.0 / took
+    silent = max(0.0, modelled_s(planner, others) * 40.0 / took - 40.0)
+    assert left == pytest.approx(max((mine + silent) / 2, mine, silent))
+    assert left < parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset)  # both reporting: twice the scale

@@ -13,9 +13,12 @@ from specperf.suite.progress import WorkerProgress
 from specperf.suite.selection import SCENARIO_PROPERTY
 
 
-def report(scenario_id, when="call", outcome="passed", verdict="pass"):
+def report(scenario_id, when="call", outcome="passed", verdict="pass", worker="gw0"):
     properties = [(SCENARIO_PROPERTY, scenario_id)] + ([("verdict", verdict)] if verdict else [])
-    return SimpleNamespace(user_properties=properties, when=when, outcome=outcome, skipped=outcome == "skipped")
+    node = SimpleNamespace(gateway=SimpleNamespace(id=worker))
+    return SimpleNamespace(
+        user_properties=properties, when=when, outcome=outcome, skipped=outcome == "skipped", node=node
+    )
 
 
 def nodeid(scenario_id):  # as --dist loadgroup sends it: the group after "@"
@@ -41,3 +44,4 @@ def test_the_controller_says_each_finished_scenario_once_with_its_verdict_and_th
     progress.pytest_runtest_logreport(report(NGRAM_GSM8K, when="setup", outcome="skipped", verdict=None))
     assert lines[1].startswith(f"[2/{len(planned)}] {NGRAM_GSM8K}: skipped, ")
     assert [r.id for r in progress.finished] == [NOSD_GSM8K]
+    assert progress.reporting == {"gw0"}

@@ -111,11 +111,14 @@ def parallel_time_left_s(
     elapsed_s: float,
     workers: int,
     group_of: Callable[[Scenario], str],
+    reporting: int | None = None,
 ) -> float | None:
     """Seconds left for a run on `workers` pytest-xdist workers, after `finished` (in the order they
     finished) took `elapsed_s` of it.  A group (`group_of`: the scenarios one worker runs) never
-    splits, so the time left is the larger of the work left per worker and the longest group left;
-    the model's seconds are scaled by what the finished ones took of the workers' time.  None before any."""
+    splits, so the time left is the larger of the work left per worker and the longest group left.
+    The model's seconds are scaled by what the finished ones took of the time of the `reporting`
+    workers (those that finished one; default all); each silent one has spent `elapsed_s` on the
+    next group not yet seen, in planned order.  None before any."""
     if not finished or elapsed_s <= 0:
         return None
     planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
@@ -128,6 +131,13 @@ def parallel_time_left_s(
     for scenario in planned:
         if scenario.id not in done:
             left.setdefault(group_of(scenario), []).append(scenario)
-    scale = elapsed_s * workers / took
-    groups = [modelled_s(planner, members, alive=alive.get(group)) * scale for group, members in left.items()]
+    reporting = workers if reporting is None else max(1, min(reporting, workers))
+    scale = elapsed_s * reporting / took
+    silent = workers - reporting
+    groups = []
+    for group, members in left.items():
+        seconds = modelled_s(planner, members, alive=alive.get(group)) * scale
+        if group not in alive and silent > 0:  # a silent worker's, running since the start
+            seconds, silent = max(0.0, seconds - elapsed_s), silent - 1
+        groups.append(seconds)
     return max(math.fsum(groups) / workers, max(groups, default=0.0))

@@ -41,6 +41,7 @@ class WorkerProgress:
         self.workers = 0
         self.finished: list[ScenarioResult] = []
         self.said: set[str] = set()
+        self.reporting: set[str] = set()  # the workers that finished a scenario
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
@@ -56,6 +57,8 @@ class WorkerProgress:
         if scenario_id is None or scenario_id in self.said or not (report.when == "call" or report.skipped):
             return
         self.said.add(scenario_id)
+        node = getattr(report, "node", None)  # xdist: the worker that ran it
+        self.reporting.add(node.gateway.id if node is not None else "")
         verdict = next((value for name, value in report.user_properties if name == "verdict"), report.outcome)
         try:
             self.finished.append(read_record(result_path(self.run_dir(), scenario_id), ScenarioResult, "result"))
@@ -70,7 +73,14 @@ class WorkerProgress:
             if self.known_rows is None:
                 self.known_rows = self.known(planned)
             left = parallel_time_left_s(
-                self.profile, planned, self.known_rows, self.finished, elapsed, max(self.workers, 1), worker_group
+                self.profile,
+                planned,
+                self.known_rows,
+                self.finished,
+                elapsed,
+                max(self.workers, 1),
+                worker_group,
+                len(self.reporting),
             )
             if left is not None:
                 line += f" (about {left / 60:.1f} min left)"

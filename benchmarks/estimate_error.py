@@ -6,7 +6,9 @@ asserts nothing:
 
 The estimate is the one the run printed before its next scenario: the results finished so far
 (in the order they finished), the seconds since the run started, and this machine's baselines
-(`--no-baselines`: as on a machine that has none).
+(`--no-baselines`: as on a machine that has none).  `--workers N` replays a run on N pytest-xdist
+workers (`tox -e perf`): the estimate the controller prints after each scenario, with a worker
+counted as reporting once its group (suite/selection.worker_group) has finished a scenario.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ def seconds(text: str) -> float:
 
 def main() -> int:
     from specperf.paths import baseline_dir
-    from specperf.plan.progress import baseline_rows, time_left_s
+    from specperf.plan.progress import baseline_rows, parallel_time_left_s, time_left_s
     from specperf.profiles.scenarios import load_profile
     from specperf.records import RunFile
     from specperf.storage import load_results, read_record
+    from specperf.suite.selection import worker_group
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--baseline-dir", type=Path, default=baseline_dir())
     parser.add_argument("--no-baselines", action="store_true", help="as on a machine without baselines")
+    parser.add_argument("--workers", type=int, default=1, help="the run's pytest-xdist workers (-n)")
     args = parser.parse_args()
 
     run = read_record(args.run_dir / "run.json", RunFile, "run file")
@@ -49,7 +53,13 @@ def main() -> int:
         finished = results[:k]
         elapsed = seconds(finished[-1].finished_at) - start
         left = end - seconds(finished[-1].finished_at)
-        estimate = time_left_s(profile, planned, known, finished, finished, elapsed)
+        if args.workers > 1:
+            reporting = min(args.workers, len({worker_group(r.scenario) for r in finished}))
+            estimate = parallel_time_left_s(
+                profile, planned, known, finished, elapsed, args.workers, worker_group, reporting
+            )
+        else:
+            estimate = time_left_s(profile, planned, known, finished, finished, elapsed)
         error = f"{estimate / left - 1:+7.0%}" if estimate is not None and left > 0 else "     -"
         print(f"{k:>5} {elapsed:>9.0f} {left:>8.0f} {estimate or 0:>10.0f} {error}")
     return 0

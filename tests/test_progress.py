@@ -93,48 +93,47 @@ def by_dataset(s) -> str:
     return s.dataset  # a made-up grouping: each workload's scenarios on one worker
 
 
+def own_s(result) -> float:
+    return result.timings.engine_start_s + result.timings.warmup_s + result.timings.measure_s
+
+
 def test_on_workers_the_work_left_is_shared_but_a_group_never_splits(tmp_path):
     prof = profile(tmp_path)
     planned = [s for s in prof.scenarios if s.batch_size == 1]
     done = [finished(scenario(prof, NOSD_GSM8K))]
-    serial = time_left_s(prof, planned, (), done, done, 40.0)
-    # one worker, one group: the serial estimate
-    assert parallel_time_left_s(prof, planned, (), done, 40.0, 1, lambda s: "all") == pytest.approx(serial)
-    # two workers cannot share one group, and each of them had the 40 s: twice the scale
+    planner = Planner(prof, [timed_result(done[0])])
+    scale = own_s(done[0]) / modelled_s(planner, [done[0].scenario])  # what it took itself, not the run's time
+    rest = [s for s in planned if s.id != NOSD_GSM8K]
     one_group = parallel_time_left_s(prof, planned, (), done, 40.0, 2, lambda s: "all")
-    assert one_group == pytest.approx(2 * serial)
+    assert one_group == pytest.approx(modelled_s(planner, rest, alive=done[0].scenario.engine_key) * scale)
+    assert parallel_time_left_s(prof, planned, (), done, 400.0, 2, lambda s: "all") == pytest.approx(one_group)
     # groups of their own: the work left per worker, or the longest group where that is longer
     per_group = parallel_time_left_s(prof, planned, (), done, 40.0, 2, lambda s: s.id)
-    planner = Planner(prof, [timed_result(done[0])])
-    scale = 40.0 * 2 / modelled_s(planner, [done[0].scenario])
-    groups = [modelled_s(planner, [s]) * scale for s in planned if s.id != NOSD_GSM8K]
+    groups = [modelled_s(planner, [s]) * scale for s in rest]
     assert per_group == pytest.approx(max(sum(groups) / 2, max(groups)))
     assert per_group < one_group
 
 
-def test_on_workers_a_group_whose_engine_is_up_costs_no_start_and_nothing_finished_is_no_estimate(tmp_path):
+def test_on_workers_nothing_finished_or_nothing_that_started_is_no_estimate(tmp_path):
     prof = profile(tmp_path)
     gsm8k = [s for s in prof.scenarios if s.batch_size == 1 and s.dataset == "gsm8k"]
-    done = [finished(scenario(prof, NOSD_GSM8K))]
-    left = parallel_time_left_s(prof, gsm8k, (), done, 40.0, 2, by_dataset)
-    planner = Planner(prof, [timed_result(done[0])])
-    scale = 40.0 * 2 / modelled_s(planner, [done[0].scenario])
-    rest = [s for s in gsm8k if s.id != NOSD_GSM8K]
-    assert left == pytest.approx(modelled_s(planner, rest, alive=done[0].scenario.engine_key) * scale)
     assert parallel_time_left_s(prof, gsm8k, (), [], 40.0, 2, by_dataset) is None
+    failed = finished(scenario(prof, NOSD_GSM8K), measure_s=0.0, start_s=0.0)
+    failed = failed.model_copy(update={"timings": failed.timings.model_copy(update={"warmup_s": 0.0})})
+    assert parallel_time_left_s(prof, gsm8k, (), [failed], 40.0, 2, by_dataset) is None
 
 
-def test_on_workers_a_silent_workers_group_has_run_since_the_start_and_the_scale_is_the_reporting_ones(tmp_path):
+def test_on_workers_a_silent_workers_group_has_run_since_the_start(tmp_path):
     prof = profile(tmp_path)
     planned = [s for s in prof.scenarios if s.batch_size == 1]
     done = [finished(scenario(prof, NOSD_GSM8K))]
     planner = Planner(prof, [timed_result(done[0])])
-    took = modelled_s(planner, [done[0].scenario])
-    # the one finished scenario took all of one worker's 40 s; the other has not reported
+    scale = own_s(done[0]) / modelled_s(planner, [done[0].scenario])
+    # one worker has finished a scenario; the other has been on the first group not yet seen for 40 s
     left = parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset, reporting=1)
     gsm8k = [s for s in planned if s.dataset == "gsm8k" and s.id != NOSD_GSM8K]
     others = [s for s in planned if s.dataset != "gsm8k"]
-    mine = modelled_s(planner, gsm8k, alive=done[0].scenario.engine_key) * 40.0 / took
-    silent = max(0.0, modelled_s(planner, others) * 40.0 / took - 40.0)
+    mine = modelled_s(planner, gsm8k, alive=done[0].scenario.engine_key) * scale
+    silent = max(0.0, modelled_s(planner, others) * scale - 40.0)
     assert left == pytest.approx(max((mine + silent) / 2, mine, silent))
-    assert left < parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset)  # both reporting: twice the scale
+    assert left < parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset)  # both reporting

@@ -116,9 +116,11 @@ def parallel_time_left_s(
     """Seconds left for a run on `workers` pytest-xdist workers, after `finished` (in the order they
     finished) took `elapsed_s` of it.  A group (`group_of`: the scenarios one worker runs) never
     splits, so the time left is the larger of the work left per worker and the longest group left.
-    The model's seconds are scaled by what the finished ones took of the time of the `reporting`
-    workers (those that finished one; default all); each silent one has spent `elapsed_s` on the
-    next group not yet seen, in planned order.  None before any."""
+    The model's seconds are scaled by what the finished ones took themselves (engine start, warm-up,
+    rounds) against what the model says: the run's elapsed time would also count the scenarios the
+    workers are in the middle of.  Of the workers, `reporting` have finished a scenario (default
+    all); each silent one has spent `elapsed_s` on the next group not yet seen, in planned order.
+    None before any."""
     if not finished or elapsed_s <= 0:
         return None
     planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
@@ -132,7 +134,10 @@ def parallel_time_left_s(
         if scenario.id not in done:
             left.setdefault(group_of(scenario), []).append(scenario)
     reporting = workers if reporting is None else max(1, min(reporting, workers))
-    scale = elapsed_s * reporting / took
+    own = math.fsum(r.timings.engine_start_s + r.timings.warmup_s + r.timings.measure_s for r in finished)
+    if own <= 0:  # none of them got as far as an engine: nothing to scale by
+        return None
+    scale = own / took
     silent = workers - reporting
     groups = []
     for group, members in left.items():

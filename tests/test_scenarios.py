@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (22, 11), "h100-nightly": (192, 13), "study-full": (288, 18)}
+SIZES = {"cpu-smoke": (22, 11), "h100-nightly": (192, 13), "study-full": (292, 18)}
 
 
 def speed_metrics() -> set[str]:

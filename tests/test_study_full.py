@@ -28,6 +28,7 @@ STUDY_CELLS = (
     | cells("qwen3-8b", ("ngram-k3", "eagle3-k3", "draft-k3"), NON_REASONING, LARGE_BATCHES)
     | cells("qwen3-8b", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)
     | cells("qwen3-8b-thinking", ("ngram-k3", "eagle3-k3"), NON_REASONING, LARGE_BATCHES)
+    | cells("qwen3-8b-thinking", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)  # run-q3-8b.sh, 800458af
     | cells("qwen3-8b-thinking", ("ngram-k3", "eagle3-k3"), ("aime", "gpqa"), (1, 8, 16))
     | cells("glm4.5-air", ("ngram-k3", "mtp-k3"), ("aime", "gpqa"), (1, 2, 4))
 )

@@ -69,11 +69,8 @@ def test_models_heads_tp_and_k(study):
         "model": "yuhuili/EAGLE-LLaMA3-Instruct-70B",
         "num_speculative_tokens": 3,
     }
-    assert configs[("llama3-70b", "draft-k3")] == {
-        "method": "draft_model",
-        "model": "meta-llama/Llama-3.2-1B-Instruct",
-        **draft,
-    }
+    # Fig. 1's cells: the repository root's profile-llama3-70b-draft-model.sh (44dc542c), the base model
+    assert configs[("llama3-70b", "draft-k3")] == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", **draft}
     assert configs[("qwen3-8b", "draft-k3")] == {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", **draft}
     for model in ("qwen3-8b", "qwen3-8b-thinking"):
         assert configs[(model, "eagle3-k3")] == {
@@ -192,3 +189,13 @@ def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     assert study.samples == [100.0, 200.0] and study.value == 150.0
     assert (study.eos_calls, study.calls) == (1, 2)
     assert study_throughput([round_of([CallTiming(wall_s=1.0, output_tokens=5, eos=None)])]) is None
+
+
+def test_llama3_70b_drafted_by_the_instruct_model_is_fig_4s_cell_in_study_extra():
+    """scripts/profile-llama3-70b-draft-model.sh (440b48d9): Llama-3.2-1B-Instruct, CNN/DailyMail
+    only, batch 1, 64, 128, 512, the time breakdown's batch sizes."""
+    extra = [s for s in load_profile("study-extra").scenarios if s.model.name == "llama3-70b"]
+    drafted = [s for s in extra if not s.method.is_reference]
+    assert {s.method.params["model"] for s in drafted} == {"meta-llama/Llama-3.2-1B-Instruct"}
+    assert {(s.dataset, s.batch_size) for s in drafted} == {("cnn_dailymail", b) for b in (1, 64, 128, 512)}
+    assert {s.model.tp for s in extra} == {4} and {s.output_len for s in extra} == {8192}

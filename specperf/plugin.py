@@ -166,7 +166,11 @@ def pytest_configure(config):
             raise pytest.UsageError(problem)
     worker = worker_input(config)
     if worker is None and config.getoption("numprocesses", None):
-        config.pluginmanager.register(worker_progress(config), "specperf-worker-progress")
+        from .suite.progress import controller_progress
+
+        opts = options(config)
+        run_dir = (lambda: Path(opts.resume)) if opts.resume else (lambda: Path(opts.reports_dir) / _run_id(config))
+        config.pluginmanager.register(controller_progress(config, run_dir), "specperf-worker-progress")
     if worker is not None and worker.get("specperf_loadgroup"):
         config.option.loadgroup = True  # workers parse the command line, not the line above
     if worker is not None or config.getoption("dist", "no") == "no":
@@ -220,31 +224,6 @@ def pytest_runtest_setup(item):
         reason = unmet_requirement(item.config.stash[DEVICE_KEY], *mark.args, **mark.kwargs)
         if reason:
             pytest.skip(reason)
-
-
-def worker_progress(config):
-    """The xdist controller's line per finished scenario (the workers' own lines stay captured)."""
-    from .suite.progress import WorkerProgress
-
-    opts = options(config)
-
-    def write(line: str) -> None:
-        if (reporter := config.pluginmanager.get_plugin("terminalreporter")) is not None:
-            reporter.write_line(f"[specperf] {line}")
-
-    return WorkerProgress(
-        chosen_profile(config),
-        lambda: Path(opts.resume) if opts.resume else Path(opts.reports_dir) / _run_id(config),
-        write,
-        functools.partial(known_rows, config),
-    )
-
-
-def known_rows(config, planned) -> list:
-    """This machine's baselines of the planned scenarios, as the time left reads them."""
-    from .plan.progress import baseline_rows
-
-    return baseline_rows(options(config).baseline_dir, machine(config)["hardware_key"], planned)
 
 
 @pytest.fixture(scope="session")

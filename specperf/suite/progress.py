@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from ..history.queries import TimedResult
+from ..options import options
 from ..profiles.scenarios import Profile, Scenario
 from ..records import ScenarioResult
 from ..storage import ResultFileError, read_record, result_path
+from .profile import chosen_profile
+from .run import machine
 from .selection import SCENARIO_PROPERTY, worker_group
 
 _PARAM = re.compile(r"\[(.+)\](@[^\]]*)?$")  # loadgroup appends "@" and the group to a test's id
@@ -85,3 +88,18 @@ class WorkerProgress:
             if left is not None:
                 line += f" (about {left / 60:.1f} min left)"
         self.write(line)
+
+
+def controller_progress(config, run_dir: Callable[[], Path]) -> WorkerProgress:
+    """The xdist controller's progress for this run; `run_dir` names the run directory once asked."""
+
+    def write(line: str) -> None:
+        if (reporter := config.pluginmanager.get_plugin("terminalreporter")) is not None:
+            reporter.write_line(f"[specperf] {line}")
+
+    def known(planned: list[Scenario]) -> list[TimedResult]:
+        from ..plan.progress import baseline_rows
+
+        return baseline_rows(options(config).baseline_dir, machine(config)["hardware_key"], planned)
+
+    return WorkerProgress(chosen_profile(config), run_dir, write, known)

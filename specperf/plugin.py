@@ -160,7 +160,6 @@ def pytest_configure(config):
         config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
     if config.getoption("dist", "no") == "loadgroup":
         config.option.loadscopereorder = False  # groups go out longest first (selection.longest_group_first)
-    if config.getoption("dist", "no") == "loadgroup":
         problem = xdist_grouping_problem(installed_version("pytest"), installed_version("pytest-xdist"))
         if problem:
             raise pytest.UsageError(problem)

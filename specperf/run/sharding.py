@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..analysis.cost import H100, engine_start_default, measuring_s
+from ..analysis.cost import H100, Machine, engine_start_default, measuring_s
 
 # The split is by the default cost model on one H100, whatever the tier: every machine computes
 # the same split from the scenarios alone, and only the proportions matter.
@@ -39,20 +39,20 @@ def parse_shard(text: str) -> tuple[int, int]:
     raise ValueError(f"--shard: expected I/N with 1 <= I <= N, got {text!r}")
 
 
-def estimated_cost(scenario) -> float:
+def estimated_cost(scenario, machine: Machine = MACHINE) -> float:
     """Measuring time of one scenario (analysis/cost.py's default model), engine start not included."""
-    return measuring_s(scenario, MACHINE)
+    return measuring_s(scenario, machine)
 
 
-def start_cost(scenario) -> float:
+def start_cost(scenario, machine: Machine = MACHINE) -> float:
     """The start of the scenario's engine, paid once per engine key on a shard."""
-    return engine_start_default(scenario, MACHINE)
+    return engine_start_default(scenario, machine)
 
 
-def group_cost(scenarios) -> float:
+def group_cost(scenarios, machine: Machine = MACHINE) -> float:
     """Cost of running scenarios together: their measurements plus one engine start per engine key."""
-    starts = {s.engine_key: start_cost(s) for s in scenarios}
-    return math.fsum(estimated_cost(s) for s in scenarios) + math.fsum(starts.values())
+    starts = {s.engine_key: start_cost(s, machine) for s in scenarios}
+    return math.fsum(estimated_cost(s, machine) for s in scenarios) + math.fsum(starts.values())
 
 
 @dataclass(frozen=True)

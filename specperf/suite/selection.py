@@ -79,7 +79,8 @@ def longest_group_first(perf: list, tier: str) -> list:
     """Worker groups by their cost (analysis/cost.py's default model), the most expensive first,
     each keeping its order: xdist hands groups out in this order (the plugin turns its reordering
     by test count off), so the longest start first and the short ones fill in at the end."""
-    from ..analysis.cost import CPU, H100, engine_start_default, measuring_s
+    from ..analysis.cost import CPU, H100
+    from ..run.sharding import group_cost
 
     machine = H100 if tier == "gpu" else CPU
     groups: dict[str, list] = {}
@@ -87,9 +88,7 @@ def longest_group_first(perf: list, tier: str) -> list:
         groups.setdefault(worker_group(scenario_of(item)), []).append(item)
 
     def cost(items: list) -> float:
-        scenarios = [scenario_of(item) for item in items]
-        starts = {s.engine_key: engine_start_default(s, machine) for s in scenarios}
-        return sum(measuring_s(s, machine) for s in scenarios) + sum(starts.values())
+        return group_cost([scenario_of(item) for item in items], machine)
 
     return [item for items in sorted(groups.values(), key=cost, reverse=True) for item in items]
 

@@ -49,8 +49,11 @@ def profile(tmp_path):
     return path
 
 
-def collected_ids(pytester, *args) -> list[str]:
-    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
+def collected_ids(pytester, *args, in_subprocess: bool = False) -> list[str]:
+    """The scenario ids a collection lists; `in_subprocess` for a test that collects more than once
+    (an in-process run imports the test module and numpy once per process only)."""
+    run = pytester.runpytest_subprocess if in_subprocess else pytester.runpytest
+    result = run("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
     assert result.ret == 0, result.stdout.str()
     return [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_scenario[" in line]
 
@@ -505,13 +508,9 @@ def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
 
     group = {s.id: worker_group(s) for s in load_profile("cpu-smoke").scenarios}
 
-    def collected(*args):
-        result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider", str(PERF_TESTS), *args)
-        return [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_scenario[" in line]
-
-    ids = collected("--profile", "cpu-smoke", "--dist", "loadgroup")
+    ids = collected_ids(pytester, "--profile", "cpu-smoke", "--dist", "loadgroup", in_subprocess=True)
     runs = [group[sid] for i, sid in enumerate(ids) if i == 0 or group[ids[i - 1]] != group[sid]]
     assert runs == ["smollm2-135m", "smollm2-135m-serve", "tiny-llama", "tiny-mimo"]
-    plain = collected("--profile", "cpu-smoke")
+    plain = collected_ids(pytester, "--profile", "cpu-smoke", in_subprocess=True)
     assert plain != ids and sorted(plain) == sorted(ids)
     assert ids == sorted(plain, key=lambda sid: runs.index(group[sid]))  # each group keeps its order

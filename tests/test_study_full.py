@@ -9,6 +9,7 @@ from specperf.judge import metrics
 from specperf.profiles.registry import NO_SD_LABEL
 from specperf.profiles.scenarios import load_profile
 from specperf.profiles.workloads import WORKLOADS
+from specperf.profiles.workloads.sampling import PAD_CHOICE_LOOP, PAD_CHOICES, study_padding
 
 NON_REASONING = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k")
 LARGE_BATCHES = (1, 16, 64, 128)
@@ -131,6 +132,8 @@ def test_the_vllm_each_cell_was_measured_with(study):
         else:
             expected = "0.10.1.1"
         assert s.vllm == expected, s.id
+        # maybe_oversample_requests: random.choices on 0.10.1.1, random.choice per copy on 0.11.1rc1
+        assert study_padding(s.vllm) == (PAD_CHOICE_LOOP if expected == "0.11.1rc1" else PAD_CHOICES), s.id
 
 
 def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls():

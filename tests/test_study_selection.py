@@ -90,14 +90,56 @@ def test_sharegpt_is_a_seeded_list_shuffle_then_the_studys_filter(tmp_path):
     assert "filter prompt 4..1024 tokens, reference completion >= 4, prompt + completion <= 2048" in sample.selection
 
 
-def test_too_few_records_are_padded_with_seeded_copies(tmp_path):
-    records = [{"id": f"a{i}", "problem": f"find x in problem {i}", "solution": "x is one two three"} for i in range(3)]
-    write_jsonl(tmp_path / "aime.jsonl", records)
-    sample = load("aime", 5, 42, tmp_path, TemplateTokenizer(), selection="study")
+def conversation(i: int, *roles: str) -> dict:
+    return {"id": f"c{i}", "conversations": [{"from": r, "value": f"{r} turn of {i} in words"} for r in roles]}
+
+
+def test_sharegpt_conversations_are_read_as_the_study_reads_them(tmp_path):
+    """ShareGPTDataset: entries of two turns or more are shuffled (shorter ones are gone before the
+    shuffle, so they do not move the others), and turns 0 and 1 are prompt and completion whatever
+    their roles; the hash selection keeps the first human turn and its reply."""
+    records = [
+        conversation(0, "gpt", "human", "gpt"),
+        conversation(1, "human"),  # one turn: not in the study's list
+        conversation(2, "human", "human"),  # no reply: the study still takes it
+        *(conversation(i, "human", "gpt") for i in range(3, 20)),
+    ]
+    write_jsonl(tmp_path / "sharegpt.jsonl", records)
+    kept = [r for r in records if len(r["conversations"]) >= 2]
+    random.seed(42)
+    random.shuffle(kept)  # what the study's load_data does to its filtered list
+    sample = load("sharegpt", len(kept), 42, tmp_path, TemplateTokenizer(), selection="study")
+    assert ids(sample) == [r["id"] for r in kept]
+    first = {r.id: r for r in sample.requests}["c0"]
+    assert (first.text, first.reference_completion) == ("gpt turn of 0 in words", "human turn of 0 in words")
+    hashed = {r.id: r for r in load("sharegpt", 20, 42, tmp_path, TemplateTokenizer()).requests}
+    assert hashed["c0"].text == "human turn of 0 in words" and "c2" not in hashed
+
+
+def aime_records(count: int) -> list[dict]:
+    return [
+        {"id": f"a{i}", "problem": f"find x in problem {i}", "solution": "x is one two three"} for i in range(count)
+    ]
+
+
+def test_too_few_records_are_padded_with_seeded_copies_as_the_cells_vllm_pads(tmp_path):
+    write_jsonl(tmp_path / "aime.jsonl", aime_records(3))
+    sample = load("aime", 7, 42, tmp_path, TemplateTokenizer(), selection="study", vllm="0.10.1.1")
     first = [r for r in sample.requests[:3]]
-    copies = random.Random(42).choices(first, k=2)
-    assert ids(sample)[3:] == [f"{copies[0].id}#copy1", f"{copies[1].id}#copy2"]
+    copies = random.Random(42).choices(first, k=4)  # benchmark_dataset.py (v0.10.1.1)
+    assert ids(sample)[3:] == [f"{c.id}#copy{i + 1}" for i, c in enumerate(copies)]
     assert [r.text for r in sample.requests[3:]] == [c.text for c in copies]
+    assert sample.selection.endswith("padded by random.choices")
+    later = load("aime", 7, 42, tmp_path, TemplateTokenizer(), selection="study", vllm="0.11.1rc1")
+    rng = random.Random(42)
+    drawn = [rng.choice(first) for _ in range(4)]  # datasets_bench.py (v0.11.1rc1): one choice per copy
+    assert ids(later)[3:] == [f"{c.id}#copy{i + 1}" for i, c in enumerate(drawn)]
+    assert ids(later)[3:] != ids(sample)[3:]  # the two draw different copies from the same seed
+    assert later.selection.endswith("padded by random.choice per copy")
+    fork = load(
+        "aime", 7, 42, tmp_path, TemplateTokenizer(), selection="study", vllm="SpecDecode-Bench/vllm perf/e2e-dm"
+    )
+    assert ids(fork) == ids(sample)
 
 
 def test_aime_filter_counts_the_solution_when_there_is_one(tmp_path):

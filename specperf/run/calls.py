@@ -73,6 +73,7 @@ class CallPreparer:
             tokenizer=tokenizer,
             selection=scenario.selection,
             prompting=prompting(scenario),
+            vllm=scenario.vllm,
         )
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)

@@ -11,7 +11,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .prompts import Item, parse_aime, parse_cnn, parse_gpqa, parse_gsm8k, parse_instructcoder, parse_sharegpt
+from .prompts import (
+    Item,
+    parse_aime,
+    parse_cnn,
+    parse_gpqa,
+    parse_gsm8k,
+    parse_instructcoder,
+    parse_sharegpt,
+    parse_sharegpt_study,
+)
 from .synthetic import synthetic_gpqa_records
 
 STAND_IN_EDITEVAL = "EditEval stands in for InstructCoder"
@@ -92,8 +101,14 @@ class Workload:
     token_filter: bool = False  # hash selection: the ShareGPT filter on prompt and reference length
     study_filter: LengthFilter | None = None  # study selection: the study's length filter
     study_shuffle: str = "stream"  # study selection: "stream" (datasets' streaming shuffle) or "list"
+    # study selection: how the study's loader reads a record, where it differs from ``parse``
+    study_parse: Callable[[Mapping[str, Any]], Item | None] | None = field(default=None, repr=False, compare=False)
     synthetic: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False, compare=False)
     synthetic_stand_in: str | None = None
+
+    def parser(self, study: bool) -> Callable[[Mapping[str, Any]], Item | None]:
+        """The record parser of a selection: the study's reading under ``selection = "study"``."""
+        return self.study_parse if study and self.study_parse is not None else self.parse
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -125,6 +140,7 @@ WORKLOADS: dict[str, Workload] = {
             token_filter=True,
             study_filter=LengthFilter(max_prompt=1024, max_total=2048),  # ShareGPTDataset.sample
             study_shuffle="list",  # ShareGPTDataset.load_data: random.seed(seed); random.shuffle
+            study_parse=parse_sharegpt_study,  # conversations[0] and [1] of every entry with two turns
         ),
         Workload(
             name="instructcoder",

@@ -130,6 +130,26 @@ def parse_sharegpt(rec: Mapping[str, Any]) -> Item | None:
     return None
 
 
+def parse_sharegpt_study(rec: Mapping[str, Any]) -> Item | None:
+    """ShareGPT as the study reads it (ShareGPTDataset.load_data and sample): a conversation of at
+    least two turns gives its first turn as the prompt and its second as the completion, whatever
+    their roles; None for a shorter one, which the study drops before it shuffles."""
+    if "prompt" in rec:  # the offline samples' form: a prompt and its reply, two turns
+        return parse_sharegpt(rec)
+    if "conversations" not in rec:
+        return None
+    turns = rec["conversations"]
+    if not isinstance(turns, list):
+        raise FieldError(f"field 'conversations' must be a list, got {describe(turns)}")
+    if len(turns) < 2:
+        return None
+    prompt, completion = turns[0], turns[1]
+    for pos, turn in enumerate((prompt, completion)):
+        if not isinstance(turn, Mapping) or not isinstance(turn.get("value"), str):
+            raise FieldError(f"conversations[{pos}] must be an object with a string 'value'")
+    return Item(id_field(rec, "id"), prompt["value"], completion["value"])
+
+
 def parse_instructcoder(rec: Mapping[str, Any]) -> Item:
     instruction = _str_field(rec, "instruction")
     code = _str_field(rec, "input")

@@ -4,7 +4,8 @@ Two orders (a profile's ``selection``): "hash" ranks records by sha256(seed:id),
 file's order and nested in n; "study" reproduces the study's scripts (SpecDecode-Bench/vllm,
 scripts/common.py get_dataset with vLLM's benchmark dataset classes): a ``datasets`` streaming
 shuffle with the seed (buffer 1000) over the records, ShareGPT a seeded ``random.shuffle`` of its
-list, then the study's length filters, and too few records padded with seeded ``random.choices``.
+conversations of two turns or more, then the study's length filters, and too few records padded
+with seeded copies the way the cell's vLLM branch draws them (:func:`study_padding`).
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def _stream_order(count: int, seed: int) -> list[int]:
 def study_rows(workload: Workload, table: Any, seed: int) -> Iterator[tuple[str, Item | None]]:
     """A local table's records in the study's order."""
     if workload.study_shuffle == "list":
-        # The study shuffles the conversations that have a reply; here: those the parser accepts.
+        # The study shuffles the records its loader keeps (ShareGPT: two turns or more), which
+        # the table's parser (the workload's study_parse) returns an item for.
         order = [row for row in range(len(table.ids)) if table.item(row) is not None]
         random.Random(seed).shuffle(order)
     else:
@@ -159,11 +161,41 @@ def _passes(length_filter: LengthFilter, request: Request, tokenizer: Any) -> bo
     return completion >= length_filter.min_completion and prompt + completion <= length_filter.max_total
 
 
+PAD_CHOICES = "random.choices"  # vLLM 0.10.1.1, benchmark_dataset.py maybe_oversample_requests
+PAD_CHOICE_LOOP = "random.choice per copy"  # vLLM 0.11.1rc1 (20be7b36), datasets_bench.py
+
+
+def study_padding(vllm: str | None) -> str:
+    """How the study's loader of a cell's vLLM pads too few requests.  Both seed ``random`` with
+    the seed; 0.10.1.1 draws ``random.choices(requests, k=missing)``, 0.11 and later draw
+    ``random.choice(requests)`` once per missing request, which picks other copies.  A branch
+    without a version (the draft-model fork) gets the 0.10.1.1 form."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return PAD_CHOICE_LOOP if vllm and Version(vllm) >= Version("0.11.0rc0") else PAD_CHOICES
+    except InvalidVersion:
+        return PAD_CHOICES
+
+
+def _copies(picked: list[Request], missing: int, seed: int, padding: str) -> list[Request]:
+    rng = random.Random(seed)
+    if padding == PAD_CHOICE_LOOP:
+        return [rng.choice(picked) for _ in range(missing)]
+    return rng.choices(picked, k=missing)
+
+
 def study_sample(
-    workload: Workload, rows: Iterator[tuple[str, Item | None]], n: int, seed: int, tokenizer: Any, prompting: Prompting
+    workload: Workload,
+    rows: Iterator[tuple[str, Item | None]],
+    n: int,
+    seed: int,
+    tokenizer: Any,
+    prompting: Prompting,
+    padding: str = PAD_CHOICES,
 ) -> tuple[Request, ...]:
     """The first ``n`` records of ``rows`` that pass the workload's study filter, padded as the study
-    pads (``random.seed(seed)``, then ``random.choices``) when fewer pass; a copy's id says so."""
+    pads (``padding``: see :func:`study_padding`) when fewer pass; a copy's id says so."""
     picked: list[Request] = []
     for rid, item in rows:
         if len(picked) == n:
@@ -174,14 +206,14 @@ def study_sample(
         if workload.study_filter is None or _passes(workload.study_filter, request, tokenizer):
             picked.append(request)
     if picked and len(picked) < n:
-        copies = random.Random(seed).choices(picked, k=n - len(picked))
+        copies = _copies(picked, n - len(picked), seed, padding)
         picked += [replace(r, id=f"{r.id}#copy{i + 1}") for i, r in enumerate(copies)]
     return tuple(picked)
 
 
-def study_selection(workload: Workload, seed: int) -> str:
+def study_selection(workload: Workload, seed: int, padding: str = PAD_CHOICES) -> str:
     """The study's selection of this workload, in words, with the ``datasets`` version the order
-    depends on."""
+    depends on and how too few requests are padded."""
     if workload.study_shuffle == "list":
         order = f"random.shuffle with seed {seed}"
     else:
@@ -191,7 +223,9 @@ def study_selection(workload: Workload, seed: int) -> str:
         if datasets.__version__ != STUDY_DATASETS_VERSION:
             order += f" (the study's order came from datasets {STUDY_DATASETS_VERSION})"
     length_filter = workload.study_filter
-    return f"study: {order}" + (f"; filter {length_filter.describe()}" if length_filter else "")
+    return (
+        f"study: {order}" + (f"; filter {length_filter.describe()}" if length_filter else "") + f"; padded by {padding}"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -207,6 +241,7 @@ def _load(
     tokenizer: Any,
     selection: str,
     prompting: Prompting,
+    padding: str,
 ) -> WorkloadSample:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
@@ -215,11 +250,12 @@ def _load(
         raise ValueError(
             f"{workload.name}: the length filter counts tokens and needs the target tokenizer: pass tokenizer="
         )
-    words = study_selection(workload, seed) if study else "hash"
+    words = study_selection(workload, seed, padding) if study else "hash"
+    parse = workload.parser(study)
 
     def draw(table: Any) -> tuple[Request, ...]:
         if study:
-            return study_sample(workload, study_rows(workload, table, seed), n, seed, tokenizer, prompting)
+            return study_sample(workload, study_rows(workload, table, seed), n, seed, tokenizer, prompting, padding)
         return _sample(workload, table, n, seed, tokenizer, prompting)
 
     if dataset_dir is not None:
@@ -227,7 +263,7 @@ def _load(
         for local in workload.local_files:
             path = directory / local.filename
             if path.is_file():
-                table, checksum = read_jsonl(workload, path)
+                table, checksum = read_jsonl(workload, path, parse)
                 return WorkloadSample(
                     workload.name, draw(table), f"dir:{path}", checksum, local.stand_in_for(table.ids), words
                 )
@@ -238,9 +274,9 @@ def _load(
     try:
         if study and workload.study_shuffle == "stream":  # the study streams the hub dataset, shuffled
             rows, revision, checksum = open_hub_stream(workload, seed, STUDY_SHUFFLE_BUFFER)
-            requests = study_sample(workload, rows, n, seed, tokenizer, prompting)
+            requests = study_sample(workload, rows, n, seed, tokenizer, prompting, padding)
         else:  # the hash order, or the study's shuffle of the whole list (ShareGPT)
-            table, revision, checksum = open_hub(workload)
+            table, revision, checksum = open_hub(workload, parse)
             requests = draw(table)
     except HubFailure as exc:
         hub_reason = str(exc)
@@ -277,14 +313,16 @@ def load(
     *,
     selection: str = "hash",
     prompting: Prompting = Prompting(),
+    vllm: str | None = None,
 ) -> WorkloadSample:
     """Draw ``n`` requests of ``workload`` deterministically from ``seed``.
 
     ``tokenizer`` (the target model's) is needed where a length filter counts tokens (ShareGPT;
-    AIME too under the study's selection); other workloads ignore it.
+    AIME too under the study's selection); other workloads ignore it.  ``vllm`` (the scenario's
+    reference vLLM) picks the study's padding under the study's selection.
     """
     try:
         spec = WORKLOADS[workload]
     except KeyError:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}") from None
-    return _load(spec, n, seed, dataset_dir, tokenizer, selection, prompting)
+    return _load(spec, n, seed, dataset_dir, tokenizer, selection, prompting, study_padding(vllm))

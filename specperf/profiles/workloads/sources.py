@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,8 @@ from .prompts import FieldError, Item, describe, id_field
 
 if TYPE_CHECKING:
     from .catalog import Workload
+
+Parse = Callable[[Mapping[str, Any]], Item | None]
 
 
 class WorkloadError(Exception):
@@ -44,8 +46,9 @@ class ListTable:
 class HubTable:
     """A ``datasets.Dataset``; rows are parsed only when sampled."""
 
-    def __init__(self, workload: Workload, ds: Any):
+    def __init__(self, workload: Workload, ds: Any, parse: Parse | None = None):
         self._workload = workload
+        self._parse = parse or workload.parse
         self._ds = ds
         spec = workload.hub
         n_rows = len(ds)
@@ -62,12 +65,14 @@ class HubTable:
 
     def item(self, row: int) -> Item | None:
         try:
-            return self._workload.parse(self._ds[row])
+            return self._parse(self._ds[row])
         except FieldError as exc:
             raise WorkloadError(f"hub:{self._workload.hub.path} row {row}: {exc}") from None
 
 
-def read_jsonl(workload: Workload, path: Path) -> tuple[ListTable, str]:
+def read_jsonl(workload: Workload, path: Path, parse: Parse | None = None) -> tuple[ListTable, str]:
+    """The file's records, each read by ``parse`` (default: the workload's parser)."""
+    parse = parse or workload.parse
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -92,7 +97,7 @@ def read_jsonl(workload: Workload, path: Path) -> tuple[ListTable, str]:
         if not isinstance(rec, dict):
             raise WorkloadError(f"{path}:{lineno}: expected a JSON object, got {describe(rec)}")
         try:
-            item = workload.parse(rec)
+            item = parse(rec)
         except FieldError as exc:
             raise WorkloadError(f"{path}:{lineno}: {exc}") from None
         rid = (item.id if item is not None else None) or id_field(rec, "id") or f"{path.stem}:{lineno}"
@@ -137,14 +142,15 @@ def _hub_kwargs(spec: Any) -> dict[str, Any]:
     return kwargs
 
 
-def open_hub(workload: Workload) -> tuple[HubTable, str, str]:
-    """Load the hub dataset; returns (table, revision, checksum). Raises HubFailure with the reason."""
+def open_hub(workload: Workload, parse: Parse | None = None) -> tuple[HubTable, str, str]:
+    """Load the hub dataset, its rows read by ``parse`` (default: the workload's parser); returns
+    (table, revision, checksum). Raises HubFailure with the reason."""
     spec = workload.hub
     datasets = _datasets()
     kwargs = _hub_kwargs(spec)
     try:
         ds = datasets.load_dataset(spec.path, **kwargs)
-        table = HubTable(workload, ds)
+        table = HubTable(workload, ds, parse)
     except Exception as exc:  # any hub failure means "unavailable", with its reason
         raise HubFailure(one_line(exc, limit=300)) from None
     revision = spec.revision or _cached_revision(ds) or "unpinned"

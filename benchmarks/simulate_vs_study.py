@@ -1,24 +1,42 @@
 """The suite's speedup simulator against the study's own, on the study's released traces: the same
-speedup per dataset, proposer, mode and batch size.  Needs a checkout of SpecDecode-Bench/simulator
+speedup per dataset, proposer, mode and batch size, each of the three ways the study's prints it
+(throughput ratio to 4 digits; the mean per-request ratio and the request-latency ratio to the 2
+decimals it prints them with).  Needs a checkout of SpecDecode-Bench/simulator
 (its main.py needs tqdm); the study's is slow at large batches, so pick a few.  Prints figures:
 
     python benchmarks/simulate_vs_study.py SIMULATOR_CHECKOUT gsm8k eagle k3,oracle 1,8
+    python benchmarks/simulate_vs_study.py SIMULATOR_CHECKOUT gsm8k combined oracle 1,8 0.002
+
+A sixth argument sets the combined mode's switching cost (seconds per request and switch) in both,
+where the study's constant is 0.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from specperf.analysis.simulate import read_study_traces, speedups, study_sample
+from specperf.analysis.simulate import LLAMA_8B_H100, read_study_traces, simulate_speedups, study_sample
+
+# what simulate_like_experiment prints beside the throughput ratio it returns
+PRINTED = {
+    "latency": re.compile(r"speedup by request latency: ([0-9.]+)"),
+    "per_request": re.compile(r"Average speedup for batch size \d+: ([0-9.]+)"),
+}
 
 
 def main() -> int:
     checkout, dataset, proposer, modes, batches = sys.argv[1:6]
+    switching = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     sys.path.insert(0, checkout)
-    from predictor import AccLenPredictMethod
+    from predictor import AccLenPredictMethod, Llama8BH100
+
+    Llama8BH100.combined_switching_overhead = switching
+    cost = replace(LLAMA_8B_H100, switching=switching)
     from simulator import AccLenGroundTruth, SpecSimulator
 
     truth = {
@@ -37,13 +55,17 @@ def main() -> int:
             "oracle": AccLenPredictMethod.ORACLE,
         }[mode]
         study = SpecSimulator(str(path), method, truth, dataset)
-        ours = speedups(requests, proposer, mode, sizes, dataset=dataset)
+        ours = simulate_speedups(requests, proposer, mode, sizes, cost, dataset=dataset)
         for batch in sizes:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
                 theirs = study.simulate_like_experiment(batch)
+            suite = ours[batch]
+            others = {way: float(pattern.search(printed.getvalue()).group(1)) for way, pattern in PRINTED.items()}
             print(
-                f"{dataset} {proposer} {mode} bs{batch}: study {theirs:.4f}, suite {ours[batch]:.4f} "
-                f"({ours[batch] / theirs - 1:+.3%})",
+                f"{dataset} {proposer} {mode} bs{batch}: study {theirs:.4f}, suite {suite.throughput:.4f} "
+                f"({suite.throughput / theirs - 1:+.3%}); per request {others['per_request']:.2f} / "
+                f"{suite.per_request:.2f}; latency {others['latency']:.2f} / {suite.latency:.2f}",
                 flush=True,
             )
     return 0

@@ -116,6 +116,48 @@ def test_study_traces_are_read_and_sampled_as_the_study_draws_them(tmp_path):
     assert [r.id for r in sample] == [r.id for r in random.sample(requests, k=300)]
 
 
+def test_trace_lines_of_one_proposer_and_eagle3_ground_truth_are_read_as_the_study_reads_them(tmp_path):
+    path = tmp_path / "combined_cnn.jsonl"
+    single = {"id": "a", "prompt_token_ids": [1, 2], "generated_token_ids": [1, 2, 3], "acc": {"acc_len": [2, 1, 1]}}
+    three = {**single, "id": "b", "acc_eagle_three": [3, 1, 1]}
+    path.write_text(json.dumps(single) + "\n" + json.dumps(three | {"acc_ngram": {"acc_len": [1, 1, 1]}}) + "\n")
+    a, b = simulate.read_study_traces(path)
+    # request.py: "acc" stands for acc_ngram and acc_eagle where either is missing
+    assert a.acc_len == {"ngram": [2, 1, 1], "eagle": [2, 1, 1]}
+    assert b.acc_len == {"ngram": [1, 1, 1], "eagle": [2, 1, 1], "eagle3": [3, 1, 1]}
+    only_three = RequestAcceptance("c", 2, {"ngram": [1, 1, 1], "eagle3": [3, 1, 1]})
+    assert simulate.combined(only_three) == [3, 1, 1]  # the study's COMBINE_NGRAM_EAGLE_THREE
+
+
+def test_the_three_speedups_are_the_studys_throughput_request_and_latency_ratios():
+    """Per request, latency without SD and with (each priced as the tests below check by hand); the
+    three figures aggregate them as simulator.py's simulate_like_experiment does."""
+    short, long = request([3, 1, 1, 1], prompt_len=40, name="short"), request([1, 1, 1, 4, 1, 1, 1, 1], name="long")
+    got = simulate.simulate_speedups([short, long], "eagle", "oracle", (2,), cost=EVERY_TERM)[2]
+    rng = np.random.default_rng(0)
+    paths = [(r.prompt_len, simulate.trajectory(r.acc_len["eagle"], "oracle", ngram=False)) for r in (short, long)]
+    without = np.array([simulate.baseline_latency(n, p.length, 2, EVERY_TERM) for n, p in paths])
+    with_sd = np.array([simulate.sd_latency(n, p, 2, EVERY_TERM, "learned", 0.2, rng) for n, p in paths])
+    tokens = np.array([2 * p.length for _, p in paths], float)
+    assert got.throughput == pytest.approx(np.mean(tokens / with_sd) / np.mean(tokens / without))
+    assert got.per_request == pytest.approx(np.mean(without / with_sd))
+    assert got.latency == pytest.approx(without.sum() / with_sd.sum())
+    assert len({round(got.throughput, 6), round(got.per_request, 6), round(got.latency, 6)}) == 3
+
+
+def test_the_combined_oracle_pays_the_switching_cost_where_the_better_proposer_changes():
+    # positions 1, 4, 5, 6: n-gram wins at 1 (3 >= 1), EAGLE at 4 (2 > 1), n-gram at 6 (tie): two switches
+    both = RequestAcceptance("r", 10, {"ngram": [3, 1, 1, 1, 1, 1, 1], "eagle": [1, 1, 1, 2, 1, 1, 1]})
+    path = simulate.trajectory(simulate.combined(both), "oracle", ngram=False)
+    assert list(path.positions) == [1, 4, 6] and simulate.switches(both, path) == 2
+    free = simulate.speedups([both], "combined", "oracle", (1,), cost=STEPS_ONLY)[1]
+    costly = StepCost(**{**STEPS_ONLY.__dict__, "switching": 0.5})
+    assert simulate.speedups([both], "combined", "oracle", (1,), cost=costly)[1] == pytest.approx(
+        free * 4 / (4 + 2 * 0.5)
+    )
+    assert simulate.LLAMA_8B_H100.switching == 0.0  # the study's combined_switching_overhead
+
+
 def test_a_bad_trace_line_is_named(tmp_path):
     path = tmp_path / "combined_cnn.jsonl"
     path.write_text(study_line("0", [1], [1]) + '\n{"id": 1}\n')
@@ -150,7 +192,8 @@ def test_cli_prints_every_mode_and_batch_size(tmp_path, capsys):
     assert [(r["proposer"], r["mode"]) for r in rows] == [("eagle", m) for m in simulate.MODES] + [
         ("ngram", m) for m in simulate.MODES
     ] + [("combined", "oracle")]
-    assert all(set(r["speedup"]) == {"1", "8"} for r in rows)
+    assert all(set(r["speedup"]) == set(r["per_request"]) == set(r["latency"]) == {"1", "8"} for r in rows)
+    assert table.count("request mean") == table.count("latency") == len(rows)  # beside each throughput row
 
 
 def test_cli_names_a_missing_trace_file(tmp_path, capsys):

@@ -26,6 +26,7 @@ MODES = ("k1", "k3", "k5", "oracle")
 # The simulator's proposers, as the study's trace files name their acceptance (acc_ngram, acc_eagle)
 # and the suite's traces add theirs: methods.py says which method each simulates.
 NGRAM, EAGLE, DRAFT = "ngram", "eagle", "draft"
+EAGLE3 = "eagle3"  # the study's acc_eagle_three ground truth (request.py), where a trace file has one
 COMBINED, ADAPTIVE = "combined", "adaptive"  # the per-step best of two; n-gram where it proposes, else the draft
 PROPOSERS = (EAGLE, NGRAM, COMBINED)  # what `specperf simulate` offers on the study's traces
 BATCH_SIZES = (1, 8, 16, 32, 64, 128)
@@ -47,6 +48,7 @@ class StepCost:
     draft_fixed: float
     ngram_share: float  # n-gram drafting as a share of the step's forward
     overhead: float  # per step, scheduling and the rest
+    switching: float = 0.0  # combined mode: per request and step where the better proposer changes
 
     def forward(self, kv_tokens, tokens):
         return kv_tokens * self.target_kv + tokens * self.target_token + self.target_fixed
@@ -66,6 +68,7 @@ LLAMA_8B_H100 = StepCost(
     draft_fixed=2.13526175e-03,
     ngram_share=0.005875,
     overhead=1.20683946e-03,
+    switching=0.0,  # combined_switching_overhead
 )
 
 
@@ -82,9 +85,11 @@ class RequestAcceptance:
 
 def read_study_traces(path: Path) -> list[RequestAcceptance]:
     """The study's released trace file (data/<model>/combined_<dataset>.jsonl): per line an id, the
-    prompt and generated token ids, and acc_ngram / acc_eagle {"acc_len": [...]}.  Anything else
-    (not UTF-8, not a trace line, an acceptance length that is no whole number from 0 up, no line
-    at all) is a ValueError naming the file and line."""
+    prompt and generated token ids, and acc_ngram / acc_eagle {"acc_len": [...]}; as the study's
+    loader (request.py) also reads them, a single "acc" stands for whichever of the two is missing,
+    and "acc_eagle_three" (a list, or {"acc_len": [...]}) is EAGLE-3's.  Anything else (not UTF-8,
+    not a trace line, an acceptance length that is no whole number from 0 up, no line at all) is a
+    ValueError naming the file and line."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
@@ -95,12 +100,7 @@ def read_study_traces(path: Path) -> list[RequestAcceptance]:
             continue
         try:
             item = json.loads(line)
-            acc = {
-                name: _lengths(item[key]["acc_len"])
-                for name, key in ((NGRAM, "acc_ngram"), (EAGLE, "acc_eagle"))
-                if key in item
-            }
-            requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), acc))
+            requests.append(RequestAcceptance(str(item["id"]), len(item["prompt_token_ids"]), _acceptance(item)))
         except RecursionError:
             raise ValueError(f"{path}:{number}: not a study trace line (nested too deeply)") from None
         except (ValueError, KeyError, TypeError) as err:
@@ -108,6 +108,18 @@ def read_study_traces(path: Path) -> list[RequestAcceptance]:
     if not requests:
         raise ValueError(f"{path}: no trace lines")
     return requests
+
+
+def _acceptance(item: dict) -> dict[str, list[int]]:
+    acc = {}
+    for name, key in ((NGRAM, "acc_ngram"), (EAGLE, "acc_eagle")):
+        source = item[key] if key in item else item.get("acc")
+        if source is not None:
+            acc[name] = _lengths(source["acc_len"])
+    three = item.get("acc_eagle_three")
+    if three is not None:
+        acc[EAGLE3] = _lengths(three["acc_len"] if isinstance(three, dict) else three)
+    return acc
 
 
 def _lengths(values) -> list[int]:
@@ -164,14 +176,23 @@ def trajectory(acc_len: list[int], mode: str, ngram: bool) -> Trajectory:
 
 
 def learned_key(request: RequestAcceptance) -> str:
-    """The learned proposer of a request's traces: the study's EAGLE, or the suite's draft model."""
-    return EAGLE if EAGLE in request.acc_len else DRAFT
+    """The learned proposer of a request's traces: the study's EAGLE (or EAGLE-3 where only that is
+    there), or the suite's draft model."""
+    return next((name for name in (EAGLE, EAGLE3) if name in request.acc_len), DRAFT)
 
 
 def combined(request: RequestAcceptance, first: str = NGRAM, second: str | None = None) -> list[int]:
     """The per-step best of two proposers (the study's combined oracle)."""
     a, b = request.acc_len[first], request.acc_len[second or learned_key(request)]
     return [max(x, y) for x, y in zip(a, b)]
+
+
+def switches(request: RequestAcceptance, path: Trajectory) -> int:
+    """Steps of the combined oracle along ``path`` where the better proposer is another than the
+    step before's (n-gram wins ties, as the study's _get_winning_method has it)."""
+    a, b = np.array(request.acc_len[NGRAM]), np.array(request.acc_len[learned_key(request)])
+    winners = a[path.positions - 1] >= b[path.positions - 1]
+    return int(np.count_nonzero(winners[1:] != winners[:-1]))
 
 
 def adaptive(request: RequestAcceptance) -> list[int]:
@@ -226,7 +247,18 @@ def sd_latency(
     return float(cost.forward(0, batch * prompt_len) + cost.overhead + (forward + drafts + cost.overhead).sum())
 
 
-def speedups(
+@dataclass(frozen=True)
+class Speedup:
+    """One batch size's speedup the three ways the study's simulator prints it: the ratio of mean
+    throughputs (the figure it returns and plots), the mean of the requests' latency ratios, and
+    the ratio of the summed request latencies."""
+
+    throughput: float
+    per_request: float
+    latency: float
+
+
+def simulate_speedups(
     requests: list[RequestAcceptance],
     proposer: str,
     mode: str,
@@ -234,12 +266,13 @@ def speedups(
     cost: StepCost = LLAMA_8B_H100,
     dataset: str = "",
     known_misses: bool = False,
-) -> dict[int, float]:
-    """Speedup at each batch size: mean throughput with SD over mean throughput without.
+) -> dict[int, Speedup]:
+    """Speedup at each batch size, three ways (:class:`Speedup`).
 
-    `proposer` is a key of acc_len ("ngram", "eagle", "draft"), "combined" (the per-step best of
-    n-gram and the learned one, drafting at n-gram's cost, as the study's simulator prices it) or
-    "adaptive" (n-gram where it proposes, else the learned one, each at its own cost).
+    `proposer` is a key of acc_len ("ngram", "eagle", "eagle3", "draft"), "combined" (the per-step
+    best of n-gram and the learned one, drafting at n-gram's cost, as the study's simulator prices
+    it, plus the cost model's switching cost where the better one changes) or "adaptive" (n-gram
+    where it proposes, else the learned one, each at its own cost).
     `known_misses`: the traces mark with 0 where n-gram proposed nothing (the suite's); the study's
     do not, and a match is drawn where n-gram's draft would be rejected."""
     rng = np.random.default_rng(SEED)
@@ -253,13 +286,37 @@ def speedups(
             learned = None
             if proposer == ADAPTIVE:  # the steps the draft model proposed
                 learned = np.array(request.acc_len[NGRAM])[path.positions - 1] == 0
-            paths.append((request.prompt_len, path, learned))
+            switching = cost.switching * switches(request, path) if proposer == COMBINED else 0.0
+            paths.append((request.prompt_len, path, learned, switching))
     result = {}
     for batch in batch_sizes:
-        with_sd = [
-            batch * p.length / sd_latency(n, p, batch, cost, drafter, NGRAM_MATCH.get(dataset, 0.2), rng, learned)
-            for n, p, learned in paths
-        ]
-        without = [batch * p.length / baseline_latency(n, p.length, batch, cost) for n, p, _ in paths]
-        result[batch] = float(np.mean(with_sd) / np.mean(without))
+        match = NGRAM_MATCH.get(dataset, 0.2)
+        with_sd = np.array(
+            [
+                sd_latency(n, p, batch, cost, drafter, match, rng, learned) + switching
+                for n, p, learned, switching in paths
+            ]
+        )
+        without = np.array([baseline_latency(n, p.length, batch, cost) for n, p, _, _ in paths])
+        tokens = np.array([batch * p.length for _, p, _, _ in paths], float)
+        result[batch] = Speedup(
+            throughput=float(np.mean(tokens / with_sd) / np.mean(tokens / without)),
+            per_request=float(np.mean(without / with_sd)),
+            latency=float(without.sum() / with_sd.sum()),
+        )
     return result
+
+
+def speedups(
+    requests: list[RequestAcceptance],
+    proposer: str,
+    mode: str,
+    batch_sizes=BATCH_SIZES,
+    cost: StepCost = LLAMA_8B_H100,
+    dataset: str = "",
+    known_misses: bool = False,
+) -> dict[int, float]:
+    """Speedup at each batch size: mean throughput with SD over mean throughput without (the
+    study's result; :func:`simulate_speedups` has the other two)."""
+    simulated = simulate_speedups(requests, proposer, mode, batch_sizes, cost, dataset, known_misses)
+    return {batch: s.throughput for batch, s in simulated.items()}

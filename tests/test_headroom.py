@@ -66,6 +66,9 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
     assert draft.speedup_error == draft.step_error + draft.reference_error
     assert draft.within_error == (abs(draft.simulated / 0.9 - 1) <= draft.speedup_error)
     assert set(draft.curve) == {4} and set(draft.curve[4]) == {"simulated", "oracle", "combined", "adaptive"}
+    assert draft.k == 3
+    assert draft.best_k == simulate.best_k(requests, "draft", (4,), cost, "gsm8k", known_misses=True)[4]
+    assert draft.best_k.speedup >= draft.simulated and draft.best_k.oracle == draft.oracle
     ngram = rows[results[1].id]  # no draft model's acceptance: no combined bound
     assert ngram.simulated is not None and ngram.combined is None and ngram.oracle >= ngram.simulated
     adaptive = rows[results[3].id]
@@ -77,6 +80,14 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
 def test_the_report_shows_headroom_and_draws_the_bounds():
     views = trace_views(run())
     assert len(views.headroom) == 4 and views.to_json()["headroom"][0]["id"]
+    draft = next(h for h in views.headroom if "-draft-k3-" in h["id"])
+    assert draft["k"] == 3 and 1 <= draft["best_k"]["k"] <= 5
+    from specperf import report
+    from specperf.report.loading import RunData
+
+    results = run()
+    page = report.render_html(report.build_view(RunData(run_dirs=[], results=results)))
+    assert "<th>best k (simulated)</th>" in page and f"k={draft['best_k']['k']}: " in page
     curves = views.bound_curves()
     assert all(curve for curve in curves.values()) and len(curves) == 3  # EAGLE-3 has no curve
 
@@ -113,3 +124,17 @@ def test_the_speedup_chart_draws_each_bound_once():
     assert {"ngram-k3 oracle", "draft-k3 oracle", "adaptive-k3 oracle"} <= set(labels)
     # the draft model's and the adaptive proposer's requests share one combined oracle: drawn once
     assert sum(label.endswith("combined oracle") for label in labels) == 1
+
+
+def test_specperf_simulate_prints_the_best_k_beside_each_headroom_row(tmp_path, capsys):
+    from test_report import make_run
+
+    from specperf import cli
+
+    results = run()
+    assert cli.main(["simulate", "--fit-from", str(make_run(tmp_path / "run", results))]) == 0
+    out = capsys.readouterr().out
+    rows = {row.scenario_id: row for row in headroom.headroom(results)}
+    draft = rows[results[2].id]
+    line = next(line for line in out.splitlines() if line.startswith(results[2].id))
+    assert f"k{draft.best_k.k} {draft.best_k.speedup:.2f}x" in line and "best k" in out

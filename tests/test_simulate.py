@@ -268,3 +268,30 @@ def test_the_simulator_prices_every_term_of_the_step_cost(n):
     assert simulate.speedups(ngram, "ngram", "k1", (n,), cost=EVERY_TERM, known_misses=True)[n] == pytest.approx(
         base / ngram_k1, rel=1e-12
     )
+
+
+def test_the_best_k_is_the_fastest_fixed_k_and_shrinks_at_large_batches():
+    requests = [request([3, 1, 2, 1, 4, 1, 2, 1] * 20, prompt_len=200, name=f"r{i}") for i in range(2)]
+    best = simulate.best_k(requests, "eagle", (1, 128))
+    for batch in (1, 128):
+        by_k = {k: simulate.speedups(requests, "eagle", f"k{k}", (batch,))[batch] for k in simulate.BEST_K}
+        assert best[batch].k == max(by_k, key=by_k.get) and best[batch].speedup == by_k[best[batch].k]
+        assert best[batch].oracle == simulate.speedups(requests, "eagle", "oracle", (batch,))[batch]
+        assert best[batch].oracle >= best[batch].speedup
+    # verifying drafts that will be rejected costs most in a large batch: a smaller k wins there
+    assert (best[1].k, best[128].k) == (3, 1)
+
+
+def test_cli_prints_the_best_k_per_dataset_proposer_and_batch_size(tmp_path, capsys):
+    lines = [study_line(str(i), [1 + i % 3] * 40, [3, 1, 2, 1, 4, 1, 2, 1] * 5) for i in range(20)]
+    (tmp_path / "combined_gsm8k.jsonl").write_text("\n".join(lines) + "\n")
+    args = ["simulate", "--study-traces", str(tmp_path), "--datasets", "gsm8k", "--batch-sizes", "1", "128"]
+    assert cli.main([*args, "--best-k"]) == 0
+    table = capsys.readouterr().out.split("best k (simulated speedup; the oracle's bound in brackets)")[1]
+    requests = simulate.study_sample(simulate.read_study_traces(tmp_path / "combined_gsm8k.jsonl"))
+    best = simulate.best_k(requests, "eagle", (1, 128), dataset="gsm8k")
+    row = next(line for line in table.splitlines() if line.startswith("gsm8k          eagle"))
+    assert f"k{best[1].k} {best[1].speedup:.2f} ({best[1].oracle:.2f})" in row
+    assert f"k{best[128].k} {best[128].speedup:.2f} ({best[128].oracle:.2f})" in row
+    assert any(line.startswith("gsm8k          ngram") for line in table.splitlines())
+    assert "combined" not in table  # a fixed k is a single proposer's

@@ -5,10 +5,11 @@ and the output, analysis/ngram.py; a draft model's from one pass over the output
 speedup it measured; the speedup the simulator (analysis/simulate.py) gives for the same method and k
 under the step cost fitted on this run's traced steps (analysis/cost_fit.py), which checks the cost
 model; the method's oracle bound; the combined oracle (per step, the better of n-gram and the draft
-model); and the adaptive proposer's rule simulated.  The suite's traces mark where n-gram proposed
-nothing, so nothing is drawn at random.  EAGLE and MTP heads draft from the target's hidden states,
-which a finished request does not give back: their acceptance is known only where they drafted,
-so they get no headroom (said in a note).
+model); the adaptive proposer's rule simulated; and the k from 1 to 5 the simulator finds fastest
+for the method at the scenario's batch size, a recommendation beside the k it ran.  The suite's
+traces mark where n-gram proposed nothing, so nothing is drawn at random.  EAGLE and MTP heads
+draft from the target's hidden states, which a finished request does not give back: their
+acceptance is known only where they drafted, so they get no headroom (said in a note).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Headroom:
     oracle: float | None = None  # the method's oracle bound
     combined: float | None = None  # per step the better of n-gram and the draft model
     adaptive: float | None = None  # the adaptive proposer's rule, simulated
+    k: int | None = None  # the k it ran with
+    best_k: simulate.BestK | None = None  # the fastest k from 1 to 5 the simulator finds at this batch size
     step_error: float | None = None  # the cost model's RMS relative error on this scenario's steps
     reference_error: float | None = None  # ... and on its no-SD reference's steps
     curve: dict[int, dict[str, float]] = field(default_factory=dict)  # batch size -> the simulated values
@@ -125,7 +128,7 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
             row.note = "the draft model's per-position acceptance is missing from the trace"
             continue
         cost = costs[s.model.name].step_cost(s.method.name)
-        k = int(s.method.params.get("num_speculative_tokens", 1))
+        k = row.k = int(s.method.params.get("num_speculative_tokens", 1))
         sizes = sorted(batch_sizes[(s.model.name, s.method.label, s.dataset)] | {s.batch_size})
         modes = {"simulated": (proposer, f"k{k}"), "oracle": (proposer, "oracle")}
         if has_draft:
@@ -135,6 +138,9 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
             for size, value in values.items():
                 row.curve.setdefault(size, {})[name] = value
             setattr(row, name, values[s.batch_size])
+        row.best_k = simulate.best_k(requests, proposer, (s.batch_size,), cost, s.dataset, known_misses=True)[
+            s.batch_size
+        ]
         row.step_error = step_error(result, cost)
         reference = by_id.get(s.reference_id)
         if reference is not None and reference.trace is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 MODES = ("k1", "k3", "k5", "oracle")
+BEST_K = (1, 2, 3, 4, 5)  # the k a recommendation picks from (the study's fixed k span 1 to 5)
 # The simulator's proposers, as the study's trace files name their acceptance (acc_ngram, acc_eagle)
 # and the suite's traces add theirs: methods.py says which method each simulates.
 NGRAM, EAGLE, DRAFT = "ngram", "eagle", "draft"
@@ -320,3 +321,32 @@ def speedups(
     study's result; :func:`simulate_speedups` has the other two)."""
     simulated = simulate_speedups(requests, proposer, mode, batch_sizes, cost, dataset, known_misses)
     return {batch: s.throughput for batch, s in simulated.items()}
+
+
+@dataclass(frozen=True)
+class BestK:
+    """The k from BEST_K the simulator finds fastest at one batch size, its speedup, and the
+    method's oracle bound there."""
+
+    k: int
+    speedup: float
+    oracle: float
+
+
+def best_k(
+    requests: list[RequestAcceptance],
+    proposer: str,
+    batch_sizes=BATCH_SIZES,
+    cost: StepCost = LLAMA_8B_H100,
+    dataset: str = "",
+    known_misses: bool = False,
+) -> dict[int, BestK]:
+    """Per batch size, the fastest fixed k of ``proposer`` (the smallest on a tie): the study shows
+    one fixed k losing at large batches, where verifying rejected drafts costs most."""
+    by_k = {k: speedups(requests, proposer, f"k{k}", batch_sizes, cost, dataset, known_misses) for k in BEST_K}
+    oracle = speedups(requests, proposer, "oracle", batch_sizes, cost, dataset, known_misses)
+    best = {}
+    for batch in batch_sizes:
+        k = max(BEST_K, key=lambda k: (by_k[k][batch], -k))
+        best[batch] = BestK(k, by_k[k][batch], oracle[batch])
+    return best

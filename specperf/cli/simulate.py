@@ -55,14 +55,32 @@ def print_headroom(run_dirs: list[Path]) -> None:
     rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
     print(
         f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
-        f"{'adaptive':>8}  agree"
+        f"{'adaptive':>8} {'best k':>10}  agree"
     )
     for h in rows:
         error = f"{h.speedup_error:.0%}" if h.speedup_error is not None else "-"
+        best = f"k{h.best_k.k} {h.best_k.speedup:.2f}x" if h.best_k else "-"
         print(
             f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
-            f"{x(h.combined):>8} {x(h.adaptive):>8}  {AGREE[h.within_error]:<5}" + (f"  ({h.note})" if h.note else "")
+            f"{x(h.combined):>8} {x(h.adaptive):>8} {best:>10}  {AGREE[h.within_error]:<5}"
+            + (f"  ({h.note})" if h.note else "")
         )
+
+
+def print_best_k(folder: Path, datasets: list[str], proposers: list[str], batches: list[int]) -> int:
+    """Per dataset and proposer, the fastest k from 1 to 5 at each batch size, its speedup and the
+    oracle's bound (analysis/simulate.py best_k)."""
+    from ..analysis import simulate
+
+    print("\nbest k (simulated speedup; the oracle's bound in brackets)")
+    print(f"{'dataset':<14} {'proposer':<9}" + "".join(f"{f'bs{b}':>19}" for b in batches))
+    for dataset in datasets:
+        requests = simulate.study_sample(simulate.read_study_traces(folder / f"combined_{dataset}.jsonl"))
+        for proposer in proposers:
+            best = simulate.best_k(requests, proposer, batches, dataset=dataset)
+            cells = "".join(f"{f'k{best[b].k} {best[b].speedup:.2f} ({best[b].oracle:.2f})':>19}" for b in batches)
+            print(f"{dataset:<14} {proposer:<9}{cells}")
+    return 0
 
 
 def run(args) -> int:
@@ -109,6 +127,10 @@ def run(args) -> int:
                 for i, (way, label) in enumerate(SPEEDUP_WAYS.items()):
                     row = f"{dataset:<14} {proposer:<9} {mode:<7}" if i == 0 else " " * 32
                     print(f"{row} {label:<12}" + "".join(f"{ways[way][b]:>7.2f}" for b in batches))
+    if args.best_k:
+        status = print_best_k(folder, args.datasets, [p for p in args.proposers if p != simulate.COMBINED], batches)
+        if status:
+            return status
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"written: {args.json}")
@@ -149,6 +171,11 @@ def add_parser(sub) -> None:
     )
     simulate.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     simulate.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 16, 32, 64, 128])
+    simulate.add_argument(
+        "--best-k",
+        action="store_true",
+        help="also the fastest k from 1 to 5 per dataset, proposer and batch size, beside the oracle's bound",
+    )
     simulate.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     simulate.add_argument("--html", metavar="FILE", help="also draw the curves, a chart per dataset, as an HTML page")
     simulate.set_defaults(func=run)

@@ -168,6 +168,8 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
                 "oracle": row.oracle,
                 "combined": row.combined,
                 "adaptive": row.adaptive,
+                "k": row.k,
+                "best_k": {"k": row.best_k.k, "speedup": row.best_k.speedup} if row.best_k else None,
                 "curve": row.curve,
                 "note": row.note,
             }

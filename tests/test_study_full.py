@@ -9,7 +9,9 @@ from specperf.judge import metrics
 from specperf.profiles.registry import NO_SD_LABEL
 from specperf.profiles.scenarios import load_profile
 from specperf.profiles.workloads import WORKLOADS
-from specperf.profiles.workloads.sampling import PAD_CHOICE_LOOP, PAD_CHOICES, study_padding
+from specperf.profiles.workloads.catalog import LOADER_0_10, LOADER_0_11
+from specperf.profiles.workloads.sampling import PAD_CHOICE_LOOP, PAD_CHOICES, study_loader, study_padding
+from specperf.run.calls import prompting
 
 NON_REASONING = ("cnn_dailymail", "sharegpt", "instructcoder", "gsm8k")
 LARGE_BATCHES = (1, 16, 64, 128)
@@ -133,7 +135,32 @@ def test_the_vllm_each_cell_was_measured_with(study):
             expected = "0.10.1.1"
         assert s.vllm == expected, s.id
         # maybe_oversample_requests: random.choices on 0.10.1.1, random.choice per copy on 0.11.1rc1
-        assert study_padding(s.vllm) == (PAD_CHOICE_LOOP if expected == "0.11.1rc1" else PAD_CHOICES), s.id
+        # (the draft-model fork's scripts import vllm.benchmarks.datasets_bench: 0.11.1rc1's loader)
+        assert study_padding(s.vllm) == (PAD_CHOICES if expected == "0.10.1.1" else PAD_CHOICE_LOOP), s.id
+        assert study_loader(s.vllm) == (LOADER_0_10 if expected == "0.10.1.1" else LOADER_0_11), s.id
+
+
+def test_the_prompts_are_the_strings_the_cells_loader_built(study):
+    """bench_latency.py hands the loader's prompt strings to llm.generate: the study's prompt form
+    everywhere, so each cell gets its loader's InstructCoder text and CNN/DailyMail thinking switch."""
+    for s in study.values():
+        assert s.prompt_form == "study", s.id
+        loader = study_loader(s.vllm)
+        settings = prompting(s).as_loader_builds(WORKLOADS[s.dataset], loader)
+        thinking = dict(settings.template_kwargs).get("enable_thinking")
+        if s.dataset == "cnn_dailymail" and loader == LOADER_0_10:
+            assert thinking is False, s.id  # CNNDailyMailDataset.sample of 0.10.1.1: enable_thinking=False
+        else:
+            assert thinking == s.model.thinking, s.id
+    thinking_cnn = [s for s in study.values() if s.model.name == "qwen3-8b-thinking" and s.dataset == "cnn_dailymail"]
+    assert thinking_cnn and all(study_loader(s.vllm) == LOADER_0_10 for s in thinking_cnn)
+    instructcoder = WORKLOADS["instructcoder"].study_prompts
+    assert set(instructcoder) == {LOADER_0_10}  # 0.11.1rc1's datasets_bench.py has the suite's single space
+    record = {"id": "x", "input": "code", "instruction": "Fix it."}
+    assert instructcoder[LOADER_0_10].parse(record).text == (
+        "code\n\nFix it. Just output             the code, do not include any explanation."
+    )
+    assert {s.prompt_form for s in load_profile("study-extra").scenarios} == {"study"}
 
 
 def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls():

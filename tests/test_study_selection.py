@@ -4,12 +4,15 @@ prompt settings, on the real `datasets` library."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import datasets
+import pytest
 
-from specperf.profiles.workloads import Prompting, load
+from specperf.profiles.workloads import WORKLOADS, Prompting, Request, load, prompt_ids, render_prompt
 from specperf.profiles.workloads.sampling import STUDY_DATASETS_VERSION
 
 
@@ -139,7 +142,7 @@ def test_too_few_records_are_padded_with_seeded_copies_as_the_cells_vllm_pads(tm
     fork = load(
         "aime", 7, 42, tmp_path, TemplateTokenizer(), selection="study", vllm="SpecDecode-Bench/vllm perf/e2e-dm"
     )
-    assert ids(fork) == ids(sample)
+    assert ids(fork) == ids(later)  # the fork's scripts import vllm.benchmarks.datasets_bench
 
 
 def test_aime_filter_counts_the_solution_when_there_is_one(tmp_path):
@@ -182,3 +185,100 @@ def test_the_hub_is_streamed_and_its_stream_shuffled(tmp_path, monkeypatch):
     stream = datasets.Dataset.from_list(rows).to_iterable_dataset().shuffle(seed=42, buffer_size=1000)
     assert [r.text for r in sample.requests] == [row["question"] for row in stream][:5]
     assert sample.source == "hub:openai/gsm8k@unpinned"
+
+
+class LlamaLikeTokenizer:
+    """A Llama-3-like tokenizer: its chat template writes the BOS, and tokenising with special
+    tokens (what vLLM does with a prompt string) adds another."""
+
+    def __call__(self, text, add_special_tokens=True):
+        return SimpleNamespace(input_ids=(["<bos>"] if add_special_tokens else []) + text.split())
+
+    def apply_chat_template(self, messages, tokenize=True, add_generation_prompt=False, **kwargs):
+        off = " <think-off>" if kwargs.get("enable_thinking") is False else ""
+        return f"<bos> USER: {messages[0]['content']} ASSISTANT:{off}"
+
+
+def test_the_study_form_tokenises_the_prompt_as_vllm_tokenises_a_string(tmp_path):
+    write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_records(3))
+    tok = LlamaLikeTokenizer()
+    suite = load("gsm8k", 1, 42, tmp_path, selection="study").requests[0]
+    study = load("gsm8k", 1, 42, tmp_path, selection="study", prompting=Prompting(study_form=True)).requests[0]
+    assert prompt_ids(suite, tok)[:2] == ["<bos>", "USER:"]  # the template's BOS alone
+    assert prompt_ids(study, tok)[:3] == ["<bos>", "<bos>", "USER:"]  # as the study's traces start: 128000, 128000
+    raw = Request("r", "a raw problem", chat=False)
+    assert prompt_ids(raw, tok) == ["<bos>", "a", "raw", "problem"]  # a raw prompt gets its BOS either way
+
+
+def instructcoder_records(count: int) -> list[dict]:
+    return [{"id": f"i{i}", "input": f"code {i}", "instruction": "Fix it.", "output": "done"} for i in range(count)]
+
+
+def test_the_study_form_builds_each_prompt_as_the_cells_loader_did(tmp_path):
+    write_jsonl(tmp_path / "instructcoder.jsonl", instructcoder_records(3))
+    write_jsonl(tmp_path / "cnn_dailymail.jsonl", [{"id": f"c{i}", "article": f"article {i}"} for i in range(3)])
+    study = Prompting(study_form=True)
+    thinking = Prompting(template_kwargs=(("enable_thinking", True),), study_form=True)
+
+    def text(vllm, prompting=study):
+        sample = load("instructcoder", 1, 42, tmp_path, selection="study", prompting=prompting, vllm=vllm)
+        return sample.requests[0].text
+
+    continuation = " Just output " + " " * 12 + "the code"  # benchmark_dataset.py's backslash continuation
+    assert continuation in text("0.10.1.1") and continuation in text("0.10.2")
+    assert " Just output the code" in text("0.11.1rc1")  # datasets_bench.py joins two literals
+    assert " Just output the code" in text("SpecDecode-Bench/vllm perf/e2e-dm")  # datasets_bench.py too
+    assert " Just output the code" in text("0.10.1.1", Prompting())  # the suite's own form
+
+    def cnn(vllm):
+        sample = load("cnn_dailymail", 1, 42, tmp_path, selection="study", prompting=thinking, vllm=vllm)
+        return sample, dict(sample.requests[0].template_kwargs)
+
+    sample, kwargs = cnn("0.10.1.1")
+    assert kwargs == {"enable_thinking": False}  # CNNDailyMailDataset.sample passes it whatever the model's
+    assert "<think-off>" in render_prompt(sample.requests[0], LlamaLikeTokenizer())
+    assert sample.selection.endswith("; prompt strings as benchmark_dataset.py of 0.10.1.1 builds them")
+    sample, kwargs = cnn("0.11.1rc1")
+    assert kwargs == {"enable_thinking": True}  # datasets_bench.py leaves the template's switch alone
+    assert sample.selection.endswith("; prompt strings as datasets_bench.py of 0.11.1rc1 builds them")
+
+
+RECORDED_ORDER = Path(__file__).resolve().parents[1] / "fixtures" / "study-order-datasets-4.0.0.json"
+
+
+def test_the_study_order_of_the_offline_samples_is_the_one_datasets_4_0_0_gave():
+    """scripts/study_order.py recorded, under the study's pins (constraints/study.txt), the order the
+    study's loader reads each offline sample in; specperf's selection takes them in that order, and
+    so does the study's own call with the `datasets` installed here."""
+    from specperf import paths
+    from specperf.profiles.workloads.sampling import study_rows
+    from specperf.profiles.workloads.sources import read_jsonl
+
+    folder = paths.dataset_dir()
+    if folder is None or not folder.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail("the offline samples are needed: set SPECPERF_DATASET_DIR")
+        pytest.skip("offline dataset folder not found")
+    recorded = json.loads(RECORDED_ORDER.read_text())
+    assert recorded["datasets"] == STUDY_DATASETS_VERSION
+    files = {"cnn_dailymail.jsonl": "cnn_dailymail", "gsm8k.jsonl": "gsm8k"}
+    files |= {"instructcoder_editeval.jsonl": "instructcoder", "aime24.jsonl": "aime"}
+    for filename, name in files.items():
+        workload = WORKLOADS[name]
+        table, _ = read_jsonl(workload, folder / filename, workload.parser(True))
+        assert [rid for rid, _ in study_rows(workload, table, recorded["seed"])] == recorded["orders"][filename]
+        if name != "aime":  # the selection itself (AIME's filter needs the target's tokenizer)
+            ids = [r.id for r in load(name, 10, recorded["seed"], folder, selection="study").requests]
+            assert ids == recorded["orders"][filename][:10], filename
+    study_order = _script("study_order").orders(folder)
+    assert study_order == recorded["orders"], f"datasets {datasets.__version__} reads the samples in another order"
+
+
+def _script(name: str):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

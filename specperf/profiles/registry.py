@@ -14,6 +14,7 @@ from .workloads.catalog import WORKLOADS, Workload
 __all__ = [
     "BATCHING_MODES",
     "SELECTION_MODES",
+    "PROMPT_FORMS",
     "GPU_CLASSES",
     "METHODS",
     "NO_SD",
@@ -37,6 +38,7 @@ NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its
 GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200", "B100", "B200", "GB200")
 
 SELECTION_MODES = ("hash", "study")  # which records a workload sample takes (workloads/sampling.py)
+PROMPT_FORMS = ("token_ids", "study")  # how a request reaches the engine (workloads/prompts.py prompt_ids)
 BATCHING_MODES = ("replicate", "distinct")  # one prompt replicated B times (the study's), or B prompts
 TIERS = ("cpu", "gpu")
 

@@ -19,8 +19,9 @@ from pydantic import ValidationError
 from .. import paths
 from ..checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from ..records.scenario import REFERENCE_METHOD, SERVE, Method, Model, Scenario
+from .fields import check_slug
 from .registry import NO_SD_LABEL
-from .schema import CellTable, ProfileFile, ProfileTable, check_slug, problem
+from .schema import CellTable, ProfileFile, ProfileTable, problem
 
 __all__ = ["REFERENCE_METHOD", "Method", "Model", "Profile", "ProfileError", "Scenario", "load_profile", "scenario"]
 

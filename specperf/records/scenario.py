@@ -80,6 +80,7 @@ class Scenario(Record):
     gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
     trace: bool = False  # per-step acceptance and step times (run/tracing.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
+    prompt_form: str = "token_ids"  # how a request reaches the engine (workloads/prompts.py prompt_ids)
     mode: str = OFFLINE  # offline: LLM.generate in rounds of calls; serve: a server under streamed requests
     concurrency: int | None = None  # serve: requests in flight at most (run/load.py)
     request_rate: float | None = None  # serve: requests per second, Poisson; None: all at once
@@ -180,6 +181,8 @@ class Scenario(Record):
         Prompt settings at their defaults are left out too, so adding one kept the hashes of the rest.
         """
         prompts: dict[str, Any] = {"selection": self.selection} if self.selection != "hash" else {}
+        if self.prompt_form != "token_ids":
+            prompts["prompt_form"] = self.prompt_form
         prompts.update({k: v for k, v in (("chat", self.chat), ("thinking", self.model.thinking)) if v is not None})
         if self.serves:  # offline scenarios keep the hashes they had before the serving mode
             prompts.update(concurrency=self.concurrency, request_rate=self.request_rate)

@@ -37,15 +37,17 @@ def batch(scenario: Scenario, requests: list[Request], prompts: list[list[int]])
 
 
 def prompting(scenario: Scenario) -> workloads.Prompting:
-    """The scenario's chat-template settings: its cell's `chat` and its model's `thinking` switch."""
+    """The scenario's prompt settings: its cell's `chat`, its model's `thinking` switch, its prompt form."""
     thinking = scenario.model.thinking
     return workloads.Prompting(
-        chat=scenario.chat, template_kwargs=() if thinking is None else (("enable_thinking", thinking),)
+        chat=scenario.chat,
+        template_kwargs=() if thinking is None else (("enable_thinking", thinking),),
+        study_form=scenario.prompt_form == "study",
     )
 
 
 def tokenise(requests: list[Request], tokenizer) -> list[list[int]]:
-    return [tokenizer(workloads.render_prompt(r, tokenizer), add_special_tokens=not r.chat).input_ids for r in requests]
+    return [workloads.prompt_ids(r, tokenizer) for r in requests]
 
 
 class CallPreparer:

@@ -22,7 +22,9 @@ that were not picked leaves the pick unchanged, and a smaller sample is a prefix
 of a larger one. Asking for more requests than there are gives all of them; the
 caller records ``len(requests)``. ``selection = "study"`` follows the study's
 scripts instead (a seeded streaming shuffle, its length filters, padding by
-seeded copies): see ``sampling``.
+seeded copies): see ``sampling``. ``prompt_form = "study"`` gives the engine the prompt strings
+the study's loader of the scenario's vLLM built, tokenised as vLLM tokenises a string
+(``prompts.prompt_ids``; the loaders' differences are each workload's ``study_prompts``).
 
 Modules: ``catalog`` declares the workloads, ``prompts`` holds the templates and record parsers,
 ``sources`` reads files, the hub and stand-ins, ``synthetic`` makes the GPQA stand-in,
@@ -33,7 +35,7 @@ the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 """
 
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
-from .prompts import Request, overlap_bleu4, render_prompt
+from .prompts import Request, overlap_bleu4, prompt_ids, render_prompt
 from .sampling import Prompting, WorkloadSample, WorkloadUnavailable, count_tokens, load
 from .sources import WorkloadError
 from .synthetic import synthetic_gpqa_records
@@ -51,6 +53,7 @@ __all__ = [
     "count_tokens",
     "load",
     "overlap_bleu4",
+    "prompt_ids",
     "render_prompt",
     "synthetic_gpqa_records",
 ]

@@ -18,6 +18,7 @@ from .prompts import (
     parse_gpqa,
     parse_gsm8k,
     parse_instructcoder,
+    parse_instructcoder_0_10,
     parse_sharegpt,
     parse_sharegpt_study,
 )
@@ -28,6 +29,22 @@ STAND_IN_AIME24 = "AIME 2024 stands in for AIME 2022-24"
 STAND_IN_GPQA_SYNTHETIC = "synthetic four-choice questions stand in for GPQA-Main"
 STAND_IN_CNN_SPEC_BENCH = "Spec-Bench's CNN/DailyMail items stand in for the 3.0.0 train split"
 STAND_IN_GSM8K_TEST = "the GSM8K test split stands in for the main train split"
+
+
+# The study's two loaders: vLLM's benchmark dataset classes on the branch each cell ran
+# (SpecDecode-Bench/vllm).  They pad too few requests differently and build two prompts differently.
+LOADER_0_10 = "benchmark_dataset.py of 0.10.1.1"  # perf/e2e-v0.10.1.1, benchmarks/ (13e70936)
+LOADER_0_11 = "datasets_bench.py of 0.11.1rc1"  # perf/e2e-v0.11.1rc1, vllm/benchmarks/ (20be7b36)
+
+
+@dataclass(frozen=True)
+class StudyPrompt:
+    """How one of the study's loaders builds a workload's prompt string, where it differs from the
+    suite's: its own reading of the record, and chat-template arguments it passes itself (which
+    win over the model's)."""
+
+    parse: Callable[[Mapping[str, Any]], Item | None] | None = field(default=None, repr=False, compare=False)
+    template_kwargs: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +122,8 @@ class Workload:
     study_parse: Callable[[Mapping[str, Any]], Item | None] | None = field(default=None, repr=False, compare=False)
     synthetic: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False, compare=False)
     synthetic_stand_in: str | None = None
+    # the study's prompt form: per loader, where its prompt string differs from the suite's
+    study_prompts: Mapping[str, StudyPrompt] = field(default_factory=dict, compare=False)
 
     def parser(self, study: bool) -> Callable[[Mapping[str, Any]], Item | None]:
         """The record parser of a selection: the study's reading under ``selection = "study"``."""
@@ -122,6 +141,8 @@ WORKLOADS: dict[str, Workload] = {
             local_files=(LocalFile("cnn_dailymail.jsonl", STAND_IN_CNN_SPEC_BENCH, "specbench-"),),
             hub=HubSource("abisee/cnn_dailymail", "3.0.0", "train", id_column="id"),
             parse=parse_cnn,
+            # CNNDailyMailDataset.sample of 0.10.1.1 calls apply_chat_template(..., enable_thinking=False)
+            study_prompts={LOADER_0_10: StudyPrompt(template_kwargs=(("enable_thinking", False),))},
         ),
         Workload(
             name="sharegpt",
@@ -153,6 +174,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             hub=HubSource("likaixin/InstructCoder", None, "train", id_column="id", id_prefix="instructcoder-train-"),
             parse=parse_instructcoder,
+            study_prompts={LOADER_0_10: StudyPrompt(parse=parse_instructcoder_0_10)},  # the 12-space continuation
         ),
         Workload(
             name="gsm8k",

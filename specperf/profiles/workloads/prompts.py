@@ -17,6 +17,11 @@ from typing import Any
 
 CNN_PREFIX = "Could you summarize the following article, please reuse text from the article if possible: "
 INSTRUCTCODER_SUFFIX = " Just output the code, do not include any explanation."
+# The v0.10.1.1 branch writes that sentence with a backslash line continuation inside the string
+# (benchmarks/benchmark_dataset.py, InstructCoderDataset.sample, 13e70936): the next line's
+# 12-space indent becomes part of the prompt.  The v0.11.1rc1 branch (datasets_bench.py) joins
+# two literals and has a single space.
+INSTRUCTCODER_SUFFIX_0_10 = " Just output " + " " * 12 + "the code, do not include any explanation."
 GPQA_TEMPLATE = (
     "What is the correct answer to this question: {question}\n"
     "Choices:\n"
@@ -33,8 +38,8 @@ def cnn_prompt(article: str) -> str:
     return CNN_PREFIX + article
 
 
-def instructcoder_prompt(input: str, instruction: str) -> str:
-    return f"{input}\n\n{instruction}{INSTRUCTCODER_SUFFIX}"
+def instructcoder_prompt(input: str, instruction: str, suffix: str = INSTRUCTCODER_SUFFIX) -> str:
+    return f"{input}\n\n{instruction}{suffix}"
 
 
 def gpqa_prompt(question: str, correct: str, incorrect1: str, incorrect2: str, incorrect3: str) -> str:
@@ -150,10 +155,15 @@ def parse_sharegpt_study(rec: Mapping[str, Any]) -> Item | None:
     return Item(id_field(rec, "id"), prompt["value"], completion["value"])
 
 
-def parse_instructcoder(rec: Mapping[str, Any]) -> Item:
+def parse_instructcoder(rec: Mapping[str, Any], suffix: str = INSTRUCTCODER_SUFFIX) -> Item:
     instruction = _str_field(rec, "instruction")
     code = _str_field(rec, "input")
-    return Item(id_field(rec, "id"), instructcoder_prompt(code, instruction), _opt_str_field(rec, "output"))
+    return Item(id_field(rec, "id"), instructcoder_prompt(code, instruction, suffix), _opt_str_field(rec, "output"))
+
+
+def parse_instructcoder_0_10(rec: Mapping[str, Any]) -> Item:
+    """InstructCoder as the study's v0.10.1.1 loader writes it (the 12-space continuation)."""
+    return parse_instructcoder(rec, INSTRUCTCODER_SUFFIX_0_10)
 
 
 def parse_gsm8k(rec: Mapping[str, Any]) -> Item:
@@ -189,6 +199,7 @@ class Request:
     chat: bool
     reference_completion: str | None = None
     template_kwargs: tuple[tuple[str, Any], ...] = ()  # extra chat-template arguments (enable_thinking)
+    string_prompt: bool = False  # the study's form: tokenised as vLLM tokenises a prompt string
 
 
 def render_prompt(request: Request, tokenizer: Any) -> str:
@@ -211,6 +222,18 @@ def render_prompt(request: Request, tokenizer: Any) -> str:
     if not isinstance(prompt, str):
         raise TypeError(f"apply_chat_template(tokenize=False) returned {type(prompt).__name__}, expected str")
     return prompt
+
+
+def prompt_ids(request: Request, tokenizer: Any) -> list[int]:
+    """The token ids the engine is given for ``request``.
+
+    The suite's form tokenises the rendered prompt once: a chat template's text already holds the
+    BOS, so no special tokens are added to it.  The study's form (``string_prompt``) reproduces
+    what vLLM does with the prompt string the study passed: it tokenises it with special tokens,
+    which puts a second BOS after a Llama-3 template's (every prompt of the study's released
+    traces starts 128000, 128000)."""
+    text = render_prompt(request, tokenizer)
+    return list(tokenizer(text, add_special_tokens=request.string_prompt or not request.chat).input_ids)
 
 
 def overlap_bleu4(prompt: str, output: str) -> float:

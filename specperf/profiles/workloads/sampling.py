@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .catalog import WORKLOADS, LengthFilter, Workload
+from .catalog import LOADER_0_10, LOADER_0_11, WORKLOADS, LengthFilter, Workload
 from .prompts import Item, Request, render_prompt
 from .sources import HubFailure, open_hub, open_hub_stream, read_jsonl, synthetic_table
 
@@ -92,15 +92,25 @@ def _passes_sharegpt_filter(item: Item, tokenizer: Any) -> bool:
 
 @dataclass(frozen=True)
 class Prompting:
-    """How a request becomes a prompt: the chat template or not (None: the workload's default), and
-    keyword arguments for the template (Qwen3's enable_thinking)."""
+    """How a request becomes a prompt: the chat template or not (None: the workload's default),
+    keyword arguments for the template (Qwen3's enable_thinking), and the study's prompt form or
+    the suite's (prompts.py prompt_ids)."""
 
     chat: bool | None = None
     template_kwargs: tuple[tuple[str, Any], ...] = ()
+    study_form: bool = False
 
     def request(self, workload: Workload, rid: str, item: Item) -> Request:
         chat = workload.chat if self.chat is None else self.chat
-        return Request(rid, item.text, chat, item.reference, self.template_kwargs)
+        return Request(rid, item.text, chat, item.reference, self.template_kwargs, self.study_form)
+
+    def as_loader_builds(self, workload: Workload, loader: str) -> Prompting:
+        """These settings with the template arguments the study's ``loader`` passes itself for this
+        workload (CNN/DailyMail's enable_thinking=False on 0.10.1.1) over the model's."""
+        own = workload.study_prompts.get(loader)
+        if not self.study_form or own is None or not own.template_kwargs:
+            return self
+        return replace(self, template_kwargs=tuple({**dict(self.template_kwargs), **dict(own.template_kwargs)}.items()))
 
 
 def _sample(
@@ -165,17 +175,32 @@ PAD_CHOICES = "random.choices"  # vLLM 0.10.1.1, benchmark_dataset.py maybe_over
 PAD_CHOICE_LOOP = "random.choice per copy"  # vLLM 0.11.1rc1 (20be7b36), datasets_bench.py
 
 
-def study_padding(vllm: str | None) -> str:
-    """How the study's loader of a cell's vLLM pads too few requests.  Both seed ``random`` with
-    the seed; 0.10.1.1 draws ``random.choices(requests, k=missing)``, 0.11 and later draw
-    ``random.choice(requests)`` once per missing request, which picks other copies.  A branch
-    without a version (the draft-model fork) gets the 0.10.1.1 form."""
+def study_loader(vllm: str | None) -> str:
+    """The study's loader for a cell's vLLM: releases before 0.11 (and no vLLM named) built requests
+    with 0.10.1.1's benchmark_dataset.py; 0.11 and later, and a branch named without a version
+    (the draft-model fork), with datasets_bench.py: the fork's scripts beyond the 0.10.1.1 branch
+    import vllm.benchmarks.datasets_bench (scripts/common.py at 00ff3b49 and a6ccf877).  The fork's
+    own copy is not published; 0.11.1rc1's (20be7b36) stands for it."""
     from packaging.version import InvalidVersion, Version
 
+    if not vllm:
+        return LOADER_0_10
     try:
-        return PAD_CHOICE_LOOP if vllm and Version(vllm) >= Version("0.11.0rc0") else PAD_CHOICES
+        return LOADER_0_11 if Version(vllm) >= Version("0.11.0rc0") else LOADER_0_10
     except InvalidVersion:
-        return PAD_CHOICES
+        return LOADER_0_11
+
+
+def loader_padding(loader: str) -> str:
+    """How one of the study's loaders pads too few requests.  Both seed ``random`` with the seed;
+    0.10.1.1 draws ``random.choices(requests, k=missing)``, 0.11.1rc1 draws
+    ``random.choice(requests)`` once per missing request, which picks other copies."""
+    return PAD_CHOICE_LOOP if loader == LOADER_0_11 else PAD_CHOICES
+
+
+def study_padding(vllm: str | None) -> str:
+    """How the study's loader of a cell's vLLM pads too few requests."""
+    return loader_padding(study_loader(vllm))
 
 
 def _copies(picked: list[Request], missing: int, seed: int, padding: str) -> list[Request]:
@@ -241,7 +266,7 @@ def _load(
     tokenizer: Any,
     selection: str,
     prompting: Prompting,
-    padding: str,
+    loader: str,
 ) -> WorkloadSample:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
@@ -250,8 +275,14 @@ def _load(
         raise ValueError(
             f"{workload.name}: the length filter counts tokens and needs the target tokenizer: pass tokenizer="
         )
+    padding = loader_padding(loader)
     words = study_selection(workload, seed, padding) if study else "hash"
     parse = workload.parser(study)
+    if prompting.study_form:  # the prompt strings as the study's loader built them
+        words += f"; prompt strings as {loader} builds them"
+        own = workload.study_prompts.get(loader)
+        parse = own.parse if own is not None and own.parse is not None else parse
+        prompting = prompting.as_loader_builds(workload, loader)
 
     def draw(table: Any) -> tuple[Request, ...]:
         if study:
@@ -319,10 +350,11 @@ def load(
 
     ``tokenizer`` (the target model's) is needed where a length filter counts tokens (ShareGPT;
     AIME too under the study's selection); other workloads ignore it.  ``vllm`` (the scenario's
-    reference vLLM) picks the study's padding under the study's selection.
+    reference vLLM) picks the study's loader: its padding under the study's selection, its prompt
+    strings under the study's prompt form.
     """
     try:
         spec = WORKLOADS[workload]
     except KeyError:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}") from None
-    return _load(spec, n, seed, dataset_dir, tokenizer, selection, prompting, study_padding(vllm))
+    return _load(spec, n, seed, dataset_dir, tokenizer, selection, prompting, study_loader(vllm))

@@ -34,6 +34,7 @@ class SDMethod:
     simulated_as: str | None = None  # analysis/simulate.py's proposer for it (None: not simulated)
     drafting_fit: str | None = None  # analysis/cost_fit.py: "share" of the forward, "learned", or None
     fit_from: str | None = None  # the method whose fitted drafting cost it takes (its own: None)
+    tree_of: str | None = None  # verifies a token tree (speculative_token_tree) drafted as this chain method
     study_series: dict[int, str] = field(default_factory=dict)  # the study's figure 1 series, by k
     figure3_series: dict[int, str] = field(default_factory=dict)  # the study's figure 3 series, by k
 
@@ -86,6 +87,26 @@ METHODS: dict[str, SDMethod] = {
             study_series={3: "EAGLE-3"},
             figure3_series={3: "EAGLE-3"},
         ),
+        # Tree verification (the study's profile-q3-8b-eagle-tree*.sh): the head drafts a token tree,
+        # the target verifies every branch in one step; vLLM takes the tree as speculative_token_tree.
+        SDMethod(
+            "eagle_tree",
+            "eagle_tree",
+            "EAGLE scenarios verifying a token tree",
+            HEAD,
+            requires=("speculative_token_tree",),
+            drafting_fit="learned",
+            tree_of="eagle",
+        ),
+        SDMethod(
+            "eagle3_tree",
+            "eagle3_tree",
+            "EAGLE-3 scenarios verifying a token tree",
+            HEAD,
+            requires=("speculative_token_tree",),
+            drafting_fit="learned",
+            tree_of="eagle3",
+        ),
         SDMethod(
             "draft_model",
             "draft_model",
@@ -120,6 +141,30 @@ METHODS: dict[str, SDMethod] = {
         ),
     )
 }
+
+
+def token_tree(text: str, k: int) -> tuple[tuple[int, ...], ...]:
+    """vLLM's speculative_token_tree: node paths such as "[(0,), (1,), (0, 0)]", child i of its
+    parent path; each node's parent is in the tree, and there are k nodes (one draft token each).
+    Raises ValueError with the problem in words."""
+    import ast
+
+    try:
+        nodes = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        nodes = None
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, tuple) and n for n in nodes):
+        raise ValueError(f"must be a list of node paths such as '[(0,), (1,), (0, 0)]', got {text!r}")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for n in nodes for i in n):
+        raise ValueError(f"node paths hold child numbers (integers >= 0), got {text!r}")
+    if len(set(nodes)) != len(nodes):
+        raise ValueError(f"a node is listed twice in {text!r}")
+    orphan = next((n for n in nodes if len(n) > 1 and n[:-1] not in nodes), None)
+    if orphan is not None:
+        raise ValueError(f"node {orphan} has no parent {orphan[:-1]} in the tree")
+    if len(nodes) != k:
+        raise ValueError(f"the tree has {len(nodes)} nodes, num_speculative_tokens is {k}: one draft token per node")
+    return tuple(nodes)
 
 
 def method_of(name: str) -> SDMethod:

@@ -4,11 +4,12 @@ the code asks about is declared there, and no other module of the package spells
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from specperf.methods import COMBINED, DRAFT_MODEL, HEAD, METHODS, MODEL_FREE, REFERENCE, method_of
+from specperf.methods import COMBINED, DRAFT_MODEL, HEAD, METHODS, MODEL_FREE, REFERENCE, method_of, token_tree
 from specperf.run import vllm_methods
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
@@ -88,3 +89,40 @@ def test_a_name_the_suite_does_not_know_has_no_trait():
     unknown = method_of("medusa")
     assert not (unknown.is_reference or unknown.has_own_weights or unknown.learned or unknown.ngram_drafts)
     assert unknown.simulated_as is None and unknown.study_series == {} and unknown.requires == ()
+
+
+STUDY_TREES = {  # scripts/bench_latency.py (e40377b1) get_speculative_token_tree
+    4: "[(0,), (1,), (0,0), (1,0)]",
+    6: "[(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)]",
+    10: "[(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1), (0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)]",
+    14: "[(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 0), "
+    "(1, 0, 1), (1, 1, 0), (1, 1, 1)]",
+}
+
+
+@pytest.mark.parametrize("k", sorted(STUDY_TREES))
+def test_the_studys_trees_are_valid_trees_of_k_nodes(k):
+    nodes = token_tree(STUDY_TREES[k], k)
+    assert len(nodes) == k and max(map(len, nodes)) == 3 - (k == 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "k", "words"),
+    [
+        ("[(0,), (0, 0)]", 3, "the tree has 2 nodes, num_speculative_tokens is 3"),
+        ("[(0,), (1, 0)]", 2, "node (1, 0) has no parent (1,)"),
+        ("[(0,), (0,)]", 2, "a node is listed twice"),
+        ("[(0,), (-1,)]", 2, "child numbers (integers >= 0)"),
+        ("[[0], [1]]", 2, "must be a list of node paths"),
+        ("(0, 1", 2, "must be a list of node paths"),
+    ],
+)
+def test_a_malformed_tree_is_named(text, k, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        token_tree(text, k)
+
+
+def test_a_tree_method_names_its_chain_and_a_chain_method_takes_no_tree():
+    trees = {m.name: m.tree_of for m in METHODS.values() if m.tree_of}
+    assert trees == {"eagle_tree": "eagle", "eagle3_tree": "eagle3"}
+    assert all(METHODS[m].requires == ("speculative_token_tree",) for m in trees)

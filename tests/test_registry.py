@@ -25,7 +25,8 @@ def test_study_dataset_labels():
 
 
 def test_methods_and_the_reference():
-    assert registry.method_names() == ("ngram", "eagle", "eagle3", "draft_model", "mtp", "suffix", "adaptive")
+    names = ("ngram", "eagle", "eagle3", "eagle_tree", "eagle3_tree", "draft_model", "mtp", "suffix", "adaptive")
+    assert registry.method_names() == names
     assert (registry.NO_SD, registry.NO_SD_LABEL) == ("none", "nosd")
     assert registry.NO_SD not in registry.method_names()
     assert registry.method_marker("none") == "nosd"

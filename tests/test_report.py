@@ -1067,3 +1067,18 @@ def test_an_sd_method_that_pays_at_every_concurrency_says_so(tmp_path):
     (limit,) = serve_tables(records).limits
     assert limit.stops_at is None and limit.points == {2: 1.25} and limit.offline == {}
     assert "pays at every concurrency measured" in section(html_of(make_run(tmp_path / "run", records)), "latency")
+
+
+def test_tree_against_chain_says_under_which_backend_the_tree_ran(tmp_path):
+    tree = make_record(model="q<b>", method="eagle3_tree", batch_size=16, speedup=1.2, k=6)
+    chain = make_record(model="q<b>", method="eagle3", batch_size=16, speedup=1.5, k=6)
+    tree.provenance["engine_env"] = {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}
+    view = report.build_view(report.load_run([make_run(tmp_path / "run", [tree, chain])]))
+    html = report.render_html(view)
+    trees = section(html, "trees")
+    assert "q&lt;b&gt;" in trees and "q<b>" not in trees
+    assert "FLASH_ATTN: drafted as a chain" in trees and "0.80" in trees  # 1.2 / 1.5
+    markdown = report.render_markdown(view)
+    assert "### Tree against chain" in markdown and "FLASH\\_ATTN (drafted as a chain)" in markdown
+    plain = report.render_html(report.build_view(report.load_run([make_run(tmp_path / "other", [chain])])))
+    assert 'id="trees"' not in plain

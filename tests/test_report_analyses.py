@@ -297,3 +297,25 @@ def test_formats():
     assert fmt_spread(130.0, {"n": 1, "cv": None}) == "130 (n=1)" and fmt_spread(None, {"n": 2}) == "—"
     assert fmt_duration(59.9) == "59.9 s" and fmt_duration(200) == "3 min 20 s"
     assert fmt_duration(7300) == "2 h 01 min" and fmt_duration(None) == "—"
+
+
+# --------------------------------------------------------------------------- tree against chain
+
+
+def test_each_tree_is_put_beside_the_chain_of_its_k():
+    from specperf.report.tree_chain import tree_vs_chain
+
+    trees = [make_record(method="eagle3_tree", batch_size=bs, speedup=s, k=6) for bs, s in ((1, 2.0), (16, 1.2))]
+    trees[0].provenance["engine_env"] = {"VLLM_ATTENTION_BACKEND": "TREE_ATTN"}
+    chains = [make_record(method="eagle3", batch_size=1, speedup=1.6, k=6)]
+    chains.append(make_record(method="eagle3", batch_size=16, speedup=1.5, k=3))  # another k: no pair
+    rows = tree_vs_chain([*trees, *chains, make_record(method="nosd", speedup=None)])
+    assert [(r.batch_size, r.k, r.tree, r.chain) for r in rows] == [
+        (1, 6, "eagle3_tree", "eagle3"),
+        (16, 6, "eagle3_tree", None),
+    ]
+    first, second = rows
+    assert first.speedup_ratio == pytest.approx(2.0 / 1.6) and first.backend == "TREE_ATTN"
+    assert (first.tree_acceptance, first.chain_acceptance) == (2.75, 2.75)
+    assert second.chain_speedup is None and second.speedup_ratio is None and second.backend is None
+    assert tree_vs_chain(chains) == []

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (22, 11), "h100-nightly": (192, 13), "study-full": (292, 18)}
+SIZES = {"cpu-smoke": (22, 11), "h100-nightly": (192, 13), "study-full": (316, 24)}
 
 
 def speed_metrics() -> set[str]:
@@ -115,8 +115,10 @@ def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
     scenarios = profiles[name].scenarios
     keys = {s.engine_key for s in scenarios}
     assert len(keys) == SIZES[name][1]
-    # models of one checkpoint (Qwen3-8B with thinking on and off) share its engines
-    assert len(keys) == len({(s.model.path, s.method.label, s.trace, s.serves) for s in scenarios})
+    # models of one checkpoint (Qwen3-8B with thinking on and off) share its engines; another
+    # engine environment (study-full's tree cells' attention backend) is another engine
+    engines = {(s.model.path, s.method.label, s.trace, s.serves, tuple(sorted(s.env.items()))) for s in scenarios}
+    assert len(keys) == len(engines)
 
 
 def test_engine_key_ignores_batch_size_dataset_and_output_len(profiles):
@@ -453,7 +455,8 @@ def test_valid_base_profile_loads(tmp_path):
         (
             CELL.replace('method = "ngram"', 'method = "eagel"'),
             "methods.ngram-k3.method",
-            "unknown method 'eagel' (known: ngram, eagle, eagle3, draft_model, mtp, suffix, adaptive)",
+            "unknown method 'eagel' (known: ngram, eagle, eagle3, eagle_tree, eagle3_tree, draft_model, mtp, suffix, "
+            "adaptive)",
         ),
     ],
 )
@@ -648,3 +651,40 @@ def test_every_scenario_shares_its_xdist_worker_with_its_reference_and_serving_h
         assert worker_group(by_id[s.reference_id]) == worker_group(s), s.id
     groups = {worker_group(s) for s in profile.scenarios}
     assert groups == {"smollm2-135m", "smollm2-135m-serve", "tiny-llama", "tiny-mimo"}
+
+
+TREE_PROFILE = """
+[models.m]
+path = "org/model"
+
+[methods.tree]
+method = "{method}"
+model = "org/head"
+num_speculative_tokens = {k}
+speculative_token_tree = "[(0,), (1,), (0, 0)]"
+
+[[cells]]
+model = "m"
+methods = ["tree"]
+batch_sizes = [1]
+datasets = ["sharegpt"]
+"""
+
+
+def test_a_token_tree_is_checked_where_the_profile_gives_it(tmp_path):
+    loaded = load_profile(str(write_profile(tmp_path, TREE_PROFILE.format(method="eagle3_tree", k=3), "tree.toml")))
+    tree = next(s for s in loaded.scenarios if s.method.label == "tree")
+    assert tree.method.params["speculative_token_tree"] == "[(0,), (1,), (0, 0)]"
+    message = profile_error(tmp_path, TREE_PROFILE.format(method="eagle3_tree", k=4))
+    assert message.endswith(
+        "methods.tree.speculative_token_tree: the tree has 3 nodes, num_speculative_tokens is 4: "
+        "one draft token per node"
+    )
+    message = profile_error(tmp_path, TREE_PROFILE.format(method="eagle3", k=3))
+    assert message.endswith(
+        "methods.tree.speculative_token_tree: a token tree is verified by method eagle_tree or eagle3_tree"
+    )
+    missing = TREE_PROFILE.format(method="eagle3_tree", k=3).replace(
+        'speculative_token_tree = "[(0,), (1,), (0, 0)]"\n', ""
+    )
+    assert "methods.tree.speculative_token_tree: required for method 'eagle3_tree'" in profile_error(tmp_path, missing)

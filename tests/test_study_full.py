@@ -34,7 +34,18 @@ STUDY_CELLS = (
     | cells("qwen3-8b-thinking", ("ngram-k5",), ("instructcoder",), LARGE_BATCHES)  # run-q3-8b.sh, 800458af
     | cells("qwen3-8b-thinking", ("ngram-k3", "eagle3-k3"), ("aime", "gpqa"), (1, 8, 16))
     | cells("glm4.5-air", ("ngram-k3", "mtp-k3"), ("aime", "gpqa"), (1, 2, 4))
+    # the 100-request scripts (e40377b1): profile-q3-8b-eagle-tree.sh, -tree-sd14.sh, -suffix.sh, with
+    # the chain at each tree's k for the chain-vs-tree comparison
+    | cells("qwen3-8b-100", ("eagle3-tree-k6", "eagle3-k6"), ("sharegpt",), (128,))
+    | cells("qwen3-8b-100", ("eagle3-tree-k14", "eagle3-k14"), ("sharegpt",), (64, 128))
+    | cells("qwen3-8b-100", ("suffix-k32",), ("instructcoder", "gsm8k"), (1, 16, 64, 128))
 )
+TREES = {  # scripts/bench_latency.py (e40377b1) get_speculative_token_tree
+    6: "[(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)]",
+    14: "[(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 0), "
+    "(1, 0, 1), (1, 1, 0), (1, 1, 1)]",
+}
+E40377B1 = "SpecDecode-Bench/vllm e40377b1"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +64,7 @@ def test_models_heads_tp_and_k(study):
         "llama3-70b": ("meta-llama/Meta-Llama-3-70B-Instruct", 4),
         "qwen3-8b": ("Qwen/Qwen3-8B", 1),
         "qwen3-8b-thinking": ("Qwen/Qwen3-8B", 1),
+        "qwen3-8b-100": ("Qwen/Qwen3-8B", 1),
         "glm4.5-air": ("zai-org/GLM-4.5-Air", 4),
     }
     configs = {(s.model.name, s.method.label): s.method.speculative_config() for s in study.values()}
@@ -96,15 +108,44 @@ def test_models_heads_tp_and_k(study):
             }
 
 
+def test_the_tree_and_suffix_cells_are_the_scripts(study):
+    """profile-q3-8b-eagle-tree*.sh and profile-q3-8b-suffix.sh: 100 requests, --max_tokens 8, bench_latency.py's
+    trees; no attention backend set, so vLLM's default (FlashAttention), under which the tree is not drafted."""
+    from specperf.run.pool import engine_config
+
+    late = [s for s in study.values() if s.model.name == "qwen3-8b-100"]
+    assert {(s.num_requests, s.output_len, s.vllm) for s in late} == {(100, 8192, E40377B1)}
+    for s in late:
+        config = s.method.speculative_config()
+        if s.method.name == "eagle3_tree":
+            k = config["num_speculative_tokens"]
+            assert config == {
+                "method": "eagle3_tree",
+                "model": "AngelSlim/Qwen3-8B_eagle3",
+                "num_speculative_tokens": k,
+                "speculative_token_tree": TREES[k],
+            }, s.id
+        if s.method.name == "suffix":
+            assert config == {"method": "suffix", "num_speculative_tokens": 32}, s.id
+        backend = "FLASH_ATTN" if s.dataset == "sharegpt" else None
+        assert s.env.get("VLLM_ATTENTION_BACKEND") == backend, s.id
+        assert engine_config(s).env.get("VLLM_ATTENTION_BACKEND") == backend, s.id  # the cell's wins over the method's
+    verified = [s for s in load_profile("study-extra").scenarios if s.method.name == "eagle3_tree"]
+    assert verified and all("VLLM_ATTENTION_BACKEND" not in s.env for s in verified)
+    assert {engine_config(s).env["VLLM_ATTENTION_BACKEND"] for s in verified} == {"TREE_ATTN"}
+
+
 def test_prompts_selection_and_outputs(study):
     for s in study.values():
         reasoning_length = s.model.name in ("qwen3-8b-thinking", "glm4.5-air")
         assert s.output_len == (32768 if reasoning_length else 8192), s.id
-        assert s.num_requests == {"aime": 90, "gpqa": 448}.get(s.dataset, 500), s.id
+        late = s.model.name == "qwen3-8b-100"
+        assert s.num_requests == (100 if late else {"aime": 90, "gpqa": 448}.get(s.dataset, 500)), s.id
         assert (s.selection, s.seed, s.batching, s.rounds, s.warmup) == ("study", 42, "replicate", 1, 0), s.id
         # AIME: the raw problem on the v0.11.1rc1 branch (GLM), the chat template on v0.10.1.1 (Qwen3 thinking)
         assert s.chat == (True if s.id.startswith("qwen3-8b-thinking") and s.dataset == "aime" else None), s.id
-        assert s.model.thinking == {"qwen3-8b": False, "qwen3-8b-thinking": True}.get(s.model.name), s.id
+        thinking = {"qwen3-8b": False, "qwen3-8b-100": False, "qwen3-8b-thinking": True}
+        assert s.model.thinking == thinking.get(s.model.name), s.id
     assert WORKLOADS["aime"].chat is False
     sharegpt, aime = WORKLOADS["sharegpt"].study_filter, WORKLOADS["aime"].study_filter
     assert (sharegpt.min_prompt, sharegpt.max_prompt, sharegpt.min_completion, sharegpt.max_total) == (4, 1024, 4, 2048)
@@ -121,7 +162,9 @@ def test_engine_and_environment(study):
             "enforce_eager": False,
             "async_scheduling": False,
         }, s.id
-        assert s.env == {"VLLM_DISABLE_COMPILE_CACHE": "1"}, s.id
+        tree_cell = s.model.name == "qwen3-8b-100" and s.dataset == "sharegpt"
+        backend = {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"} if tree_cell else {}
+        assert s.env == {"VLLM_DISABLE_COMPILE_CACHE": "1", **backend}, s.id
         assert "max_model_len" not in s.engine_args and "gpu_memory_utilization" not in s.engine_args
 
 
@@ -129,6 +172,8 @@ def test_the_vllm_each_cell_was_measured_with(study):
     for s in study.values():
         if s.method.name == "draft_model":
             expected = FORK
+        elif s.model.name == "qwen3-8b-100":
+            expected = E40377B1
         elif s.model.name in ("qwen3-8b", "glm4.5-air"):
             expected = "0.11.1rc1"
         else:

@@ -124,6 +124,8 @@ def test_supported_methods_gives_reasons_for_the_rest():
         "ngram": None,
         "eagle": None,
         "eagle3": None,
+        "eagle_tree": None,
+        "eagle3_tree": None,
         "draft_model": "method draft_model needs vLLM >= 0.15.0 (installed 0.10.1.1)",
         "mtp": None,
         "suffix": "method suffix needs vLLM >= 0.11.1 (installed 0.10.1.1)",
@@ -145,6 +147,7 @@ def test_supported_methods_gives_reasons_for_the_rest():
         "adaptive",
     ]
     assert on_0_33["suffix"].startswith("method suffix needs the arctic-inference package")
+    assert on_0_33["eagle3_tree"] == "method eagle3_tree was removed in vLLM 0.21.0 (installed 0.33.0)"
 
 
 def test_unsupported_reason_for_the_session():
@@ -218,3 +221,12 @@ def test_the_adaptive_proposer_is_a_custom_class_with_its_options_in_additional_
     assert proposer_options(spec) == {"model": "/ckpt/draft", "prompt_lookup_min": 3, "prompt_lookup_max": 7}
     assert proposer_options({"method": "ngram", "num_speculative_tokens": 3}) is None
     assert unsupported_reason("adaptive", spec, "0.21.0") == "method adaptive needs vLLM >= 0.22.0 (installed 0.21.0)"
+
+
+def test_a_tree_method_is_its_chain_method_with_the_tree_and_stops_at_0_21():
+    tree = "[(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)]"  # bench_latency.py's k=6 tree
+    spec = {"method": "eagle3_tree", "model": "head", "num_speculative_tokens": 6, "speculative_token_tree": tree}
+    assert vllm_speculative_config(spec, "0.10.1.1", "t", have_all) == {**spec, "method": "eagle3"}
+    assert vllm_speculative_config(spec, "0.20.2", "t", have_all)["method"] == "eagle3"
+    with pytest.raises(UnsupportedMethod, match="^unsupported: method eagle3_tree was removed in vLLM 0.21.0"):
+        vllm_speculative_config(spec, "0.21.0", "t", have_all)

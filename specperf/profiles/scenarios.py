@@ -27,7 +27,7 @@ __all__ = ["REFERENCE_METHOD", "Method", "Model", "Profile", "ProfileError", "Sc
 
 # Scenario fields a profile sets: from the cell where it says, else from [profile]; tables merge.
 EXPANDED = frozenset({"profile", "model", "method", "batch_size", "dataset", "checkpoints", "hash", "concurrency"})
-MERGED = ("engine_args", "tolerances")
+MERGED = ("engine_args", "env", "tolerances")
 
 
 class ProfileError(Exception):

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..messages import field_path
-from ..methods import method_of
+from ..methods import METHODS, method_of, token_tree
 from ..records.scenario import OFFLINE, SERVE
 from .fields import (
     Batching,
@@ -168,6 +168,15 @@ class MethodTable(_Table):
                     (key,),
                     f"required for method {self.method!r} (it needs {', '.join(method_of(self.method).requires)})",
                 )
+        tree = extra.get("speculative_token_tree")
+        if tree is not None:
+            trees = [m.name for m in METHODS.values() if m.tree_of]
+            if not method_of(self.method).tree_of:
+                raise Invalid(("speculative_token_tree",), f"a token tree is verified by method {' or '.join(trees)}")
+            try:
+                token_tree(tree if isinstance(tree, str) else repr(tree), self.num_speculative_tokens)
+            except ValueError as err:
+                raise Invalid(("speculative_token_tree",), str(err)) from None
         return self
 
     def params(self) -> dict[str, Any]:
@@ -216,6 +225,7 @@ class CellTable(_Table):
     vllm: VllmVersion = _optional("default: [profile] vllm")
     trace: bool = _optional("default: [profile] trace")
     engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
+    env: EngineEnv = Field({}, description="merged over [profile.env]")
     tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")
 
 

@@ -207,6 +207,7 @@ def render_html(view: ReportView) -> str:
             acceptance=view.acceptance,
             acceptance_rows=_acceptance(view.acceptance, colors),
             pays=view.pays,
+            trees=view.trees,
             memory=view.memory,
             gate=view.gate,
             traces=view.traces,

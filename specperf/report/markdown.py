@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..status import FAILING, PASS
 from .analyses import MemoryCell, MemoryTable
 from .format import NONE, fmt_estimate, fmt_mib, fmt_num, fmt_ratio
+from .tree_chain import TreeVsChain
 from .view import ReportView, ScenarioView
 
 MARKDOWN_ROWS = 200  # scenarios listed
@@ -59,6 +60,20 @@ def _scenario_table(views: list[ScenarioView]) -> list[str]:
                 ]
             )
         )
+    return lines
+
+
+def _tree_table(trees: list[TreeVsChain]) -> list[str]:
+    lines = [
+        _row(["Model", "Dataset", "k", "Batch", "Tree", "Backend", "Speedup tree / chain", "Acceptance tree / chain"]),
+        "|---|---|---:|---:|---|---|---:|---:|",
+    ]
+    for t in trees[:MARKDOWN_ROWS]:
+        pair = [f"{fmt_num(t.tree_speedup)} / {fmt_num(t.chain_speedup)}"]
+        pair.append(f"{fmt_num(t.tree_acceptance)} / {fmt_num(t.chain_acceptance)}")
+        backend = t.backend if t.backend == "TREE_ATTN" else f"{t.backend or 'default'} (drafted as a chain)"
+        names = [md_escape(t.model), md_escape(t.dataset), str(t.k), str(t.batch_size), md_escape(t.tree)]
+        lines.append(_row(names + [md_escape(backend)] + pair))
     return lines
 
 
@@ -121,6 +136,8 @@ def render_markdown(view: ReportView) -> str:
         lines += _scenario_table(rows) + ["", "</details>"]
     if len(views) > shown:
         lines += ["", f"… and {len(views) - shown} more scenarios in the HTML report."]
+    if view.trees:
+        lines += ["", "### Tree against chain", ""] + _tree_table(view.trees)
     if view.memory.rows:
         lines += ["", "### Peak memory against no-SD", ""] + _memory_table(view.memory)
     return "\n".join(lines) + "\n"

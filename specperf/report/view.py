@@ -28,6 +28,7 @@ from .gate import GateView, gate_view
 from .loading import RunData
 from .serving import ServeTables, serve_tables
 from .traces import TraceViews, trace_views
+from .tree_chain import TreeVsChain, tree_vs_chain
 
 IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
 KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
@@ -280,6 +281,7 @@ class ReportView:
     gate: GateView | None = None
     traces: TraceViews = field(default_factory=TraceViews)
     serving: ServeTables = field(default_factory=lambda: ServeTables([], []))
+    trees: list[TreeVsChain] = field(default_factory=list)  # the study's tree against chain
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -298,4 +300,5 @@ def build_view(data: RunData) -> ReportView:
         gate_view(data.runs, data.results),
         trace_views(data.results),
         serve_tables(data.results),
+        tree_vs_chain(data.results),
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import checkpoints
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
+from . import vllm_methods
 from .device import has_nvidia_gpu
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
 from .served import ServedEngine
@@ -55,7 +56,7 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         seed=scenario.seed,
         speculative_config=spec,
         engine_args=scenario.engine_args,
-        env={**default_env(), **scenario.env},
+        env={**default_env(), **vllm_methods.method_env(scenario.method.name), **scenario.env},
         trace=scenario.trace,
         serve=scenario.serves,
     )

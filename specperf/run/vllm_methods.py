@@ -35,7 +35,11 @@ class Span:
     needs_package: str | None = None  # the distribution that provides it
     proposer_class: str | None = None  # a custom proposer: vLLM's `model` names this class, and the
     #                                  method's other params travel in additional_config (proposer_options)
+    env: tuple[tuple[str, str], ...] = ()  # engine environment without which the method is not what it says
 
+
+TREE_SOURCE = "SpeculativeConfig.speculative_token_tree, v0.10.0 to v0.20.2"
+TREE_BACKEND = ("VLLM_ATTENTION_BACKEND", "TREE_ATTN")
 
 # Names: `SpeculativeMethod` in vllm/config.py (v0.10.0), vllm/config/__init__.py (v0.10.1.1,
 # v0.10.2) and vllm/config/speculative.py (v0.11.0 to v0.33.0).
@@ -45,6 +49,14 @@ SPANS: tuple[Span, ...] = (
     # v0.10.x detects a head named "eagle3-..." as "eagle" when `method` is absent
     # (vllm/config/__init__.py v0.10.1.1, SpeculativeConfig.__post_init__): `method` is always passed.
     Span("eagle3", OLDEST, None, "eagle3", "SpeculativeMethod, v0.10.0 to v0.33.0"),
+    # Tree verification: EAGLE or EAGLE-3 with a speculative_token_tree, a field of SpeculativeConfig
+    # in v0.10.0 to v0.20.2, gone in v0.21.0 (vllm/config/speculative.py v0.20.2, v0.21.0).  The
+    # proposer drafts the tree only under the tree attention backend: with any other it drafts a
+    # chain of k and ignores the tree, without a word (vllm/v1/spec_decode/eagle.py v0.10.1.1 and
+    # v0.11.1, llm_base_proposer.py v0.20.2: propose_tree only for TreeAttentionMetadata).  That
+    # backend is CUDA's alone (platforms/cuda.py; platforms/cpu.py refuses every other backend).
+    Span("eagle_tree", OLDEST, "0.21.0", "eagle", TREE_SOURCE, env=(TREE_BACKEND,)),
+    Span("eagle3_tree", OLDEST, "0.21.0", "eagle3", TREE_SOURCE, env=(TREE_BACKEND,)),
     # v0.10.x: __post_init__ raises NotImplementedError for a draft model (vllm/config/__init__.py
     # v0.10.1.1); v0.11.0 to v0.14.0: EngineArgs raises "Draft model speculative decoding is not
     # supported yet" (vllm/engine/arg_utils.py); v0.15.0 drops that check and builds a
@@ -211,6 +223,12 @@ def vllm_speculative_config(
         if span.model_is_target and not mapped.get("model"):
             mapped["model"] = target_model
     return mapped
+
+
+def method_env(method: str) -> dict[str, str]:
+    """The engine environment a method needs to be what it says (a tree: the tree attention
+    backend); a scenario's own `env` wins over it."""
+    return {key: value for span in _spans(method) for key, value in span.env}
 
 
 def proposer_options(spec: dict | None) -> dict | None:

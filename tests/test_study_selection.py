@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -244,6 +245,7 @@ def test_the_study_form_builds_each_prompt_as_the_cells_loader_did(tmp_path):
 
 
 RECORDED_ORDER = Path(__file__).resolve().parents[1] / "fixtures" / "study-order-datasets-4.0.0.json"
+STUDY_ORDER_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "study_order.py"
 
 
 def test_the_study_order_of_the_offline_samples_is_the_one_datasets_4_0_0_gave():
@@ -270,15 +272,5 @@ def test_the_study_order_of_the_offline_samples_is_the_one_datasets_4_0_0_gave()
         if name != "aime":  # the selection itself (AIME's filter needs the target's tokenizer)
             ids = [r.id for r in load(name, 10, recorded["seed"], folder, selection="study").requests]
             assert ids == recorded["orders"][filename][:10], filename
-    study_order = _script("study_order").orders(folder)
+    study_order = runpy.run_path(str(STUDY_ORDER_SCRIPT))["orders"](folder)
     assert study_order == recorded["orders"], f"datasets {datasets.__version__} reads the samples in another order"
-
-
-def _script(name: str):
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -28,9 +28,6 @@ from .registry import (
 SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 
 
-# --------------------------------------------------------------------------
-
-
 def _checked(check: Callable[[Any], Any], schema: Any) -> Any:
     return Annotated[Any, PlainValidator(check, json_schema_input_type=schema)]
 

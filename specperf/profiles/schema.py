@@ -170,11 +170,11 @@ class MethodTable(_Table):
                 )
         tree = extra.get("speculative_token_tree")
         if tree is not None:
-            trees = [m.name for m in METHODS.values() if m.tree_of]
             if not method_of(self.method).tree_of:
-                raise Invalid(("speculative_token_tree",), f"a token tree is verified by method {' or '.join(trees)}")
+                trees = " or ".join(m.name for m in METHODS.values() if m.tree_of)
+                raise Invalid(("speculative_token_tree",), f"a token tree is verified by method {trees}")
             try:
-                token_tree(tree if isinstance(tree, str) else repr(tree), self.num_speculative_tokens)
+                token_tree(str(tree), self.num_speculative_tokens)
             except ValueError as err:
                 raise Invalid(("speculative_token_tree",), str(err)) from None
         return self

@@ -71,7 +71,7 @@ def _tree_table(trees: list[TreeVsChain]) -> list[str]:
     for t in trees[:MARKDOWN_ROWS]:
         pair = [f"{fmt_num(t.tree_speedup)} / {fmt_num(t.chain_speedup)}"]
         pair.append(f"{fmt_num(t.tree_acceptance)} / {fmt_num(t.chain_acceptance)}")
-        backend = t.backend if t.backend == "TREE_ATTN" else f"{t.backend or 'default'} (drafted as a chain)"
+        backend = t.backend if t.drafted_as_tree else f"{t.backend or 'default'} (drafted as a chain)"
         names = [md_escape(t.model), md_escape(t.dataset), str(t.k), str(t.batch_size), md_escape(t.tree)]
         lines.append(_row(names + [md_escape(backend)] + pair))
     return lines

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..methods import method_of
 from ..records import ScenarioResult
+from ..run.vllm_methods import TREE_BACKEND
 from ..status import OK
 
 
@@ -25,6 +26,11 @@ class TreeVsChain:
     chain_speedup: float | None
     tree_acceptance: float | None  # mean acceptance length
     chain_acceptance: float | None
+
+    @property
+    def drafted_as_tree(self) -> bool:
+        """Ran under the backend with which vLLM drafts the tree (under any other, a chain of k)."""
+        return self.backend == TREE_BACKEND[1]
 
     @property
     def speedup_ratio(self) -> float | None:
@@ -57,7 +63,7 @@ def tree_vs_chain(results: list[ScenarioResult]) -> list[TreeVsChain]:
                 s.method.params.get("num_speculative_tokens", 0),
                 s.method.label,
                 chain.scenario.method.label if chain else None,
-                (r.provenance.get("engine_env") or {}).get("VLLM_ATTENTION_BACKEND"),
+                (r.provenance.get("engine_env") or {}).get(TREE_BACKEND[0]),
                 r.value("speedup"),
                 chain.value("speedup") if chain else None,
                 r.value("mean_acceptance_length"),

@@ -1,7 +1,8 @@
 """The upgrade gate's other pairings on real vLLM CPU engines: blocks of rounds with one engine
 alive at a time (--gate-blocks), and the paired speedup, where the n-gram engine and its no-SD
 reference stay up side by side (paired_reference).  Apart from test_upgrade_gate.py, so that the
-CPU tier's two workers can run them beside its gates.
+CPU tier's two workers can run them beside its gates; on the tiny Llama, whose rounds take a fifth
+of SmolLM2's time at batch 1 (these tests check the pairings' workings, not a speed).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from suite import PROFILES, gate_run, only_run_dir, read_results, run_suite
 
 pytestmark = pytest.mark.cpu_tier
 
-NGRAM = "smollm2-135m-ngram-k3-bs1-instructcoder"
+NGRAM = "tiny-llama-ngram-k3-bs1-instructcoder"
 
 
 def test_blocks_pair_rounds_with_one_engine_alive(tmp_path_factory):
-    done, _, results = gate_run(tmp_path_factory, sys.executable, "--gate-blocks", "4", "-k", "nosd")
+    done, _, results = gate_run(
+        tmp_path_factory, sys.executable, "--gate-blocks", "4", "-k", "nosd", profile=str(PROFILES / "blocks.toml")
+    )
     result = next(iter(results.values()))
     assert result["gate"]["pairing"] == "blocks of 4 rounds"
     assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8

@@ -8,7 +8,6 @@ options.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -227,7 +226,7 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture(scope="session")
 def specperf_session(request):
-    from .plan.progress import baseline_rows, time_left_s
+    from .plan.progress import baseline_rows, builds_left_s, time_left_s
     from .run.session import RunSession
 
     config = request.config
@@ -248,6 +247,11 @@ def specperf_session(request):
 
     opts = options(config)
     planned, device = config.stash.get(PLANNED_KEY, ()), machine(config)
+    known = baseline_rows(opts.baseline_dir, device["hardware_key"], planned)
+
+    def time_left(finished, measured, elapsed_s: float) -> float | None:
+        return time_left_s(profile, planned, known, finished, measured, elapsed_s, builds_left_s(planned))
+
     session = RunSession(
         device=device,
         on_result=lambda result, path: config.hook.pytest_specperf_result_written(
@@ -267,9 +271,7 @@ def specperf_session(request):
         owns_run_file=worker_input(config) is None,
         log=log,
         planned=len(planned),
-        time_left=functools.partial(
-            time_left_s, profile, planned, baseline_rows(opts.baseline_dir, device["hardware_key"], planned)
-        ),
+        time_left=time_left,
         candidate_python=opts.candidate,
         serve_url=opts.serve_url,
         gate_blocks=opts.gate_blocks,

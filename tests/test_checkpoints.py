@@ -8,6 +8,7 @@ import importlib.metadata
 import importlib.util
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,26 @@ def test_concurrent_resolve_builds_once(cache, monkeypatch):
     assert ck.verify(folder) == []
     assert [p.name for p in folder.parent.iterdir() if ".tmp-" in p.name] == []
     assert ck.resolve("builtin:fake-model") == results[0] and len(calls) == 1  # cached
+
+
+def test_the_build_time_left_counts_what_is_not_built_and_what_a_build_under_way_has_left(cache, monkeypatch):
+    started = []
+
+    def build(out):  # records the temporary folder it builds in, whose name says when it started
+        started.append(out.name)
+        (out / "config.json").write_text("{}")
+
+    base = ck.Recipe("base", 1, build, "x", build_s=20.0)
+    draft = ck.Recipe("draft", 1, build, "x", requires=(base,), build_s=80.0)
+    assert draft.build_s_left() == 100.0  # itself and what it requires
+    ensure(base)
+    assert re.fullmatch(r"\.base-v1-\w+\.tmp-\d+-\w+", started[0]) and draft.build_s_left() == 80.0
+    now = time.time()
+    (draft.path().parent / f".{draft.path().name}.tmp-{now - 30:.0f}-abc").mkdir()  # another process's build
+    assert draft.build_s_left(now) == pytest.approx(50.0, abs=1.0)
+    assert draft.build_s_left(now + 200) == 0.0  # over its stated time: nothing more is said
+    draft.path().mkdir()
+    assert draft.build_s_left() == 0.0
 
 
 def test_failed_build_leaves_nothing(cache, monkeypatch):

@@ -137,3 +137,18 @@ def test_on_workers_a_silent_workers_group_has_run_since_the_start(tmp_path):
     silent = max(0.0, modelled_s(planner, others) * scale - 40.0)
     assert left == pytest.approx(max((mine + silent) / 2, mine, silent))
     assert left < parallel_time_left_s(prof, planned, (), done, 40.0, 2, by_dataset)  # both reporting
+
+
+def test_a_checkpoint_still_to_build_is_counted_once_however_many_engines_load_it(tmp_path):
+    prof = profile(tmp_path)
+    planner = Planner(prof)
+    draft = {"builtin:smollm2-135m-draft": "smollm2-135m-draft-v2"}
+    loading = [scenario(prof, sid).model_copy(update={"checkpoints": draft}) for sid in (NOSD_GSM8K, NGRAM_GSM8K)]
+    assert len({s.engine_key for s in loading}) == 2
+    plain = modelled_s(planner, loading)
+    assert modelled_s(planner, loading, builds={"smollm2-135m-draft": 80.0}) == pytest.approx(plain + 80.0)
+    assert modelled_s(planner, loading, builds={"tiny-llama": 5.0}) == pytest.approx(plain)  # not theirs
+    done = [finished(scenario(prof, NOSD_AIME))]
+    without = time_left_s(prof, [*loading, done[0].scenario], (), done, done, 40.0)
+    with_build = time_left_s(prof, [*loading, done[0].scenario], (), done, done, 40.0, {"smollm2-135m-draft": 80.0})
+    assert with_build > without

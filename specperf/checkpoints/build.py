@@ -10,10 +10,13 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import pathlib
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +26,8 @@ from .. import paths
 
 #: File written into every built folder: recipe name, version, parameters and file hashes.
 MANIFEST_NAME = "specperf-checkpoint.json"
+#: A build's temporary folder, `.<folder>.tmp-<start, Unix seconds>-<random>`.
+_STARTED = re.compile(r"\..+\.tmp-(\d+)-")
 
 
 class CheckpointError(Exception):
@@ -65,6 +70,9 @@ class Recipe:
     description: str
     requires: tuple[Recipe, ...] = ()
     params: tuple[tuple[str, Any], ...] = ()
+    #: about how long a build takes on the CPU tier's 2-core VM, where it is long enough to matter
+    #: (0: not stated); not hashed.  A run's time left counts it while the cache lacks the folder.
+    build_s: float = 0.0
 
     @property
     def recipe_version(self) -> str:
@@ -81,6 +89,20 @@ class Recipe:
 
     def path(self) -> pathlib.Path:
         return cache_dir() / "checkpoints" / f"{self.name}-{self.recipe_version}"
+
+    def build_s_left(self, now: float | None = None) -> float:
+        """About how long building this checkpoint (and the recipes it requires) still takes: 0 once
+        it is in the cache; a build under way (its temporary folder names its start) counts what
+        is left of `build_s`."""
+        final = self.path()
+        if final.is_dir():
+            return 0.0
+        now = time.time() if now is None else now
+        started = [
+            float(m.group(1)) for t in final.parent.glob(f".{final.name}.tmp-*") if (m := _STARTED.match(t.name))
+        ]
+        own = max(0.0, self.build_s - (now - max(started))) if started else self.build_s
+        return own + math.fsum(r.build_s_left(now) for r in self.requires)
 
     def __call__(self) -> str:
         return str(ensure(self))
@@ -106,7 +128,7 @@ def ensure(recipe: Recipe) -> pathlib.Path:
         # Builders hold the lock, so any temp folder left now is from a dead one.
         for stale in final.parent.glob(f".{final.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{time.time():.0f}-", dir=final.parent))
         try:
             os.chmod(tmp, 0o755)
             recipe.build(tmp)

@@ -296,6 +296,7 @@ SMOLLM2_DRAFT = Recipe(
     "embeddings and tokenizer and a least-squares output map folded into the lm_head: "
     "a self-speculative draft model",
     requires=(SMOLLM2, TOKENIZER),
+    build_s=80.0,  # it generates SmolLM2's answers to fit on: 80 s in a fresh clone's main job (AMD EPYC VM)
     params=(
         ("num_hidden_layers", SMOLLM2_DRAFT_LAYERS),
         ("calibration_tokens", SMOLLM2_DRAFT_CALIBRATION_TOKENS),

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from ..checkpoints import BUILTIN_PREFIX, BUILTINS
 from ..history.queries import TimedResult
 from ..history.record import cost_fields
 from ..judge.baselines import load_baseline
@@ -71,14 +72,30 @@ def baseline_rows(baseline_dir: Path, hardware_key: str, scenarios: Sequence[Sce
     return rows
 
 
-def modelled_s(planner: Planner, scenarios: Sequence[Scenario], alive: str | None = None) -> float:
-    """What `scenarios` cost by the planner: each one's warm-up, rounds and overhead, and one engine
-    start per engine key but `alive`'s (the engine already up)."""
+def builds_left_s(scenarios: Sequence[Scenario]) -> dict[str, float]:
+    """Of the builtin checkpoints the scenarios load, those still to build (a fresh machine builds
+    the SmolLM2 draft model for a minute or more), with about how long each has left."""
+    names = {ref[len(BUILTIN_PREFIX) :] for s in scenarios for ref in s.checkpoints}
+    left = {name: BUILTINS[name].build_s_left() for name in names if name in BUILTINS}
+    return {name: seconds for name, seconds in left.items() if seconds > 0}
+
+
+def modelled_s(
+    planner: Planner, scenarios: Sequence[Scenario], alive: str | None = None, builds: Mapping[str, float] = {}
+) -> float:
+    """What `scenarios` cost by the planner: each one's warm-up, rounds and overhead, one engine
+    start per engine key but `alive`'s (the engine already up), and what is left of the `builds`
+    (builds_left_s) of the checkpoints they load, each once."""
     by_key: dict[str, list[Scenario]] = {}
     for scenario in scenarios:
         by_key.setdefault(scenario.engine_key, []).append(scenario)
     starts = math.fsum(planner.engine_start(group).value for key, group in by_key.items() if key != alive)
-    return starts + math.fsum(planner.estimate(s).seconds for s in scenarios)
+    loaded = {ref[len(BUILTIN_PREFIX) :] for s in scenarios for ref in s.checkpoints}
+    return (
+        starts
+        + math.fsum(builds.get(name, 0.0) for name in loaded)
+        + math.fsum(planner.estimate(s).seconds for s in scenarios)
+    )
 
 
 def time_left_s(
@@ -88,18 +105,19 @@ def time_left_s(
     finished: Sequence[ScenarioResult],
     measured: Sequence[ScenarioResult],
     elapsed_s: float,
+    builds: Mapping[str, float] = {},
 ) -> float | None:
     """Seconds left for the `planned` scenarios not among `finished` (the run's results, kept by
     --resume or measured), after `elapsed_s` of this run; `known`: rows from before the run
-    (baseline_rows).  Only the `measured` ones, in the order they finished, took `elapsed_s`.
-    None before any."""
+    (baseline_rows).  Only the `measured` ones, in the order they finished, took `elapsed_s`;
+    `builds`: the checkpoint builds still to come (builds_left_s).  None before any."""
     if not measured or elapsed_s <= 0:
         return None
     planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
     done = {r.id for r in finished}
     left = [s for s in planned if s.id not in done]
     took = modelled_s(planner, [r.scenario for r in measured])
-    still = modelled_s(planner, left, alive=measured[-1].scenario.engine_key)
+    still = modelled_s(planner, left, alive=measured[-1].scenario.engine_key, builds=builds)
     return still * elapsed_s / took if took > 0 else None
 
 
@@ -112,6 +130,7 @@ def parallel_time_left_s(
     workers: int,
     group_of: Callable[[Scenario], str],
     reporting: int | None = None,
+    builds: Mapping[str, float] = {},
 ) -> float | None:
     """Seconds left for a run on `workers` pytest-xdist workers, after `finished` (in the order they
     finished) took `elapsed_s` of it.  A group (`group_of`: the scenarios one worker runs) never
@@ -120,7 +139,7 @@ def parallel_time_left_s(
     rounds) against what the model says: the run's elapsed time would also count the scenarios the
     workers are in the middle of.  Of the workers, `reporting` have finished a scenario (default
     all); each silent one has spent `elapsed_s` on the next group not yet seen, in planned order.
-    None before any."""
+    `builds`: the checkpoint builds still to come (builds_left_s).  None before any."""
     if not finished or elapsed_s <= 0:
         return None
     planner = Planner(profile, [*known, *(timed_result(r) for r in finished if r.ok)])
@@ -141,7 +160,7 @@ def parallel_time_left_s(
     silent = workers - reporting
     groups = []
     for group, members in left.items():
-        seconds = modelled_s(planner, members, alive=alive.get(group)) * scale
+        seconds = modelled_s(planner, members, alive=alive.get(group), builds=builds) * scale
         if group not in alive and silent > 0:  # a silent worker's, running since the start
             seconds, silent = max(0.0, seconds - elapsed_s), silent - 1
         groups.append(seconds)

@@ -71,7 +71,7 @@ class WorkerProgress:
         planned = self.planned or []
         line = f"[{len(self.said)}/{len(planned) or '?'}] {scenario_id}: {verdict}, {elapsed / 60:.1f} min in"
         if planned and len(self.said) < len(planned):
-            from ..plan.progress import parallel_time_left_s  # numpy and scipy: not at a run's start
+            from ..plan.progress import builds_left_s, parallel_time_left_s  # numpy, scipy: not at start
 
             if self.known_rows is None:
                 self.known_rows = self.known(planned)
@@ -84,6 +84,7 @@ class WorkerProgress:
                 max(self.workers, 1),
                 worker_group,
                 len(self.reporting),
+                builds_left_s(planned),
             )
             if left is not None:
                 line += f" (about {left / 60:.1f} min left)"

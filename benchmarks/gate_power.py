@@ -11,8 +11,16 @@ candidate instead (two environments of one build), in both role orders unless `-
 outer loop and slowdowns the inner one, so every row is measured in the same hours of the
 machine's life.  Each gate is judged on wall time (the gate's measure) and on the engines' CPU time
 per token (time stolen by other tenants is not in it), with the profile's engine-offset floor.
-`--json` keeps every gate's rounds, for judging them again offline (`--replay`).  Prints figures,
-asserts nothing.  Needs the CPU tier's environment:
+`--json` keeps every gate's rounds, for judging them again offline (`--replay`).
+
+With `--shared-engines` every arm of a repeat runs on the same engines: one gate per repeat, whose
+candidate reads its step slowdown from a file that is switched before each of its rounds (the arms
+take turns within every engine pair, each in both run orders), and whose A/A role order alternates
+from repeat to repeat.  The engine starts, most of a gate's time here, are then paid once for all
+arms; each arm is still judged on its own pairs over all the engine pairs, so its false alarms and
+its power are those of a gate of its own, while the arms of one repeat share their engines' offsets
+(they are not independent of one another).  Prints figures, asserts nothing.  Needs the CPU tier's
+environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
 """
@@ -60,6 +68,74 @@ def one_gate(scenario, calls, current: str, candidate: str, pairs: int, instance
         side: [{"wall_s": r.wall_s, "cpu_s": r.cpu_s, "tokens": r.output_tokens, "cluster": r.instance} for r in rounds]
         for side, rounds in measured.rounds.items()
     } | {"start_s": measured.start_s, "measure_s": measured.measure_s}
+
+
+def shared_gate(
+    scenario,
+    calls,
+    current: str,
+    candidate: str,
+    control: Path,
+    arms: dict[str, float],
+    pairs: int,
+    instances: int,
+    sets: int,
+) -> list[dict]:
+    """One gate whose candidate sleeps each arm's fraction in turn (written to `control`, which the
+    candidate's fault plugin reads at every step), `pairs` pairs per arm.  The arms take turns
+    within each engine pair; with an odd number of arms each meets both run orders there.  Returns
+    one gate per arm as one_gate gives it, with the side that ran first in each pair."""
+    from specperf.run import loop, measurement
+
+    names = list(arms)
+    assert len(names) % 2 == 1, "an odd number of arms gives each arm both run orders in every engine pair"
+    turns: dict[int, int] = {}  # candidate rounds so far per engine pair
+    played: list[tuple[str, str | None]] = []  # per measured round: its side, and the arm of a candidate's
+    calls_made, warming = 0, False
+    generate, warm_up = loop._generate, measurement.warm_up
+
+    def set_fraction(fraction: float) -> None:
+        control.write_text(f"{fraction:.6f}")
+
+    def switched_generate(engines, label, prompts, max_tokens, deadline):
+        nonlocal calls_made
+        if not warming:
+            if calls_made % len(calls.calls) == 0:  # a round's first call
+                side, cluster = getattr(label, "label", label), getattr(label, "cluster", 0)
+                arm = None
+                if side == "candidate":
+                    turn = turns.get(cluster, 0)
+                    turns[cluster] = turn + 1
+                    arm = names[turn % len(names)]
+                    set_fraction(arms[arm])
+                played.append((side, arm))
+            calls_made += 1
+        return generate(engines, label, prompts, max_tokens, deadline)
+
+    def quiet_warm_up(*args, **kwargs):
+        nonlocal warming
+        warming = True
+        set_fraction(0.0)
+        try:
+            return warm_up(*args, **kwargs)
+        finally:
+            warming = False
+
+    loop._generate, measurement.warm_up = switched_generate, quiet_warm_up
+    try:
+        gate = one_gate(scenario, calls, current, candidate, pairs * len(names), instances, sets)
+    finally:
+        loop._generate, measurement.warm_up = generate, warm_up
+        set_fraction(0.0)
+    assert len(played) == 2 * len(gate["candidate"])
+    split = {name: {"current": [], "candidate": [], "first": []} for name in names}
+    for k, (cur, cand) in enumerate(zip(gate["current"], gate["candidate"])):  # pair k: rounds 2k and 2k+1
+        (first, arm_a), (_, arm_b) = played[2 * k], played[2 * k + 1]
+        arm = arm_a or arm_b
+        split[arm]["current"].append(cur)
+        split[arm]["candidate"].append(cand)
+        split[arm]["first"].append(first)
+    return [split[name] | {"start_s": gate["start_s"], "measure_s": gate["measure_s"]} for name in names]
 
 
 def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
@@ -128,23 +204,65 @@ def lean(gates: list[dict]) -> None:
     first in a pair (it flips with each pair of an engine pair, starting with the side that
     started first); run/measurement.py's schedule."""
     split: dict[tuple[str, str], list[float]] = {}
-    for gate in (g for g in gates if g["arm"] == "A/A"):
+    for gate in (g for g in gates if g["arm"].startswith("A/A")):
         seen: dict[int, int] = {}
-        for a, b in zip(gate["current"], gate["candidate"]):
+        for k, (a, b) in enumerate(zip(gate["current"], gate["candidate"])):
             cluster = a["cluster"]
             turn = seen.get(cluster, 0)
             seen[cluster] = turn + 1
             log_ratio = math.log((b["tokens"] / b["wall_s"]) / (a["tokens"] / a["wall_s"]))
             split.setdefault(("started first", "current" if cluster % 2 == 0 else "candidate"), []).append(log_ratio)
-            split.setdefault(("ran first", "current" if (cluster + turn) % 2 == 0 else "candidate"), []).append(
-                log_ratio
-            )
+            ran_first = gate["first"][k] if "first" in gate else "current" if (cluster + turn) % 2 == 0 else "candidate"
+            split.setdefault(("ran first", ran_first), []).append(log_ratio)
     for (what, side), values in sorted(split.items()):
         sem = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
         print(
             f"A/A, {side} {what}: candidate {math.expm1(statistics.fmean(values)):+.2%} "
             f"(+- {sem:.2%} per pair as independent), {len(values)} pairs"
         )
+
+
+def kept(gate: dict, args, scenario, floor: float, started_at: float, facts: dict, note: str = "") -> dict:
+    """The gate with what ran it, appended to `--json` and said in a line."""
+    gate |= {"started_at": started_at, "ended_at": time.time(), "scenario": scenario.id, **facts}
+    gate |= {"output_len": scenario.output_len, "requests": scenario.num_requests}
+    if args.json:
+        with open(args.json, "a", encoding="utf-8") as out:
+            out.write(json.dumps(gate) + "\n")
+    verdict = judge(gate, "wall", scenario.gate_tolerance, floor)
+    print(
+        f"  repeat {facts['repeat'] + 1}, {facts['arm']}: {verdict.line()}; starts {gate['start_s']:.0f} s, "
+        f"rounds {gate['measure_s']:.0f} s {note}",
+        flush=True,
+    )
+    return gate
+
+
+def shared_gates(args, scenario, calls, wrappers: Path, pairs: int, instances: int, sets: int, floor: float) -> list:
+    """`--shared-engines`: per repeat one gate of every arm on the same engines (shared_gate)."""
+    control = wrappers / "slowdown"
+    control.write_text("0")
+    zero = wrappers / "zero"
+    zero.write_text("0")
+    fractions = {("A/A" if f == 0 else f"{f:.0%}"): f for f in args.slowdowns}
+    gates = []
+    for repeat in range(args.repeats):
+        swap = args.candidate is not None and (args.roles == "swapped" or (args.roles == "both" and repeat % 2 == 1))
+        current_python, candidate_python = sys.executable, args.candidate or sys.executable
+        if swap:
+            current_python, candidate_python = candidate_python, current_python
+        # both sides through the fault plugin, each reading a file at every step: the same overhead
+        folder = wrappers / f"repeat{repeat}"
+        folder.mkdir()
+        current = slowed_python(folder, zero, current_python)
+        candidate = slowed_python(folder, control, candidate_python)
+        arms = {("A/A swapped" if swap and f == 0 else name): f for name, f in fractions.items()}
+        started_at = time.time()
+        measured = shared_gate(scenario, calls, current, candidate, control, arms, pairs, instances, sets)
+        for arm, gate in zip(arms, measured):
+            facts = {"arm": arm, "repeat": repeat, "shared": True, "pairs": pairs, "instances": instances, "sets": sets}
+            gates.append(kept(gate, args, scenario, floor, started_at, facts, "(all arms)"))
+    return gates
 
 
 def main() -> int:
@@ -169,6 +287,12 @@ def main() -> int:
         choices=["both", "given", "swapped"],
         default="both",
         help="with --candidate: A/A gates with this interpreter as current (given), as candidate (swapped), or both",
+    )
+    parser.add_argument(
+        "--shared-engines",
+        action="store_true",
+        help="every arm of a repeat on the same engines, the candidate's slowdown switched between its rounds "
+        "(an odd number of arms; with --candidate the A/A role order alternates from repeat to repeat)",
     )
     parser.add_argument("--json", help="append every gate's rounds to this file (JSON lines)")
     parser.add_argument("--replay", nargs="+", help="judge the gates of these --json files again; measure nothing")
@@ -220,32 +344,16 @@ def main() -> int:
                 for swap in orders
             } | arms
         t0 = time.monotonic()
+        if args.shared_engines:
+            gates += shared_gates(args, scenario, calls, wrappers, pairs, instances, sets, floor)
+            print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats} shared gates)", flush=True)
+            continue
         for repeat in range(args.repeats):  # slowdowns interleaved: every row sees the same hours
             for arm, (a, b) in arms.items():
                 started_at = time.time()
                 gate = one_gate(scenario, calls, a, b, pairs, instances, sets)
-                gate |= {
-                    "started_at": started_at,
-                    "ended_at": time.time(),
-                    "scenario": scenario.id,
-                    "arm": arm,
-                    "repeat": repeat,
-                    "pairs": pairs,
-                    "instances": instances,
-                    "sets": sets,
-                    "output_len": scenario.output_len,
-                    "requests": scenario.num_requests,
-                }
-                gates.append(gate)
-                if args.json:
-                    with open(args.json, "a", encoding="utf-8") as out:
-                        out.write(json.dumps(gate) + "\n")
-                verdict = judge(gate, "wall", scenario.gate_tolerance, floor)
-                print(
-                    f"  repeat {repeat + 1}, {arm}: {verdict.line()}; starts {gate['start_s']:.0f} s, "
-                    f"rounds {gate['measure_s']:.0f} s",
-                    flush=True,
-                )
+                facts = {"arm": arm, "repeat": repeat, "pairs": pairs, "instances": instances, "sets": sets}
+                gates.append(kept(gate, args, scenario, floor, started_at, facts))
         print(f"  ({time.monotonic() - t0:.0f} s for {args.repeats * len(arms)} gate runs)", flush=True)
     report(gates, first.gate_tolerance, floor)
     lean(gates)

@@ -78,12 +78,15 @@ def read_results(run_dir: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (run_dir / "results").glob("*.json")}
 
 
-def slowed_python(folder: Path, fraction: float, python: str = sys.executable, method: str = "") -> str:
+def slowed_python(folder: Path, fraction: float | Path, python: str = sys.executable, method: str = "") -> str:
     """`python` (default: this interpreter) with its engines (of `method` only, if given) `fraction`
     slower per step (the fault plugin's step_slowdown): a candidate build slower by a known amount,
-    for `--candidate`."""
-    path = folder / f"python-{method}{fraction:g}"
-    slowdown = f"{method}:{fraction}" if method else f"{fraction}"
+    for `--candidate`.  A `fraction` that is a file is read at every step, so that a benchmark can
+    switch it between rounds."""
+    switched = isinstance(fraction, Path)
+    path = folder / f"python-{method}{f'switched-{fraction.name}' if switched else f'{fraction:g}'}"
+    value = f"@{fraction}" if switched else f"{fraction}"
+    slowdown = f"{method}:{value}" if method else value
     path.write_text(
         f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={slowdown}\n"
         f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"

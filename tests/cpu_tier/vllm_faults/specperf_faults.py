@@ -10,6 +10,8 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
     SPECPERF_FAULT="lossy=ngram"              an n-gram engine changes the last token of its first output
     SPECPERF_FAULT="step_slowdown=0.05"       every engine step takes 5% longer (a sleep of 5% of its time)
     SPECPERF_FAULT="step_slowdown=none:0.5"   the same, for the engines of one method only
+    SPECPERF_FAULT="step_slowdown=@/tmp/f"    the fraction read from that file at every step, so that
+                                              a benchmark can change it between rounds
 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
@@ -52,7 +54,7 @@ def register() -> None:
         _patch_generate(faults)
     if "step_slowdown" in faults:
         method, _, fraction = faults["step_slowdown"].rpartition(":")
-        after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, float(fraction), method))
+        after_import("vllm.v1.engine.core", lambda module: _patch_step(module.EngineCore, _fraction(fraction), method))
 
 
 def _patch_ngram(faults: dict) -> None:
@@ -77,8 +79,17 @@ def _patch_proposer(NgramProposer, faults: dict) -> None:
     NgramProposer.propose = patched_propose
 
 
-def _patch_step(EngineCore, fraction: float, method: str = "") -> None:
-    """Each engine step (of `method`'s engines only, if given) sleeps `fraction` of the time it
+def _fraction(spec: str):
+    """The slowdown's fraction, a number or `@FILE` (read again at each step: a few microseconds)."""
+    if not spec.startswith("@"):
+        value = float(spec)
+        return lambda: value
+    fd = os.open(spec[1:], os.O_RDONLY)
+    return lambda: float(os.pread(fd, 64, 0) or 0)
+
+
+def _patch_step(EngineCore, fraction, method: str = "") -> None:
+    """Each engine step (of `method`'s engines only, if given) sleeps `fraction()` of the time it
     took: a slower build by a known amount.  EngineCore binds step_fn at construction, after this patch."""
     for name in ("step", "step_with_batch_queue"):
         original = getattr(EngineCore, name, None)
@@ -89,7 +100,7 @@ def _patch_step(EngineCore, fraction: float, method: str = "") -> None:
             t0 = time.perf_counter()
             result = _original(self, *args, **kwargs)
             if not method or _method(self.vllm_config) == method:
-                time.sleep((time.perf_counter() - t0) * fraction)
+                time.sleep((time.perf_counter() - t0) * fraction())
             return result
 
         setattr(EngineCore, name, slowed)

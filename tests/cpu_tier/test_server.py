@@ -118,6 +118,26 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
     assert not bad.alive()
 
 
+def stop_once_running(running, within_s: float = 30.0) -> None:
+    """Stop the server as soon as its /metrics shows a request running: mid-round whatever the
+    machine's speed (a fixed delay let a fast machine finish the round first)."""
+    import httpx
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            text = httpx.get(f"{running.url}/metrics", timeout=2.0).text
+        except httpx.HTTPError:
+            text = ""
+        if any(
+            line.startswith("vllm:num_requests_running") and not line.rstrip().endswith(" 0.0")
+            for line in text.splitlines()
+        ):
+            break
+        time.sleep(0.02)
+    running.stop()
+
+
 def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds_requests(tmp_path, monkeypatch):
     """One server start for both faults: its first port is held by another socket."""
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -132,7 +152,7 @@ def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds
     finally:
         holder.close()
     assert len(running.commands) == 2 and str(taken) in running.commands[0] and running.port != taken
-    killer = threading.Timer(1.0, running.stop)
+    killer = threading.Thread(target=stop_once_running, args=(running,))
     killer.start()
     try:
         measured = run_round(running.url, cfg.model, [[1, 2, 3, 4, 5]] * 4, max_tokens=900, concurrency=4)

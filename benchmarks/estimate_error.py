@@ -63,13 +63,12 @@ def main() -> int:
     print(f"{'after':>5} {'elapsed s':>9} {'left s':>8} {'estimate s':>10} {'error':>7}")
     for k in range(1, len(results)):
         finished = results[:k]
-        elapsed = seconds(finished[-1].finished_at) - start
-        left = end - seconds(finished[-1].finished_at)
         now = seconds(finished[-1].finished_at)
+        elapsed, left = now - start, end - now
         builds = {
-            name: min(BUILTINS[name].build_s, at - now)
+            ref: min(BUILTINS[ref[len(BUILTIN_PREFIX) :]].build_s, at - now)
             for ref, at in built_at.items()
-            if args.fresh_machine and at > now and (name := ref[len(BUILTIN_PREFIX) :]) in BUILTINS
+            if args.fresh_machine and at > now and ref[len(BUILTIN_PREFIX) :] in BUILTINS
         }
         if args.workers > 1:
             reporting = min(args.workers, len({worker_group(r.scenario) for r in finished}))

@@ -146,9 +146,11 @@ def test_a_checkpoint_still_to_build_is_counted_once_however_many_engines_load_i
     loading = [scenario(prof, sid).model_copy(update={"checkpoints": draft}) for sid in (NOSD_GSM8K, NGRAM_GSM8K)]
     assert len({s.engine_key for s in loading}) == 2
     plain = modelled_s(planner, loading)
-    assert modelled_s(planner, loading, builds={"smollm2-135m-draft": 80.0}) == pytest.approx(plain + 80.0)
-    assert modelled_s(planner, loading, builds={"tiny-llama": 5.0}) == pytest.approx(plain)  # not theirs
+    assert modelled_s(planner, loading, builds={"builtin:smollm2-135m-draft": 80.0}) == pytest.approx(plain + 80.0)
+    assert modelled_s(planner, loading, builds={"builtin:tiny-llama": 5.0}) == pytest.approx(plain)  # not theirs
     done = [finished(scenario(prof, NOSD_AIME))]
     without = time_left_s(prof, [*loading, done[0].scenario], (), done, done, 40.0)
-    with_build = time_left_s(prof, [*loading, done[0].scenario], (), done, done, 40.0, {"smollm2-135m-draft": 80.0})
+    with_build = time_left_s(
+        prof, [*loading, done[0].scenario], (), done, done, 40.0, {"builtin:smollm2-135m-draft": 80.0}
+    )
     assert with_build > without

@@ -73,11 +73,11 @@ def baseline_rows(baseline_dir: Path, hardware_key: str, scenarios: Sequence[Sce
 
 
 def builds_left_s(scenarios: Sequence[Scenario]) -> dict[str, float]:
-    """Of the builtin checkpoints the scenarios load, those still to build (a fresh machine builds
-    the SmolLM2 draft model for a minute or more), with about how long each has left."""
-    names = {ref[len(BUILTIN_PREFIX) :] for s in scenarios for ref in s.checkpoints}
-    left = {name: BUILTINS[name].build_s_left() for name in names if name in BUILTINS}
-    return {name: seconds for name, seconds in left.items() if seconds > 0}
+    """Of the builtin checkpoints the scenarios load (by ref), those still to build (a fresh machine
+    builds the SmolLM2 draft model for a minute or more), with about how long each has left."""
+    refs = {ref for s in scenarios for ref in s.checkpoints if ref[len(BUILTIN_PREFIX) :] in BUILTINS}
+    left = {ref: BUILTINS[ref[len(BUILTIN_PREFIX) :]].build_s_left() for ref in refs}
+    return {ref: seconds for ref, seconds in left.items() if seconds > 0}
 
 
 def modelled_s(
@@ -90,10 +90,10 @@ def modelled_s(
     for scenario in scenarios:
         by_key.setdefault(scenario.engine_key, []).append(scenario)
     starts = math.fsum(planner.engine_start(group).value for key, group in by_key.items() if key != alive)
-    loaded = {ref[len(BUILTIN_PREFIX) :] for s in scenarios for ref in s.checkpoints}
+    loaded = {ref for s in scenarios for ref in s.checkpoints}
     return (
         starts
-        + math.fsum(builds.get(name, 0.0) for name in loaded)
+        + math.fsum(builds.get(ref, 0.0) for ref in loaded)
         + math.fsum(planner.estimate(s).seconds for s in scenarios)
     )
 

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from specperf import checkpoints
 from specperf.judge.metrics import acceptance, counter_delta
@@ -18,7 +19,7 @@ from specperf.run import server as server_module
 from specperf.run.engine import EngineConfig, default_env
 from specperf.run.load import run_round
 from specperf.run.server import Server, ServerError
-from specperf.run.server_metrics import read_spec_counters
+from specperf.run.server_metrics import read_metrics, read_spec_counters
 from specperf.run.versions import installed_vllm
 
 pytestmark = pytest.mark.cpu_tier
@@ -121,21 +122,19 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
 def stop_once_running(running, within_s: float = 30.0) -> None:
     """Stop the server as soon as its /metrics shows a request running: mid-round whatever the
     machine's speed (a fixed delay let a fast machine finish the round first)."""
-    import httpx
-
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            text = httpx.get(f"{running.url}/metrics", timeout=2.0).text
-        except httpx.HTTPError:
-            text = ""
-        if any(
-            line.startswith("vllm:num_requests_running") and not line.rstrip().endswith(" 0.0")
-            for line in text.splitlines()
-        ):
-            break
+    while time.monotonic() < deadline and requests_running(running.url) == 0:
         time.sleep(0.02)
     running.stop()
+
+
+def requests_running(url: str) -> float:
+    try:
+        text = read_metrics(url)
+    except OSError:  # not answering yet
+        return 0.0
+    families = text_string_to_metric_families(text)
+    return sum(s.value for f in families if f.name == "vllm:num_requests_running" for s in f.samples)
 
 
 def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds_requests(tmp_path, monkeypatch):

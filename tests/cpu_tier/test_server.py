@@ -6,6 +6,7 @@ mid-round."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -119,13 +120,14 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
     assert not bad.alive()
 
 
-def stop_once_running(running, within_s: float = 30.0) -> None:
-    """Stop the server as soon as its /metrics shows a request running: mid-round whatever the
-    machine's speed (a fixed delay let a fast machine finish the round first)."""
+def kill_once_running(running, within_s: float = 30.0) -> None:
+    """SIGKILL the server's process group as soon as its /metrics shows a request running: a crash
+    mid-round whatever the machine's speed. (A fixed delay let a fast machine finish the round first;
+    SIGTERM starts vLLM's own shutdown, which a slow machine can let the round outlast.)"""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and requests_running(running.url) == 0:
         time.sleep(0.02)
-    running.stop()
+    os.killpg(running.process.pid, signal.SIGKILL)
 
 
 def requests_running(url: str) -> float:
@@ -151,7 +153,7 @@ def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds
     finally:
         holder.close()
     assert len(running.commands) == 2 and str(taken) in running.commands[0] and running.port != taken
-    killer = threading.Thread(target=stop_once_running, args=(running,))
+    killer = threading.Thread(target=kill_once_running, args=(running,))
     killer.start()
     try:
         measured = run_round(running.url, cfg.model, [[1, 2, 3, 4, 5]] * 4, max_tokens=900, concurrency=4)

@@ -271,3 +271,23 @@ def test_engines_wanted_together_start_together_and_a_failed_start_fails_the_sce
     starter.options["fail"] = True
     failed = run.run(SD.replace(gate_instances=1))
     assert failed.status == "error" and "candidate build broke" in failed.error
+
+
+def test_the_calibration_benchmark_judges_a_gate_with_its_scenarios_own_offset_floor(tmp_path, monkeypatch, capsys):
+    """benchmarks/gate_calibration.py re-judges recorded gates: with the profile's floor, as the run did."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "gate_calibration.py"
+    spec = importlib.util.spec_from_file_location("gate_calibration", path)
+    calibration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(calibration)
+    run = gate(tmp_path, Starter())
+    result = run.run(REF.replace(gate_instances=2, gate_engine_sets=2, gate_engine_offset=0.02))
+    run.finish()
+    throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.ci_low < 0 < throughput.ci_high  # the fakes have no noise: the floor alone
+    monkeypatch.setattr("sys.argv", ["gate_calibration.py", str(run.run_dir)])
+    assert calibration.main() == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "throughput_tok_s after" in line)
+    assert f"[{throughput.ci_low:+.1%}, {throughput.ci_high:+.1%}] pass" in row

@@ -222,6 +222,13 @@ def test_cell_tolerances_override_profile_tolerances(tmp_path):
     assert s.tolerances == {"throughput_tok_s": 0.4, "speedup": 0.3}
 
 
+def test_a_cell_sets_its_own_engine_sets_for_a_gate(tmp_path):
+    text = CELL.replace("warmup = 1\n", "warmup = 1\ngate_engine_sets = 4\n")
+    assert _one(tmp_path, "sets", text)["m-ngram-k3-bs4-gsm8k"].gate_engine_sets == 4
+    s = _one(tmp_path, "cell-sets", text + "gate_engine_sets = 2\n")["m-ngram-k3-bs4-gsm8k"]
+    assert s.gate_engine_sets == 2
+
+
 # --------------------------------------------------------------------------
 # per-model methods
 # --------------------------------------------------------------------------

@@ -216,6 +216,7 @@ class CellTable(_Table):
     num_requests: Requests = _optional("default: [profile] num_requests")
     output_len: OutputLen = _optional("default: [profile] output_len")
     rounds: Rounds = _optional("default: [profile] rounds")
+    gate_engine_sets: GateEngines = _optional("default: [profile] gate_engine_sets")
     batching: Batching = _optional("default: [profile] batching")
     selection: Selection = _optional("default: [profile] selection")
     prompt_form: PromptForm = _optional("default: [profile] prompt_form")

@@ -29,7 +29,7 @@ def seconds(text: str) -> float:
 
 
 def main() -> int:
-    from specperf.checkpoints import BUILTIN_PREFIX, BUILTINS
+    from specperf.checkpoints import builtin_recipe
     from specperf.paths import baseline_dir
     from specperf.plan.progress import baseline_rows, parallel_time_left_s, time_left_s
     from specperf.profiles.scenarios import load_profile
@@ -66,9 +66,9 @@ def main() -> int:
         now = seconds(finished[-1].finished_at)
         elapsed, left = now - start, end - now
         builds = {
-            ref: min(BUILTINS[ref[len(BUILTIN_PREFIX) :]].build_s, at - now)
+            ref: min(recipe.build_s, at - now)
             for ref, at in built_at.items()
-            if args.fresh_machine and at > now and ref[len(BUILTIN_PREFIX) :] in BUILTINS
+            if args.fresh_machine and at > now and (recipe := builtin_recipe(ref))
         }
         if args.workers > 1:
             reporting = min(args.workers, len({worker_group(r.scenario) for r in finished}))

@@ -44,6 +44,7 @@ __all__ = [
     "MANIFEST_NAME",
     "CheckpointError",
     "Recipe",
+    "builtin_recipe",
     "cache_dir",
     "checkpoint_path",
     "is_builtin",
@@ -62,6 +63,11 @@ BUILTINS: dict[str, Recipe] = {
 def is_builtin(ref: str) -> bool:
     """True for refs of the form ``builtin:NAME``."""
     return isinstance(ref, str) and ref.startswith(BUILTIN_PREFIX)
+
+
+def builtin_recipe(ref: str) -> Recipe | None:
+    """The recipe ``builtin:NAME`` names; None for any other ref or an unknown name."""
+    return BUILTINS.get(ref[len(BUILTIN_PREFIX) :]) if is_builtin(ref) else None
 
 
 def resolve(ref: str) -> str:

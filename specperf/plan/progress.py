@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..checkpoints import BUILTIN_PREFIX, BUILTINS
+from ..checkpoints import builtin_recipe
 from ..history.queries import TimedResult
 from ..history.record import cost_fields
 from ..judge.baselines import load_baseline
@@ -75,8 +75,8 @@ def baseline_rows(baseline_dir: Path, hardware_key: str, scenarios: Sequence[Sce
 def builds_left_s(scenarios: Sequence[Scenario]) -> dict[str, float]:
     """Of the builtin checkpoints the scenarios load (by ref), those still to build (a fresh machine
     builds the SmolLM2 draft model for a minute or more), with about how long each has left."""
-    refs = {ref for s in scenarios for ref in s.checkpoints if ref[len(BUILTIN_PREFIX) :] in BUILTINS}
-    left = {ref: BUILTINS[ref[len(BUILTIN_PREFIX) :]].build_s_left() for ref in refs}
+    recipes = {ref: recipe for s in scenarios for ref in s.checkpoints if (recipe := builtin_recipe(ref))}
+    left = {ref: recipe.build_s_left() for ref, recipe in recipes.items()}
     return {ref: seconds for ref, seconds in left.items() if seconds > 0}
 
 

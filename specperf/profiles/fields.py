@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator
 
-from ..checkpoints import BUILTIN_PREFIX, BUILTINS, is_builtin
+from ..checkpoints import BUILTINS, builtin_recipe, is_builtin
 from ..judge.metrics import METRICS
 from ..records.scenario import MODES
 from .registry import (
@@ -88,7 +88,7 @@ def _sd_method(value: Any) -> str:
 def _checkpoint(value: Any) -> str:
     """A hub id, a local path, or builtin:NAME naming one of the suite's own checkpoints."""
     ref = _text(value)
-    if is_builtin(ref) and ref[len(BUILTIN_PREFIX) :] not in BUILTINS:
+    if is_builtin(ref) and builtin_recipe(ref) is None:
         raise ValueError(f"unknown builtin checkpoint {ref!r} (known: {', '.join(sorted(BUILTINS))})")
     if ref.startswith(("/", "./", "../", "~")):
         local = Path(ref).expanduser()

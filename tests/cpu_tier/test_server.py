@@ -8,19 +8,18 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from specperf import checkpoints
 from specperf.judge.metrics import acceptance, counter_delta
+from specperf.run import load as load_module
 from specperf.run import server as server_module
 from specperf.run.engine import EngineConfig, default_env
 from specperf.run.load import run_round
 from specperf.run.server import Server, ServerError
-from specperf.run.server_metrics import read_metrics, read_spec_counters
+from specperf.run.server_metrics import read_spec_counters
 from specperf.run.versions import installed_vllm
 
 pytestmark = pytest.mark.cpu_tier
@@ -120,23 +119,21 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
     assert not bad.alive()
 
 
-def kill_once_running(running, within_s: float = 30.0) -> None:
-    """SIGKILL the server's process group as soon as its /metrics shows a request running: a crash
-    mid-round whatever the machine's speed. (A fixed delay let a fast machine finish the round first;
-    SIGTERM starts vLLM's own shutdown, which a slow machine can let the round outlast.)"""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and requests_running(running.url) == 0:
-        time.sleep(0.02)
-    os.killpg(running.process.pid, signal.SIGKILL)
+def kill_at_first_token(running, monkeypatch) -> list[bool]:
+    """SIGKILL the server's process group when the client reads the round's first streamed token: a
+    crash mid-round whatever the machine's speed. (A fixed delay, or polling /metrics, let a fast
+    machine finish the round first; SIGTERM starts vLLM's own shutdown, which the round can outlast.)"""
+    parse, killed = load_module.parse_event, []
 
+    def parse_then_kill(line: str):
+        event = parse(line)
+        if isinstance(event, dict) and event.get("choices") and not killed:
+            killed.append(True)
+            os.killpg(running.process.pid, signal.SIGKILL)
+        return event
 
-def requests_running(url: str) -> float:
-    try:
-        text = read_metrics(url)
-    except OSError:  # not answering yet
-        return 0.0
-    families = text_string_to_metric_families(text)
-    return sum(s.value for f in families if f.name == "vllm:num_requests_running" for s in f.samples)
+    monkeypatch.setattr(load_module, "parse_event", parse_then_kill)
+    return killed
 
 
 def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds_requests(tmp_path, monkeypatch):
@@ -153,13 +150,11 @@ def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds
     finally:
         holder.close()
     assert len(running.commands) == 2 and str(taken) in running.commands[0] and running.port != taken
-    killer = threading.Thread(target=kill_once_running, args=(running,))
-    killer.start()
+    killed = kill_at_first_token(running, monkeypatch)
     try:
         measured = run_round(running.url, cfg.model, [[1, 2, 3, 4, 5]] * 4, max_tokens=900, concurrency=4)
     finally:
-        killer.join()
         running.stop()
-    assert not running.alive() and group_gone(running.process.pid)
+    assert killed and not running.alive() and group_gone(running.process.pid)
     assert measured.errors == 4, [r.error for r in measured.requests]
     assert all(r.error and "\n" not in r.error for r in measured.requests)

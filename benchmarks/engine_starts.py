@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 
 def main() -> int:
     from specperf.profiles.scenarios import load_profile
-    from specperf.run.engine import Engine
-    from specperf.run.pool import engine_config
+    from specperf.run.pool import EnginePool
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-gate")
@@ -26,24 +24,22 @@ def main() -> int:
     parser.add_argument("scenarios", nargs="*", help="parts of scenario ids (default: every scenario)")
     args = parser.parse_args()
     builds = dict(b.split("=", 1) for b in args.build)
-    for scenario in load_profile(args.profile).scenarios:
-        if args.scenarios and not any(part in scenario.id for part in args.scenarios):
-            continue
-        config = engine_config(scenario)
-        for name, python in builds.items():
-            t0 = time.monotonic()
-            with ThreadPoolExecutor(args.together) as starts:
-                futures = [starts.submit(Engine, config, 600, python=python) for _ in range(args.together)]
-                engines = [future.result() for future in futures]
-            started = time.monotonic() - t0
-            t1 = time.monotonic()
-            for engine in engines:
-                engine.close()
-            print(
-                f"{scenario.id} on {name}: {args.together} starts {started:.1f} s, "
-                f"{args.together} closes {time.monotonic() - t1:.1f} s",
-                flush=True,
-            )
+    pool = EnginePool(log=lambda line: None, parallel_starts=args.together)
+    try:
+        for scenario in load_profile(args.profile).scenarios:
+            if args.scenarios and not any(part in scenario.id for part in args.scenarios):
+                continue
+            for name, python in builds.items():
+                _, started = pool.engines_for({str(i): (scenario, python, i) for i in range(args.together)})
+                t0 = time.monotonic()
+                pool.close()
+                print(
+                    f"{scenario.id} on {name}: {args.together} starts {started:.1f} s, "
+                    f"{args.together} closes {time.monotonic() - t0:.1f} s",
+                    flush=True,
+                )
+    finally:
+        pool.close()
     return 0
 
 

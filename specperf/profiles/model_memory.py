@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.cost import DTYPE_BYTES
-from ..checkpoints import BUILTIN_PREFIX, CheckpointError, checkpoint_path, is_builtin
+from ..checkpoints import builtin_recipe, is_builtin
 from ..methods import method_of
 
 #: Config keys that count a model's MTP layers.
@@ -127,11 +127,8 @@ def locate(ref: str) -> Path | None:
 
     A builtin that is not built yet is not built here: that takes minutes, an estimate must be cheap."""
     if is_builtin(ref):
-        try:
-            folder = checkpoint_path(ref[len(BUILTIN_PREFIX) :])
-        except CheckpointError:
-            return None
-        return folder if folder.is_dir() else None
+        recipe = builtin_recipe(ref)
+        return recipe.path() if recipe and recipe.path().is_dir() else None
     path = Path(ref).expanduser()
     if path.is_dir():
         return path

@@ -28,6 +28,7 @@ class Options:
     candidate: str | None  # --candidate PYTHON: an upgrade gate
     serve_url: str | None  # --serve-url URL: serve scenarios measured on a running server
     gate_blocks: int | None  # --gate-blocks N
+    output_check: str  # --output-check WAY (run/output_check.py)
     history: str | None  # --history URL, as given (history.database.history_url resolves it)
     rolling_baseline: int | None  # --rolling-baseline N
     two_strike: bool  # --two-strike
@@ -52,6 +53,7 @@ class Options:
             candidate=given("candidate"),
             serve_url=given("serve_url"),
             gate_blocks=given("gate_blocks"),
+            output_check=given("output_check"),
             history=given("history"),
             rolling_baseline=given("rolling_baseline"),
             two_strike=bool(given("two_strike")),

@@ -18,19 +18,28 @@ from .profiles.registry import markers
 from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .run_end import run_finished, write_report
-from .suite.checks import check_options, gate_environments
+from .suite.checks import check_colocation, check_options, gate_environments
 from .suite.profile import PROFILE_CHANGES_KEY, chosen_profile
 from .suite.run import (
     ScenarioOutcomes,
+    check_worker_gpus,
     is_suite_run,
     machine,
-    nothing_measured,
     own_gpus,
     run_history_url,
     terminate_as_interrupt,
+    why_nothing_counts,
     worker_input,
 )
-from .suite.selection import PLANNED_KEY, SCENARIO_PROPERTY, marks, model_marker, order_scenarios, scenario_of
+from .suite.selection import (
+    PLANNED_KEY,
+    SCENARIO_PROPERTY,
+    marks,
+    model_marker,
+    order_scenarios,
+    scenario_of,
+    scenarios_of_ids,
+)
 
 SESSION_KEY = pytest.StashKey["RunSession"]()
 DEVICE_KEY = pytest.StashKey[dict]()
@@ -39,7 +48,7 @@ RUN_ID_KEY = pytest.StashKey[str]()
 FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
-NOTHING_MEASURED_KEY = pytest.StashKey[bool]()
+NOTHING_COUNTS_KEY = pytest.StashKey[str]()
 BENCHMARK_COLUMNS = ("median", "rounds")  # pytest-benchmark's table in a suite run, unless --benchmark-columns
 
 
@@ -107,11 +116,19 @@ def pytest_addoption(parser):
         "offline scenarios and no-SD references are left out): its /v1/models, /version and /metrics are recorded",
     )
     group.addoption(
+        "--output-check",
+        default="auto",
+        choices=("auto", "timing", "rounds"),  # run/output_check.py OPTIONS
+        help="how greedy outputs are checked (lossless, stable): auto (rounds of their own in vLLM's "
+        "batch-invariant mode on a GPU, the timing rounds on a CPU), rounds, or timing",
+    )
+    group.addoption(
         "--gate-blocks",
         type=int,
         default=None,
         metavar="N",
-        help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive",
+        help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive "
+        "(overrides the profile's gate_blocks)",
     )
     group.addoption(
         "--history",
@@ -171,8 +188,6 @@ def pytest_configure(config):
         config.pluginmanager.register(controller_progress(config, run_dir), "specperf-worker-progress")
     if worker is not None and worker.get("specperf_loadgroup"):
         config.option.loadgroup = True  # workers parse the command line, not the line above
-    if worker is not None or config.getoption("dist", "no") == "no":
-        own_gpus(config)  # not in an xdist controller: it runs no engine
 
 
 def pytest_report_header(config):
@@ -198,12 +213,18 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """After -k/-m selection: bring back the no-SD references that selected SD scenarios need, and
-    order the scenarios so references come first and each engine key runs as one block."""
+    order the scenarios so references come first and each engine key runs as one block; then the
+    selection's engines must fit in GPU memory, and this process takes its GPUs for them."""
     if SUITE_RUN_KEY not in config.stash:
         return (yield)
     everything = list(items)
     result = yield
     items[:] = order_scenarios(config, everything, items)
+    selected, worker = config.stash[PLANNED_KEY], worker_input(config)
+    if worker is None:  # under xdist the controller checks what each worker collected
+        check_colocation(config, selected)
+    if worker is not None or config.getoption("dist", "no") == "no":
+        own_gpus(config, selected)  # not in an xdist controller: it runs no engine
     return result
 
 
@@ -275,6 +296,8 @@ def specperf_session(request):
         candidate_python=opts.candidate,
         serve_url=opts.serve_url,
         gate_blocks=opts.gate_blocks,
+        output_check=opts.output_check,
+        selection=tuple(planned),
         environments=gate_environments(config),
         history_url=run_history_url(config),
         rolling_runs=opts.rolling_baseline,
@@ -312,6 +335,17 @@ def pytest_configure_node(node):
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist controller, before any test is scheduled: what a worker collected fits in GPU memory and
+    has GPUs of its own (a usage error raised on a worker would crash it instead)."""
+    if SUITE_RUN_KEY not in node.config.stash:
+        return
+    selected = scenarios_of_ids(chosen_profile(node.config), ids)
+    check_colocation(node.config, selected)
+    check_worker_gpus(node.config, selected, node.workerinput)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist controller: keep what each worker's run session reported (see pytest_sessionfinish)."""
     output = getattr(node, "workeroutput", {}).get("specperf")
@@ -325,9 +359,9 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if SUITE_RUN_KEY not in config.stash:
         return
-    if exitstatus == pytest.ExitCode.OK and nothing_measured(session, config.stash[OUTCOMES_KEY]):
+    if exitstatus == pytest.ExitCode.OK and (why := why_nothing_counts(session, config.stash[OUTCOMES_KEY])):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        config.stash[NOTHING_MEASURED_KEY] = True
+        config.stash[NOTHING_COUNTS_KEY] = why
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     run = config.stash.get(SESSION_KEY, None)
     if run is not None:
@@ -359,11 +393,11 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter):
     finished = terminalreporter.config.stash.get(FINISHED_KEY, None)
-    nothing_measured = terminalreporter.config.stash.get(NOTHING_MEASURED_KEY, False)
-    if finished is None and not nothing_measured:
+    nothing_counts = terminalreporter.config.stash.get(NOTHING_COUNTS_KEY, None)
+    if finished is None and not nothing_counts:
         return
     terminalreporter.section("specperf")
-    if nothing_measured:
-        terminalreporter.write_line("every scenario was skipped: this run measured nothing, so it fails", red=True)
+    if nothing_counts:
+        terminalreporter.write_line(nothing_counts, red=True)
     for line in (finished or {}).get("lines", []):
         terminalreporter.write_line(line)

@@ -172,7 +172,7 @@ def gpu_device(*, count: int = 1, throttle_reasons: list[str] | None = None, max
         "memory_gib": 80,
         "driver": "550.54.15",
         "cuda_driver_version": "12.4",
-        "hardware_key": f"gpu-nvidia-h100-80gb-hbm3-80g-x{count}",
+        "hardware_key": "gpu-nvidia-h100-80gb-hbm3-80g",
         "gpus": gpus,
     }
 

@@ -6,8 +6,10 @@ A missing linter skips its test, except under CI (CI=true), where it fails.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -256,3 +258,41 @@ def test_after_upload_refuses_what_the_agent_substitutes():
         after_upload("exit $?")
     with pytest.raises(AssertionError):
         after_upload('pip install "vllm$${V:+==$$V}"')
+
+
+# --- the gate commands against the profile's GPU memory ------------------------------------------
+
+
+def workflow_gate_command() -> str:
+    job = load(WORKFLOW)["jobs"]["gate"]
+    return workflow_steps(job)["Upgrade gate (fails on a regression of the candidate)"]["run"]
+
+
+def pipeline_gate_command() -> str:
+    command = after_upload(pipeline_steps()["gate"]["command"])
+    return command[command.index(".venvs/current/bin/python -m pytest") :].split("|| status")[0].replace("\\\n", " ")
+
+
+def suite_options(command: str) -> argparse.Namespace:
+    """The options of a pytest command line that decide which engines a gate keeps alive."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--profile")
+    parser.add_argument("--candidate")
+    parser.add_argument("--gate-blocks", type=int)
+    return parser.parse_known_args(shlex.split(command))[0]
+
+
+@pytest.mark.parametrize("command", [workflow_gate_command, pipeline_gate_command], ids=["github", "buildkite"])
+def test_gate_commands_start_every_engine_they_keep_alive(command):
+    """vLLM starts an engine only when its gpu_memory_utilization share of the GPU is free: each
+    command, with the profile it names, passes the suite's own check (the one that stops a run)."""
+    from specperf.profiles.scenarios import load_profile
+    from specperf.run.colocation import colocation_problem
+
+    options = suite_options(command())
+    assert options.profile and options.candidate, command()
+    profile = load_profile(options.profile)
+    assert colocation_problem(profile.scenarios, profile.path, True, options.gate_blocks) is None
+    if options.gate_blocks is None:  # the profile's blocks are what lets the candidate's engines start
+        unblocked = [s.replace(gate_blocks=None) for s in profile.scenarios]
+        assert colocation_problem(unblocked, profile.path, True, None) is not None

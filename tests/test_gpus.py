@@ -1,23 +1,23 @@
 """GPU description, NVML plumbing, requirements and allocation, against a fake pynvml (no GPU needed)."""
 
 import os
-import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
-from fake_nvml import FOREIGN_PID, MIB, box, fake_nvml, install, no_nvml  # noqa: F401 (fixtures)
+from fake_nvml import FOREIGN_PID, MIB, FakeMig, box, fake_nvml, install, no_nvml  # noqa: F401 (fixtures)
 
 from specperf.run import device as hardware
 from specperf.run import gpus, telemetry
-from specperf.run.nvml import REASONS, decode_throttle_reasons, own_pids, visible_indices
+from specperf.run.nvml import REASONS, GpuIds, MigIds, decode_throttle_reasons, visible_devices
 
 # ------------------------------------------------------------------ preflight
 
 
 def test_preflight_describes_the_gpus(install):
     gpu_list = box(2)
-    gpu_list[1].processes = [(os.getpid(), 2048 * MIB), (FOREIGN_PID, 512 * MIB)]
+    parent = os.getppid()  # a process of this PID namespace that the suite did not start
+    gpu_list[1].processes = [(os.getpid(), 2048 * MIB), (parent, 256 * MIB), (FOREIGN_PID, 512 * MIB)]
     nvml = install(gpu_list)
     device = gpus.preflight()
     assert nvml.calls == {"init": 1, "shutdown": 1}
@@ -47,8 +47,12 @@ def test_preflight_describes_the_gpus(install):
         "throttle_reasons": [],
     }
     assert device["gpus"][1]["index"] == 1
-    # our own process is not foreign; the other one is, with its memory in MiB
-    assert device["foreign_processes"] == [{"gpu_index": 1, "pid": FOREIGN_PID, "used_memory_mib": 512}]
+    # our own process is not foreign; the other two are, with their memory in MiB: the parent by its
+    # pid, the pid that is no process here (another namespace's) because the suite runs nothing more
+    assert device["foreign_processes"] == [
+        {"gpu_index": 1, "pid": parent, "used_memory_mib": 256, "pid_namespace": "this"},
+        {"gpu_index": 1, "pid": FOREIGN_PID, "used_memory_mib": 512, "pid_namespace": "other"},
+    ]
 
 
 def test_unsupported_queries_give_none(install):
@@ -61,7 +65,9 @@ def test_unsupported_queries_give_none(install):
         "nvmlDeviceGetPowerUsage",
         "nvmlDeviceGetEnforcedPowerLimit",
         "nvmlDeviceGetCurrentClocksEventReasons",
-        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
         "nvmlDeviceGetTemperature",
     }
     nvml = install(gpu_list)
@@ -80,7 +86,7 @@ def test_unsupported_queries_give_none(install):
         assert gpu[key] is None, key
     assert gpu["throttle_reasons"] == [] and gpu["sm_clock_mhz"] == 1980
     assert device["cuda_driver_version"] is None and device["foreign_processes"] == []
-    assert device["hardware_key"] == "gpu-nvidia-geforce-rtx-4090-24g-x1"
+    assert device["hardware_key"] == "gpu-nvidia-geforce-rtx-4090-24g"
 
 
 def test_preflight_without_pynvml_driver_or_gpus(no_nvml, monkeypatch):
@@ -94,27 +100,59 @@ def test_preflight_without_pynvml_driver_or_gpus(no_nvml, monkeypatch):
 
 def test_describe_device_uses_preflight_or_the_cpu(install, monkeypatch):
     install(box(2))
-    assert hardware.describe_device() == {**gpus.preflight(), "hardware_key": "gpu-nvidia-h100-80gb-hbm3-80g-x2"}
+    assert hardware.describe_device() == {**gpus.preflight(), "hardware_key": "gpu-nvidia-h100-80gb-hbm3-80g"}
     monkeypatch.setitem(sys.modules, "pynvml", None)
     assert hardware.describe_device() == hardware.describe_cpu()
+
+
+MIG_GPU = GpuIds(
+    "GPU-2222aaaa-0000-0000-0000-000000000002",
+    (
+        MigIds(0, "MIG-aaaa1111-0000-0000-0000-000000000000", 2, 0),
+        MigIds(3, "MIG-bbbb2222-0000-0000-0000-000000000000", 9, 0),
+    ),
+)
 
 
 @pytest.mark.parametrize(
     "env, expected",
     [
-        ("2,3", [2, 3]),
-        ("3,0", [3, 0]),
-        ("GPU-2222aaaa-0000-0000-0000-000000000002,GPU-0000", [2, 0]),  # full UUID and a unique prefix
-        ("1,7,2", [1]),  # like CUDA, the list ends at an entry that names no GPU
+        ("2,3", [(2, None), (3, None)]),
+        ("3,0", [(3, None), (0, None)]),
+        ("GPU-2222aaaa-0000-0000-0000-000000000002,GPU-0000", [(2, None), (0, None)]),  # a full UUID, a unique prefix
+        ("1,7,2", [(1, None)]),  # like CUDA, the list ends at an entry that names no GPU
         ("GPU-", []),  # a prefix that matches every GPU names none
         ("-1", []),
         ("", []),
+        ("MIG-bbbb2222-0000-0000-0000-000000000000", [(2, 3)]),  # a MIG device by its UUID: GPU 2, MIG index 3
+        ("MIG-aaaa", [(2, 0)]),  # a unique prefix
+        ("MIG-GPU-2222aaaa-0000-0000-0000-000000000002/9/0", [(2, 3)]),  # the older form: GPU, GPU and compute instance
     ],
 )
-def test_visible_indices(env, expected):
-    uuids = [g.uuid for g in box(4)]
-    assert visible_indices(uuids, env) == expected
-    assert visible_indices(uuids, None) == [0, 1, 2, 3]
+def test_visible_devices(env, expected):
+    gpu_ids = [GpuIds(g.uuid) for g in box(4)]
+    gpu_ids[2] = MIG_GPU
+    assert visible_devices(gpu_ids, env) == expected
+    assert visible_devices(gpu_ids, None) == [(i, None) for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        "MIG-GPU-2222aaaa-0000-0000-0000-000000000002/9/1",  # no such compute instance
+        "MIG-cccc3333-0000-0000-0000-000000000000",  # no such MIG device
+        "MIG-",  # matches two
+        "0,MIG-GPU-2222aaaa/9/0",  # the older form takes a full GPU UUID
+    ],
+)
+def test_a_mig_entry_that_names_no_mig_device_is_an_error(env):
+    gpu_ids = [GpuIds(g.uuid) for g in box(4)]
+    gpu_ids[2] = MIG_GPU
+    listed = "MIG-aaaa1111-0000-0000-0000-000000000000, MIG-bbbb2222-0000-0000-0000-000000000000"
+    with pytest.raises(
+        ValueError, match=rf"^CUDA_VISIBLE_DEVICES: '.+' names no MIG device NVML lists \(MIG devices: {listed}\)$"
+    ):
+        visible_devices(gpu_ids, env)
 
 
 def test_preflight_respects_cuda_visible_devices(install, monkeypatch):
@@ -124,22 +162,11 @@ def test_preflight_respects_cuda_visible_devices(install, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{gpu_list[3].uuid},1")
     device = hardware.describe_device()
     assert [g["index"] for g in device["gpus"]] == [3, 1]
-    assert device["count"] == 2 and device["hardware_key"].endswith("-x2")
+    assert device["count"] == 2 and device["hardware_key"] == "gpu-nvidia-h100-80gb-hbm3-80g"
     assert device["foreign_processes"] == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpus.preflight() is None
     assert hardware.describe_device()["kind"] == "cpu"
-
-
-def test_own_pids_include_children():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        own = own_pids()
-        assert os.getpid() in own and child.pid in own
-        assert os.getppid() not in own
-    finally:
-        child.kill()
-        child.wait()
 
 
 # ------------------------------------------------------------------ throttle reasons
@@ -149,8 +176,8 @@ def test_decode_throttle_reasons():
     assert decode_throttle_reasons(0) == []
     assert decode_throttle_reasons(None) == []
     assert decode_throttle_reasons(0x1 | 0x4) == ["gpu_idle", "sw_power_cap"]
-    assert decode_throttle_reasons(0x1FF) == [name for name, _, _ in REASONS]
-    assert decode_throttle_reasons(0x8 | 0x20 | 0x40 | 0x80) == sorted(
+    assert decode_throttle_reasons(0x7FF) == [name for name, _, _ in REASONS]
+    assert decode_throttle_reasons(0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400) == sorted(
         telemetry.BAD_THROTTLE_REASONS, key=[name for name, _, _ in REASONS].index
     )
     # the module's own constants win over the documented bits
@@ -162,6 +189,112 @@ def test_decode_throttle_reasons():
 def test_preflight_reads_throttle_reasons_from_either_api(install, old_api):
     install(box(1, reasons=0x4 | 0x40), old_api=old_api)
     assert gpus.preflight()["gpus"][0]["throttle_reasons"] == ["sw_power_cap", "hw_thermal"]
+
+
+def test_throttle_reasons_on_a_driver_without_the_clocks_event_call(install):
+    # A recent pynvml has nvmlDeviceGetCurrentClocksEventReasons, an older driver lacks the symbol:
+    # the older ThrottleReasons call must answer, or throttle detection is silently off.
+    install(box(1, reasons=0x40), driver_lacks={"nvmlDeviceGetCurrentClocksEventReasons"})
+    assert gpus.preflight()["gpus"][0]["throttle_reasons"] == ["hw_thermal"]
+
+
+def test_throttle_reasons_where_this_pynvml_lacks_the_clocks_event_call(install):
+    nvml = install(box(1, reasons=0x8 | 0x400))
+    del nvml.nvmlDeviceGetCurrentClocksEventReasons
+    assert gpus.preflight()["gpus"][0]["throttle_reasons"] == ["hw_slowdown", "reliability"]
+
+
+def test_processes_on_a_driver_without_the_v3_listing(install):
+    # pynvml's unversioned listing calls the _v3 symbol and raises NVMLLibraryMismatchError (not an
+    # NVMLError) where the driver lacks it: the _v2 listing must answer, and nothing may raise.
+    gpu_list = box(1)
+    gpu_list[0].processes = [(os.getppid(), 512 * MIB)]
+    gpu_list[0].holders = [os.getppid()]
+    install(gpu_list, driver_lacks={"nvmlDeviceGetComputeRunningProcesses_v3"})
+    assert [p["pid"] for p in gpus.preflight()["foreign_processes"]] == [os.getppid()]
+
+
+# ------------------------------------------------------------------ MIG
+
+
+def mig_box():
+    """Two H100s, the second in MIG mode with a 3g.40gb slice at MIG index 0 and a 2g.20gb one at index 2."""
+    gpu_list = box(2)
+    gpu_list[1].mig = [1, 1]
+    gpu_list[1].migs = [
+        FakeMig("MIG-aaaa1111-0000-0000-0000-000000000000", gpu_instance=2, compute_instance=0),
+        None,
+        FakeMig(
+            "MIG-bbbb2222-0000-0000-0000-000000000000",
+            name=b"NVIDIA H100 80GB HBM3 MIG 2g.20gb",
+            total_mib=19968,
+            gpu_instance=5,
+            compute_instance=0,
+        ),
+    ]
+    return gpu_list
+
+
+@pytest.mark.parametrize(
+    "env", ["MIG-aaaa1111-0000-0000-0000-000000000000", "MIG-GPU-1111aaaa-0000-0000-0000-000000000001/2/0"]
+)
+def test_a_mig_slice_is_described_as_the_slice(install, monkeypatch, env):
+    gpu_list = mig_box()
+    gpu_list[1].sm = 1755
+    install(gpu_list)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+    device = hardware.describe_device()
+    assert device["kind"] == "gpu" and device["count"] == 1
+    assert device["name"] == "NVIDIA H100 80GB HBM3 MIG 3g.40gb" and device["memory_gib"] == 40
+    assert device["hardware_key"] == "gpu-nvidia-h100-80gb-hbm3-mig-3g-40gb-40g"
+    gpu = device["gpus"][0]
+    assert gpu["index"] == 1 and gpu["uuid"] == "MIG-aaaa1111-0000-0000-0000-000000000000"
+    assert gpu["memory_total_mib"] == 40448
+    # clocks, power, ECC and MIG mode are the GPU's: NVML answers none of them for the MIG handle
+    assert gpu["sm_clock_mhz"] == 1755 and gpu["power_limit_w"] == 700.0 and gpu["ecc_mode"] is True
+    assert gpu["mig_mode"] is True
+    assert gpu["mig"] == {
+        "index": 0,
+        "gpu_instance_id": 2,
+        "compute_instance_id": 0,
+        "gpu_uuid": gpu_list[1].uuid,
+        "gpu_name": "NVIDIA H100 80GB HBM3",
+        "gpu_memory_total_mib": 81559,
+    }
+    assert gpus.unmet_requirement(device, "H100") is None
+    assert gpus.unmet_requirement(device, min_memory_gib=80).startswith("needs 80 GiB per GPU")
+
+
+def test_a_mig_slice_has_a_key_of_its_own_whatever_the_driver_calls_it(install, monkeypatch):
+    gpu_list = mig_box()
+    gpu_list[1].migs[2].name = b"NVIDIA H100 80GB HBM3"  # a driver that names a slice like its GPU
+    install(gpu_list)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-bbbb")
+    assert hardware.describe_device()["hardware_key"] == "gpu-nvidia-h100-80gb-hbm3-mig-20g"
+
+
+def test_processes_of_a_mig_slice_are_the_slices(install, monkeypatch):
+    gpu_list = mig_box()
+    slice_ = gpu_list[1].migs[0]
+    slice_.processes = [(os.getppid(), 300 * MIB)]
+    gpu_list[1].holders = [os.getppid()]
+    gpu_list[1].processes = [(FOREIGN_PID, 9000 * MIB)]  # on another slice of the GPU: not ours to judge
+    install(gpu_list)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", slice_.uuid)
+    assert gpus.preflight()["foreign_processes"] == [
+        {"gpu_index": 1, "pid": os.getppid(), "used_memory_mib": 300, "pid_namespace": "this"}
+    ]
+
+
+def test_a_mig_slice_nvml_cannot_list_is_an_error_not_the_cpu(install, monkeypatch):
+    gpu_list = mig_box()
+    nvml = install(gpu_list)
+    del nvml.nvmlDeviceGetMaxMigDeviceCount  # a pynvml from before MIG
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpu_list[1].migs[0].uuid)
+    with pytest.raises(
+        ValueError, match=r"^CUDA_VISIBLE_DEVICES: 'MIG-aaaa.*' names no MIG device NVML lists \(MIG devices: none\)$"
+    ):
+        hardware.describe_device()
 
 
 # ------------------------------------------------------------------ requirements

@@ -467,3 +467,31 @@ def test_h100_nightly_header_states_the_planners_figure():
     assert claimed and "specperf plan --profile h100-nightly" in header
     plan = make_plan(prof, list(prof.scenarios), Planner(prof), gpus=1)
     assert math.isclose(float(claimed.group(1)), round(plan.gpu_hours, 1))
+
+
+def test_a_cuda_visible_devices_entry_nvml_does_not_list_is_one_line(capsys, monkeypatch):
+    from specperf.run import device
+
+    def mig_unknown():
+        raise ValueError("CUDA_VISIBLE_DEVICES: 'MIG-0000' names no MIG device NVML lists (MIG devices: none)")
+
+    monkeypatch.setattr(device, "has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(device, "describe_device", mig_unknown)
+    code, out, err = run_cli(capsys, "--profile", "h100-nightly")
+    assert code == 2 and not out
+    assert (
+        err == "specperf: error: CUDA_VISIBLE_DEVICES: 'MIG-0000' names no MIG device NVML lists (MIG devices: none)\n"
+    )
+
+
+def test_a_gpu_plan_starts_each_engine_keys_output_check_engine_once():
+    """On a GPU each engine key's outputs are checked on an engine of its own (run/output_check.py),
+    shared by the key's served and traced variants; a CPU run checks on its timing rounds."""
+    gpu = load_profile("h100-nightly")
+    starts = {}
+    for engine in make_plan(gpu, list(gpu.scenarios), Planner(gpu), gpus=1).shards[0].engines:
+        served = '"mode":"serve"' in engine.engine_key
+        starts[(engine.label, served)] = engine.starts
+    assert starts[("llama3.1-8b / eagle3-k3", False)] == 2 and starts[("llama3.1-8b / eagle3-k3", True)] == 1
+    cpu = load_profile("cpu-smoke")
+    assert all(e.starts == 1 for s in make_plan(cpu, list(cpu.scenarios), Planner(cpu)).shards for e in s.engines)

@@ -508,7 +508,7 @@ def test_devices_and_provenance_are_shown_once_each(tmp_path):
     assert details.count("&#34;hardware_key&#34;") == 2 and details.count("&#34;hostname&#34;") == 2
     assert '<h4 id="device-2">device-2</h4>' in details and '<h4 id="provenance-2">provenance-2</h4>' in details
     assert details.count(">cpu-intel-xeon-processor-2c</a>") == 3
-    assert details.count(">gpu-nvidia-h100-80gb-hbm3-80g-x2</a>") == 1
+    assert details.count(">gpu-nvidia-h100-80gb-hbm3-80g</a>") == 1
 
 
 def test_repeated_outputs_are_shown_once(tmp_path):
@@ -935,6 +935,63 @@ def test_gpu_header_without_throttling(tmp_path):
     header = html[html.index("<header>") : html.index("</header>")]
     assert "<dt>clocks</dt><dd>SM clock 1980 MHz (max 1980), throttling: gpu_idle" in header
     assert "alert bad" not in header
+
+
+def test_foreign_processes_before_the_run_are_in_the_device_section(tmp_path):
+    device = {
+        **gpu_device(),
+        "foreign_processes": [
+            {"gpu_index": 0, "pid": 4242, "used_memory_mib": 512, "pid_namespace": "this"},
+            {"gpu_index": 0, "pid": 5001234, "used_memory_mib": 900, "pid_namespace": "other"},
+        ],
+    }
+    record = make_record(method="nosd", batch_size=4, speedup=None, device=device)
+    record.gpu_telemetry = {
+        **gpu_telemetry(foreign_pids=[4242]),
+        "foreign_processes": [{"gpu_index": 0, "pid": 4242, "used_memory_mib": 530, "pid_namespace": "this"}],
+        "ownership": "pids",
+        "violation_ms": {"power": 40.0, "thermal": 2.5},
+    }
+    view = view_of(make_run(tmp_path / "run", [record]))
+    html = report.render_html(view)
+    header = html[html.index("<header>") : html.index("</header>")]
+    assert (
+        '<dt>foreign GPU processes</dt><dd class="error-line">4242 on GPU 0 (512 MiB); 5001234 on GPU 0 (900 MiB; '
+        "another PID namespace&#39;s pid, one more than the suite runs there)"
+    ) in header
+    detail = scenario_detail(html, record.id)
+    assert (
+        "Other processes used the GPU during the measurement: 4242 on GPU 0 (530 MiB; there before the run started)"
+    ) in detail
+    assert "foreign processes told by pid" in detail
+    assert 'power 40 ms, <span class="badge regression">thermal 2.5 ms</span>' in detail
+    md = report.render_markdown(view)
+    assert (
+        "**Foreign processes were computing on the GPUs before the run started: 4242 on GPU 0 (512 MiB); 5001234 on "
+        "GPU 0 (900 MiB; another PID namespace's pid, one more than the suite runs there).**"
+    ) in md
+
+
+def test_a_run_without_foreign_processes_says_nothing_of_them(tmp_path):
+    record = make_record(method="nosd", batch_size=4, speedup=None, device={**gpu_device(), "foreign_processes": []})
+    record.gpu_telemetry = {**gpu_telemetry(), "foreign_processes": [], "ownership": "counted"}
+    view = view_of(make_run(tmp_path / "run", [record]))
+    html = report.render_html(view)
+    assert "foreign GPU processes" not in html and "Other processes used the GPU" not in html
+    assert "counted: NVML&#39;s pids are another PID namespace&#39;s" in scenario_detail(html, record.id)
+    assert "Foreign processes" not in report.render_markdown(view)
+
+
+def test_a_malformed_foreign_process_is_one_line(tmp_path):
+    record = make_record(device=gpu_device()).to_json()
+    record["device"]["foreign_processes"] = [{"gpu_index": 0, "pid": "4242"}]  # a hand-edited file
+    run = make_run(tmp_path / "run", [])
+    atomic_write_json(run / "results" / "odd.json", record)
+    view = view_of(run)
+    assert any(
+        "odd.json" in problem and "foreign_processes.0.pid: Input should be a valid integer" in problem
+        for problem in view.header.problems
+    )
 
 
 def test_cpu_header_says_clocks_are_not_measured(mixed_run):

@@ -229,6 +229,18 @@ def test_a_cell_sets_its_own_engine_sets_for_a_gate(tmp_path):
     assert s.gate_engine_sets == 2
 
 
+def test_a_profile_says_how_its_gate_runs_in_blocks_without_changing_what_is_measured(tmp_path):
+    """gate_blocks spreads a paired run's rounds over engines; no round changes, so neither does the hash."""
+    base = _one(tmp_path, "side-by-side", CELL)["m-ngram-k3-bs4-gsm8k"]
+    assert base.gate_blocks is None
+    text = CELL.replace("warmup = 1\n", "warmup = 1\ngate_blocks = 3\n")
+    blocked = _one(tmp_path, "blocks", text)["m-ngram-k3-bs4-gsm8k"]
+    assert blocked.gate_blocks == 3 and blocked.hash == base.hash
+    assert _one(tmp_path, "cell-blocks", text + "gate_blocks = 1\n")["m-ngram-k3-bs4-gsm8k"].gate_blocks == 1
+    with pytest.raises(ProfileError, match=r"profile.gate_blocks: must be a positive integer, got 0"):
+        _one(tmp_path, "zero", CELL.replace("warmup = 1\n", "warmup = 1\ngate_blocks = 0\n"))
+
+
 # --------------------------------------------------------------------------
 # per-model methods
 # --------------------------------------------------------------------------

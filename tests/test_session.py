@@ -88,6 +88,7 @@ def fake_config(scenario) -> EngineConfig:
         tensor_parallel_size=1,
         seed=42,
         speculative_config=scenario.method.speculative_config(),
+        env=dict(scenario.env),
     )
 
 

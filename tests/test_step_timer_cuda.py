@@ -1,8 +1,8 @@
 """The step timer on a real GPU: kernels run asynchronously, so a part is timed right only because
 the timer synchronizes the device around it while tracing.  A stand-in engine step launches real
-CUDA work in the runner methods vLLM's step calls (the forward, the sampler, the drafter); CUDA
-events give each part's GPU time.  Skipped without torch and a CUDA device (the CPU tier checks the
-timer inside real vLLM engines).
+CUDA work in the runner methods vLLM's step calls (the forward, the sampler, the drafter), laid
+out as Model Runner V1 and V2 lay them out; CUDA events give each part's GPU time.  Skipped
+without torch and a CUDA device (the CPU tier checks the timer inside real vLLM engines).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1] / "specperf" / "run" / "vllm_trace"
-SIZES = {"propose_draft_token_ids": 2048, "_model_forward": 8192, "_sample": 1024}
+SIZES = {"draft": 2048, "forward": 8192, "sample": 1024}  # each part's matrix side
 
 
 @pytest.fixture
@@ -27,13 +27,39 @@ def step_timer(monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
     module = importlib.import_module("specperf_step_timer")
     monkeypatch.setattr(module, "STEPS", [])
-    monkeypatch.setattr(module, "MISSING", [])
+    monkeypatch.setattr(module, "MISSING", {})
+    monkeypatch.setattr(module, "TIMED", set())
     return module
 
 
-def engine(step_timer):
-    """An engine core whose step runs a forward, a sampling and a drafting, each a few bf16 matrix
-    products launched without waiting; CUDA events record what each took on the GPU."""
+def stand_in_module(runner: str, part):
+    """The runner's module as vLLM lays it out, each method the plugin times running `part(name)`:
+    V1 the runner's own methods, V2 its forward and sampling and the propose of the speculator that
+    the module's init_speculator builds."""
+    if runner == "Model Runner V1":
+        methods = {
+            "_model_forward": part("forward"),
+            "_sample": part("sample"),
+            "propose_draft_token_ids": part("draft"),
+        }
+        return types.SimpleNamespace(GPUModelRunner=type("GPUModelRunner", (), methods))
+    speculator = type("Speculator", (), {"propose": part("draft")})
+    runner_class = type("GPUModelRunner", (), {"execute_model": part("forward"), "sample": part("sample")})
+    return types.SimpleNamespace(GPUModelRunner=runner_class, init_speculator=lambda: speculator())
+
+
+def step_parts(runner: str, module) -> tuple:
+    """The forward, the sampling and the drafting, in the order vLLM's step calls them."""
+    model_runner = module.GPUModelRunner()
+    if runner == "Model Runner V1":
+        return model_runner._model_forward, model_runner._sample, model_runner.propose_draft_token_ids
+    return model_runner.execute_model, model_runner.sample, module.init_speculator().propose
+
+
+def engine(step_timer, runner: str):
+    """An engine core whose step runs a forward, a sampling and a drafting on `runner`'s stand-ins,
+    each a few bf16 matrix products launched without waiting; CUDA events record what each took
+    on the GPU."""
     operands = {name: torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for name, n in SIZES.items()}
     pending = []
 
@@ -48,20 +74,19 @@ def engine(step_timer):
 
         return run
 
-    GPUModelRunner = type("GPUModelRunner", (), {name: part(name) for name in SIZES})
+    module = stand_in_module(runner, part)
+    step_timer._patch_runner(next(r for r in step_timer.RUNNERS if r.name == runner), module)
 
     class EngineCore:
         def __init__(self):
-            self.runner = GPUModelRunner()
+            self.parts = step_parts(runner, module)
 
         def step(self):
-            self.runner._model_forward()
-            self.runner._sample()
-            self.runner.propose_draft_token_ids()
+            for run_part in self.parts:
+                run_part()
             return {0: "out"}, True
 
     step_timer._patch_engine_core(types.SimpleNamespace(EngineCore=EngineCore))
-    step_timer._patch_runner(types.SimpleNamespace(GPUModelRunner=GPUModelRunner))
 
     def gpu_times():
         """Each part's GPU milliseconds since the last call."""
@@ -85,23 +110,24 @@ def timed_steps(step_timer, core, gpu_times, n=20):
     return step_timer.drain(), gpu_times()
 
 
-def test_each_part_holds_its_own_gpu_time(step_timer):
-    core, gpu_times = engine(step_timer)
+@pytest.mark.parametrize("runner_name", ["Model Runner V1", "Model Runner V2"])
+def test_each_part_holds_its_own_gpu_time(step_timer, runner_name):
+    core, gpu_times = engine(step_timer, runner_name)
     steps, gpu_ms = timed_steps(step_timer, core, gpu_times)
-    timed_ms = {name: sum(s[1 + i] for s in steps) * 1e3 for i, name in enumerate(step_timer.RUNNER_PARTS)}
+    timed_ms = {name: sum(s[step_timer.STEP_FIELDS.index(name)] for s in steps) * 1e3 for name in SIZES}
     total_ms = sum(s[0] for s in steps) * 1e3
-    print({"gpu_ms": gpu_ms, "timed_ms": timed_ms, "total_ms": total_ms})
-    assert len(steps) == 20
-    assert timed_ms["_model_forward"] == pytest.approx(gpu_ms["_model_forward"], rel=0.15)
-    assert timed_ms["propose_draft_token_ids"] == pytest.approx(gpu_ms["propose_draft_token_ids"], rel=0.5)
+    print({"runner": runner_name, "gpu_ms": gpu_ms, "timed_ms": timed_ms, "total_ms": total_ms})
+    assert len(steps) == 20 and step_timer.TIMED == {runner_name}
+    assert timed_ms["forward"] == pytest.approx(gpu_ms["forward"], rel=0.15)
+    assert timed_ms["draft"] == pytest.approx(gpu_ms["draft"], rel=0.5)
     assert sum(timed_ms.values()) <= total_ms * 1.001
 
 
 def test_without_the_synchronisation_the_forward_would_look_free(step_timer, monkeypatch):
-    core, gpu_times = engine(step_timer)
+    core, gpu_times = engine(step_timer, "Model Runner V1")
     monkeypatch.setattr(step_timer, "_sync", lambda: None)
     steps, gpu_ms = timed_steps(step_timer, core, gpu_times)
     forward_ms = sum(s[2] for s in steps) * 1e3
-    gpu_forward_ms = gpu_ms["_model_forward"]
+    gpu_forward_ms = gpu_ms["forward"]
     print({"timed_forward_ms": forward_ms, "gpu_forward_ms": gpu_forward_ms})
     assert forward_ms < 0.5 * gpu_forward_ms  # the launches return long before the GPU is done

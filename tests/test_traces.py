@@ -28,15 +28,19 @@ from specperf.storage import atomic_write_json
 def step_timer(monkeypatch):
     monkeypatch.syspath_prepend(str(tracing.PLUGIN_DIR))
     module = importlib.import_module("specperf_step_timer")
-    monkeypatch.setattr(module, "STEPS", [])
-    monkeypatch.setattr(module, "MISSING", [])
-    monkeypatch.setattr(module, "ACCEPTANCE", {})
+    for name, empty in (("STEPS", []), ("MISSING", {}), ("ACCEPTANCE", {}), ("TIMED", set()), ("_said", [False])):
+        monkeypatch.setattr(module, name, empty)
+    monkeypatch.setattr(module, "_scheduled", [None])
     return module
+
+
+def runner_named(step_timer, name: str):
+    return next(r for r in step_timer.RUNNERS if r.name == name)
 
 
 def fake_vllm(step_timer):
     """An EngineCore whose step runs a drafting, a forward (which calls a sampler inside it) and a
-    sampling on its runner, patched the way the plugin patches vLLM's."""
+    sampling on a V1 runner, patched the way the plugin patches vLLM's."""
     clock = {"t": 0.0}
 
     class GPUModelRunner:
@@ -64,7 +68,9 @@ def fake_vllm(step_timer):
             return {0: "out"}, True
 
     step_timer._patch_engine_core(types.SimpleNamespace(EngineCore=EngineCore))
-    step_timer._patch_runner(types.SimpleNamespace(GPUModelRunner=GPUModelRunner))
+    step_timer._patch_runner(
+        runner_named(step_timer, "Model Runner V1"), types.SimpleNamespace(GPUModelRunner=GPUModelRunner)
+    )
     return EngineCore, GPUModelRunner, clock
 
 
@@ -79,44 +85,156 @@ def test_step_timer_times_each_part_once_and_skips_idle_steps(step_timer, monkey
     # total, draft, forward (with its nested sample), sample; no scheduler here, so no batch counts
     assert steps == [[6.25, 1.0, 4.5, 0.5, 0, 0, 0]] * 2
     assert step_timer.drain() == []
-    assert step_timer.MISSING == ["EngineCore.step_with_batch_queue"]
+    assert step_timer.MISSING == {"EngineCore": ["EngineCore.step_with_batch_queue"]}
+    assert step_timer.TIMED == {"Model Runner V1"}
+
+
+def fake_v2_module(clock: dict):
+    """Model Runner V2 as vLLM 0.32 lays it out: execute_model prepares the inputs and runs the
+    model; sample_tokens samples, then drafts with the speculator init_speculator built."""
+    module = types.SimpleNamespace()
+
+    class Speculator:
+        def propose(self, batch):
+            clock["t"] += 2.0
+            return [batch]
+
+    class GPUModelRunner:
+        def __init__(self):
+            self.speculator = module.init_speculator()  # looked up in the module, as vLLM's runner does
+
+        def execute_model(self, scheduler_output):
+            clock["t"] += 0.5 + 3.0  # input preparation, then the model
+
+        def sample(self):
+            clock["t"] += 0.75
+
+        def sample_tokens(self, grammar_output):
+            clock["t"] += 0.125  # output bookkeeping
+            self.sample()
+            return self.speculator.propose(1)
+
+    def init_speculator():
+        return Speculator()
+
+    module.GPUModelRunner, module.init_speculator = GPUModelRunner, init_speculator
+    return module
+
+
+def test_step_timer_times_model_runner_v2s_forward_sampling_and_speculator(step_timer, monkeypatch):
+    clock = {"t": 0.0}
+    monkeypatch.setattr(step_timer, "_clock", lambda: clock["t"])
+    module = fake_v2_module(clock)
+    step_timer._patch_runner(runner_named(step_timer, "Model Runner V2"), module)
+
+    class EngineCore:
+        def step(self):
+            runner.execute_model("batch")
+            assert runner.sample_tokens(None) == [1]
+            return {0: "out"}, True
+
+    step_timer._patch_engine_core(types.SimpleNamespace(EngineCore=EngineCore))
+    runner = module.GPUModelRunner()
+    EngineCore().step()
+    assert step_timer.drain() == [[6.375, 2.0, 3.5, 0.75, 0, 0, 0]]
+    assert step_timer.TIMED == {"Model Runner V2"} and "Model Runner V2" not in step_timer.MISSING
 
 
 def test_step_timer_names_the_hooks_a_vllm_lacks(step_timer):
-    step_timer._patch_runner(types.SimpleNamespace(GPUModelRunner=type("GPUModelRunner", (), {})))
-    assert step_timer.MISSING == [f"GPUModelRunner.{name}" for name in step_timer.RUNNER_PARTS]
+    for runner in step_timer.RUNNERS:
+        step_timer._patch_runner(runner, types.SimpleNamespace(GPUModelRunner=type("GPUModelRunner", (), {})))
+    assert step_timer.MISSING == {runner.name: list(runner.parts.values()) for runner in step_timer.RUNNERS}
 
 
-def test_scheduler_hook_counts_drafted_and_accepted_per_request_and_step(step_timer):
+def fake_scheduler(step_timer, computed: dict[str, int]):
+    """A scheduler whose schedule() returns the next of its batches and, as vLLM's does, counts each
+    scheduled token as computed; update_from_output rolls rejected drafts back."""
     ns = types.SimpleNamespace
 
     class Scheduler:
         num_sampled_tokens_per_step = 1
-        requests = {
-            "0-ab": ns(num_computed_tokens=20),
-            "1-cd": ns(num_computed_tokens=30),
-            "2-ef": ns(num_computed_tokens=5),
-        }
+        requests = {rid: ns(num_computed_tokens=n) for rid, n in computed.items()}
+
+        def __init__(self, batches=()):
+            self.batches = list(batches)
+
+        def schedule(self):
+            batch = self.batches.pop(0)
+            for rid, n in batch.num_scheduled_tokens.items():
+                self.requests[rid].num_computed_tokens += n
+            return batch
 
         def update_from_output(self, scheduler_output, model_runner_output):
+            for rid, draft in scheduler_output.scheduled_spec_decode_tokens.items():
+                sampled = model_runner_output.sampled_token_ids[model_runner_output.req_id_to_index[rid]]
+                self.requests[rid].num_computed_tokens -= len(draft) - (len(sampled) - 1)
             return "updated"
 
     step_timer._patch_scheduler(types.SimpleNamespace(Scheduler=Scheduler))
+    return Scheduler
+
+
+def test_scheduler_hook_counts_drafted_and_accepted_per_request_and_step(step_timer):
+    ns = types.SimpleNamespace
+    Scheduler = fake_scheduler(step_timer, {"0-ab": 16, "1-cd": 26, "2-ef": 4})
     step = ns(
         scheduled_spec_decode_tokens={"0-ab": [5, 6, 7], "1-cd": [8, 9, 10], "2-ef": []},
         num_scheduled_tokens={"0-ab": 4, "1-cd": 4, "2-ef": 1},
         total_num_scheduled_tokens=9,
     )
+    scheduler = Scheduler([step])
+    assert scheduler.schedule() is step
+    assert step_timer._step[4:] == [9, 55, 3]  # the step's batch: tokens, KV-cache tokens, requests
     # request 0 accepted 2 drafts (+ the bonus token), request 1 none, request 2 drafted nothing
     runner = ns(sampled_token_ids=[[1, 2, 3], [4], [5]], req_id_to_index={"0-ab": 0, "1-cd": 1, "2-ef": 2})
-    assert Scheduler().update_from_output(step, runner) == "updated"
-    assert step_timer._step[4:] == [9, 55, 3]  # the step's batch: tokens, KV-cache tokens, requests
-    Scheduler().update_from_output(
+    assert scheduler.update_from_output(step, runner) == "updated"
+    assert step_timer._step[4:] == [9, 55, 3]  # its own batch's output: counted as a synchronous step counts
+    scheduler.update_from_output(
         ns(scheduled_spec_decode_tokens={"0-ab": [1, 2, 3]}),
         ns(sampled_token_ids=[[1, 2, 3, 4]], req_id_to_index={"0-ab": 0}),
     )
     assert step_timer.drain_acceptance() == {"0-ab": ([3, 3], [2, 3]), "1-cd": ([3], [0])}
     assert step_timer.drain_acceptance() == {}
+
+
+def test_under_async_scheduling_each_step_records_the_batch_it_ran(step_timer):
+    """vLLM's step_with_batch_queue schedules and runs a batch, then takes the output of the batch
+    before it: each step's batch is the one it scheduled, its KV-cache tokens counted as a
+    synchronous step would count them (the previous batch's rejected drafts rolled back)."""
+    ns = types.SimpleNamespace
+    batches = [
+        ns(num_scheduled_tokens={"a": 6}, total_num_scheduled_tokens=6, scheduled_spec_decode_tokens={}),
+        ns(num_scheduled_tokens={"a": 4}, total_num_scheduled_tokens=4, scheduled_spec_decode_tokens={"a": [-1] * 3}),
+        ns(
+            num_scheduled_tokens={"a": 4, "b": 2},
+            total_num_scheduled_tokens=6,
+            scheduled_spec_decode_tokens={"a": [-1] * 3},
+        ),
+    ]
+    outputs = [  # batch 2 accepted 1 of its 3 drafts
+        ns(sampled_token_ids=[[7]], req_id_to_index={"a": 0}),
+        ns(sampled_token_ids=[[7, 8]], req_id_to_index={"a": 0}),
+    ]
+    scheduler = fake_scheduler(step_timer, {"a": 0, "b": 0})(batches)
+
+    class EngineCore:
+        queue: list = []
+
+        def step_with_batch_queue(self):
+            scheduled = scheduler.schedule()
+            self.queue.append((scheduled, outputs[len(self.queue)] if len(self.queue) < len(outputs) else None))
+            if len(self.queue) > 1:
+                scheduler.update_from_output(*self.queue[-2])
+            return None, True
+
+    step_timer._patch_engine_core(types.SimpleNamespace(EngineCore=EngineCore))
+    core = EngineCore()
+    for _ in batches:
+        core.step_with_batch_queue()
+    batch = [step[4:] for step in step_timer.drain()]
+    # KV-cache tokens: 6 after the prompt; 6 + 4; then 6 + 1 accepted + 1 bonus, + 4, and b's 2
+    assert batch == [[6, 6, 1], [4, 10, 1], [6, 14, 2]]
+    assert step_timer.drain_acceptance() == {"a": ([3], [1])}
 
 
 def fake_outputs(public: dict[str, tuple[list[int], list[int]] | None]):
@@ -136,13 +254,21 @@ def fake_outputs(public: dict[str, tuple[list[int], list[int]] | None]):
     ]
 
 
-def fake_timer(hooked: dict):
+def fake_timer(hooked: dict, timed=("Model Runner V1",), missing=None, steps=([1.0, 0.1, 0.7, 0.1, 4, 40, 1],)):
+    """The plugin's state after a call: `timed` the runners whose parts ran, `missing` the hooks it lacked."""
+    import specperf_step_timer as plugin  # on the path: the step_timer fixture
+
     return types.SimpleNamespace(
-        MISSING=[], drain=lambda: [[1.0, 0.1, 0.7, 0.1, 4, 40, 1]], drain_acceptance=lambda: hooked
+        RUNNERS=plugin.RUNNERS,
+        NOT_TIMED=plugin.NOT_TIMED,
+        TIMED=set(timed),
+        MISSING=missing or {},
+        drain=lambda: [list(s) for s in steps],
+        drain_acceptance=lambda: hooked,
     )
 
 
-def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook():
+def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook(step_timer):
     hooked = {"0-1a2b3c4d": ([3, 3], [1, 2]), "1-5e6f7a8b": ([3], [3])}
     trace = tracing.call_trace(fake_timer(hooked), fake_outputs({"0": ([3, 3], [1, 2]), "1": ([3], [3])}), True)
     assert trace["requests"] == [{"drafted": [3, 3], "accepted": [1, 2]}, {"drafted": [3], "accepted": [3]}]
@@ -151,15 +277,33 @@ def test_call_trace_takes_public_metrics_and_checks_them_against_the_hook():
     assert off["notes"] == [
         "the scheduler hook's per-step counts differ from vLLM's per-request metrics for 1 of 2 requests"
     ]
+    never_drafted = tracing.call_trace(fake_timer(hooked), fake_outputs({"0": ([3, 3], [1, 2]), "2": ([], [])}), True)
+    assert never_drafted["notes"] == []  # no step drafted for request 2: the hook saw nothing, rightly
     unseen = tracing.call_trace(fake_timer({}), fake_outputs({"0": ([3], [1])}), True)  # the hook saw nothing
     assert unseen["requests"] == [{"drafted": [3], "accepted": [1]}] and len(unseen["notes"]) == 1
 
 
-def test_call_trace_falls_back_to_the_hook_where_vllm_has_no_per_request_metrics():
+def test_call_trace_falls_back_to_the_hook_where_vllm_has_no_per_request_metrics(step_timer):
     hooked = {"1": ([3], [0]), "10": ([3, 3], [3, 1])}  # unsuffixed ids: an older vLLM
     trace = tracing.call_trace(fake_timer(hooked), fake_outputs({"1": None, "10": None, "2": None}), False)
     assert trace["requests"] == [{"drafted": [3], "accepted": [0]}, {"drafted": [3, 3], "accepted": [3, 1]}, None]
     assert trace["notes"] == []
+
+
+def test_call_trace_says_in_one_line_when_no_runner_part_was_timed(step_timer):
+    untimed = fake_timer({}, timed=(), missing={"Model Runner V2": ["GPUModelRunner.sample"]})
+    assert tracing.call_trace(untimed, [], True)["notes"] == [step_timer.NOT_TIMED]
+    assert step_timer.NOT_TIMED.startswith("step parts not timed: ") and "\n" not in step_timer.NOT_TIMED
+
+
+def test_call_trace_names_what_the_runner_that_ran_lacks_and_what_its_parts_hold(step_timer):
+    missing = {"Model Runner V1": ["GPUModelRunner._sample"], "Model Runner V2": ["GPUModelRunner.sample"]}
+    notes = tracing.call_trace(fake_timer({}, timed=("Model Runner V2",), missing=missing), [], True)["notes"]
+    assert notes == [
+        "the installed vLLM lacks Model Runner V2's GPUModelRunner.sample: its part is not timed",
+        "step parts of Model Runner V2: its forward includes the step's input preparation, its sampling the logits",
+    ]
+    assert tracing.call_trace(fake_timer({}, steps=()), [], True)["notes"] == []  # V1: nothing to say
 
 
 def test_step_timer_is_a_vllm_general_plugin_only_on_its_own_path():
@@ -205,8 +349,7 @@ def test_build_trace_says_what_it_could_not_time():
     }
     trace = tracing.build_trace([untimed], REQUESTS, output_tokens=10)
     assert trace.requests == []
-    assert any("lacks per_request_spec_decode_metrics" in n for n in trace.notes)
-    assert any("step parts not timed" in n for n in trace.notes)
+    assert trace.notes == untimed["notes"]  # the calls' notes, as they said it
     assert tracing.build_trace([None, None], REQUESTS, 10) is None
 
 

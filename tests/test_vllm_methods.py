@@ -230,3 +230,21 @@ def test_a_tree_method_is_its_chain_method_with_the_tree_and_stops_at_0_21():
     assert vllm_speculative_config(spec, "0.20.2", "t", have_all)["method"] == "eagle3"
     with pytest.raises(UnsupportedMethod, match="^unsupported: method eagle3_tree was removed in vLLM 0.21.0"):
         vllm_speculative_config(spec, "0.21.0", "t", have_all)
+
+
+# EngineArgs fields (vllm/engine/arg_utils.py): 0.12.0 has no attention_backend; 0.13.0 to 0.20.2 have it.
+ENGINE_ARGS_0_12 = {"model", "enforce_eager", "attention_config"}
+ENGINE_ARGS_0_15 = ENGINE_ARGS_0_12 | {"attention_backend"}
+
+
+def test_a_trees_backend_reaches_vllm_as_the_engine_argument_where_vllm_takes_one():
+    tree_env = vllm_methods.method_env("eagle3_tree")
+    assert tree_env == {"VLLM_ATTENTION_BACKEND": "TREE_ATTN"}
+    # 0.15 to 0.20 run trees but read no VLLM_ATTENTION_BACKEND: only the argument drafts a tree
+    assert vllm_methods.attention_backend_arg(tree_env, ENGINE_ARGS_0_15) == {"attention_backend": "TREE_ATTN"}
+    assert vllm_methods.attention_backend_arg(tree_env, ENGINE_ARGS_0_12) == {}  # the variable, read by vLLM
+    chain_as_the_study_ran = {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}  # a scenario's own env
+    assert vllm_methods.attention_backend_arg(chain_as_the_study_ran, ENGINE_ARGS_0_15) == {
+        "attention_backend": "FLASH_ATTN"
+    }
+    assert vllm_methods.attention_backend_arg({}, ENGINE_ARGS_0_15) == {}

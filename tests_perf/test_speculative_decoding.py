@@ -3,6 +3,7 @@
 import pytest
 
 from specperf.status import SKIPPED
+from specperf.suite.selection import VERDICT_PROPERTY
 
 
 def test_scenario(specperf_scenario, specperf_session, benchmark, record_property):
@@ -11,6 +12,6 @@ def test_scenario(specperf_scenario, specperf_session, benchmark, record_propert
         pytest.skip(result.error)
     for name, entry in result.metrics.items():
         record_property(name, entry.value)
-    record_property("verdict", result.verdict.status)
+    record_property(VERDICT_PROPERTY, result.verdict.status)
     if result.verdict.failed:
         pytest.fail(result.verdict.message, pytrace=False)

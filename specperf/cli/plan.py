@@ -35,9 +35,11 @@ def run(args) -> int:
         return error(f"--gpus: {profile.name} is a {profile.tier}-tier profile; it runs on no GPU")
     key = args.hardware_key
     if key is None and (profile.tier == "cpu" or device.has_nvidia_gpu()):
-        key = (
-            device.describe_cpu()["hardware_key"] if profile.tier == "cpu" else device.describe_device()["hardware_key"]
-        )
+        try:
+            described = device.describe_cpu() if profile.tier == "cpu" else device.describe_device()
+        except ValueError as err:  # CUDA_VISIBLE_DEVICES names no device NVML lists
+            return error(str(err))
+        key = described["hardware_key"]
     url = history_url(args.history, Path(args.reports_dir))
     missing = url is not None and missing_sqlite_file(url) is not None
     if missing and args.history is None:

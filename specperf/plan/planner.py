@@ -1,8 +1,9 @@
 """The planner: a profile's wall time per shard and on N GPUs, before it runs.
 
 A scenario costs its warm-up calls and its rounds: rounds x sequences x expected output tokens per
-sequence / expected throughput; each engine key costs one engine start per shard it runs on, and
-each run a fixed start-up.  Every figure comes from the best source at hand, and says which:
+sequence / expected throughput; each engine key costs one engine start per shard it runs on (on a
+GPU one more: its output-check engine, run/output_check.py; the check's few short calls are left
+out), and each run a fixed start-up.  Every figure comes from the best source at hand, and says which:
 
 - throughput: the history of the same scenario (content hash) on this hardware (median of its
   results' throughputs); else the study's H100 figures for GPU-tier profiles (plan/study.py); else
@@ -41,6 +42,7 @@ from ..analysis.cost import (
 from ..history.queries import TimedResult
 from ..profiles.scenarios import REFERENCE_METHOD, Profile, Scenario
 from ..run import sharding
+from ..run.output_check import check_scenario
 from . import study
 
 HISTORY, STUDY, FITTED, DEFAULT = "history", "study", "fitted", "default"
@@ -231,7 +233,7 @@ class EngineLine:
     label: str  # model / method
     scenarios: list[Estimate]
     start: Figure
-    starts: int  # engines started (paired references start one more)
+    starts: int  # engines started (paired references start one more, a GPU's output check one more)
     engine_key: str = ""
 
     @property
@@ -287,18 +289,21 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
     by_key: dict[str, list[Scenario]] = {}
     for s in scenarios:
         by_key.setdefault(s.engine_key, []).append(s)
-    engines = []
+    engines, checked = [], set()
     for key, members in by_key.items():
         first = members[0]
         paired = any(s.paired_reference and not s.method.is_reference for s in members)
         instances = max(s.gate_instances * s.gate_engine_sets for s in members) if paired else 1
+        checker = check_scenario(first, batch_invariant=True).engine_key  # traced and served share one
+        checks = planner.profile.tier == "gpu" and checker not in checked
+        checked.add(checker)
         label = f"{first.model.name} / {first.method.label}" + (" (traced)" if first.trace else "")
         engines.append(
             EngineLine(
                 label,
                 [planner.estimate(s) for s in members],
                 planner.engine_start(members),
-                instances * (2 if paired else 1),
+                instances * (2 if paired else 1) + checks,
                 key,
             )
         )

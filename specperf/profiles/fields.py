@@ -115,6 +115,7 @@ BatchSize = _bounded(8192)
 Concurrency = _bounded(4096)
 GpuCount = _bounded(64)
 GateEngines = _bounded(64)
+GateBlocks = _bounded(1000)  # rounds per block, as many as Rounds at most
 Text = _checked(_text, Annotated[str, Field(min_length=1)])
 Slug = _checked(check_slug, Annotated[str, Field(pattern=SLUG)])
 MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])

@@ -24,6 +24,7 @@ from .fields import (
     DraftTokens,
     EngineArgs,
     EngineEnv,
+    GateBlocks,
     GateEngines,
     GpuClass,
     GpuCount,
@@ -133,6 +134,11 @@ class ProfileTable(_Table):
         "engine (log units), as benchmarks/engine_offsets.py measures it on this tier; the change's "
         "error is never below what it implies",
     )
+    gate_blocks: GateBlocks = _optional(
+        "paired runs (--candidate, paired_reference): alternate blocks of this many rounds with one engine "
+        "alive (each block starts the engine it lacks), where the engines of a pair do not fit in memory "
+        "together; --gate-blocks overrides; default: engines side by side"
+    )
     gate_tolerance: Tolerance = Field(
         0.03,
         description="a paired speed change (--candidate, paired_reference) within this fraction is never a regression",
@@ -217,6 +223,7 @@ class CellTable(_Table):
     output_len: OutputLen = _optional("default: [profile] output_len")
     rounds: Rounds = _optional("default: [profile] rounds")
     gate_engine_sets: GateEngines = _optional("default: [profile] gate_engine_sets")
+    gate_blocks: GateBlocks = _optional("default: [profile] gate_blocks")
     batching: Batching = _optional("default: [profile] batching")
     selection: Selection = _optional("default: [profile] selection")
     prompt_form: PromptForm = _optional("default: [profile] prompt_form")

@@ -12,9 +12,11 @@ from .base import SCHEMA_VERSION, Provenance, Record
 from .measured import (
     Counters,
     Device,
+    ForeignProcess,
     Lossless,
     Memory,
     Metric,
+    OutputCheck,
     Round,
     ShownOutput,
     StudyThroughput,
@@ -41,7 +43,9 @@ class MemoryUsed(Record):
 
 
 class GpuTelemetry(Record):
-    """The shape of ScenarioResult.gpu_telemetry (run/telemetry.TelemetrySampler.summary())."""
+    """The shape of ScenarioResult.gpu_telemetry (run/telemetry.TelemetrySampler.summary()).
+
+    Results from before the ownership, foreign_processes and violation_ms fields have foreign_pids alone."""
 
     samples: int = 0
     interval_s: float | None = None
@@ -52,6 +56,9 @@ class GpuTelemetry(Record):
     throttle_reasons: list[str] = Field(default_factory=list)
     memory_used_mib: MemoryUsed | None = None
     foreign_pids: list[int] = Field(default_factory=list)
+    foreign_processes: list[ForeignProcess] = Field(default_factory=list)
+    ownership: str | None = None  # "pids", "counted" or None (ownership.BY_PID, BY_COUNT)
+    violation_ms: dict[str, float] | None = None  # NVML violation counters' growth (run/telemetry.py)
 
 
 class Environment(Record):
@@ -230,6 +237,7 @@ class Figures(Record):
     _metrics_shape = field_validator("metrics")(checked_metrics)
     study_throughput: StudyThroughput | None = None
     lossless: Lossless | None = None
+    output_check: OutputCheck | None = None
     trace: Trace | None = None
 
 
@@ -300,6 +308,7 @@ class Baseline(Record):
 class RunStats(Record):
     engine_starts: int = 0
     engine_start_s: float = 0.0
+    checkpoint_fetch_s: float = 0.0  # hub checkpoints into the cache before their engines started
     warmup_s: float = 0.0
     measure_s: float = 0.0
     scenarios: int = 0

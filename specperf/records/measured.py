@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from .base import Number, Record
 
@@ -84,6 +84,21 @@ class Lossless(Record):
     reference_id: str
 
 
+class OutputCheck(Record):
+    """How a result's greedy outputs were checked (run/output_check.py): against no-SD's (lossless)
+    and for repeating themselves (stability), on the timing rounds, on rounds of their own in vLLM's
+    batch-invariant mode, or not at all (the reason in `note`)."""
+
+    TIMING: ClassVar[str] = "timing rounds"
+    OWN_ROUNDS: ClassVar[str] = "own rounds"
+    NOT_CHECKED: ClassVar[str] = "not checked"
+
+    way: str
+    stable: bool | None = None  # own rounds: every prompt gave the same output alone as in one batch
+    prompts: int = 0  # own rounds: the distinct prompts checked
+    note: str = ""
+
+
 class ShownOutput(Record):
     request_id: str
     prompt: str
@@ -153,8 +168,18 @@ class Trace(Record):
         return self.model_copy(update={"requests": [], "step_us": {}, "step_batch": {}})
 
 
+class ForeignProcess(Record):
+    """A process the suite did not start, computing on a GPU (run/ownership.py)."""
+
+    gpu_index: int
+    pid: int  # as NVML gives it: the host's pid where NVML's pids are another PID namespace's
+    used_memory_mib: int | None = None
+    pid_namespace: str = "this"  # "other": told foreign by count, not by pid
+
+
 class Device(Record):
-    """What ran the scenario: the CPU, or the GPUs NVML described (more fields then)."""
+    """What ran the scenario: the CPU, or the GPUs NVML described (more fields then, among them
+    `foreign_processes`: those computing on the GPUs before the run started)."""
 
     kind: str
     name: str | None = None
@@ -163,3 +188,19 @@ class Device(Record):
     driver: str | None = None
     hardware_key: str = Field(min_length=1)
     facts: dict[str, Any] = Field(default_factory=dict)  # added by conftest.py (pytest_specperf_machine_facts)
+
+    @model_validator(mode="after")
+    def _foreign_processes_shaped(self) -> Device:
+        """preflight's foreign_processes, a field of the GPUs' description, checked so that the report can read it."""
+        try:
+            _FOREIGN_PROCESSES.validate_python((self.model_extra or {}).get("foreign_processes") or [])
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ValueError(".".join(["foreign_processes", *map(str, first["loc"])]) + f": {first['msg']}") from None
+        return self
+
+    def foreign_processes(self) -> list[ForeignProcess]:
+        return _FOREIGN_PROCESSES.validate_python((self.model_extra or {}).get("foreign_processes") or [])
+
+
+_FOREIGN_PROCESSES = TypeAdapter(list[ForeignProcess])

@@ -78,6 +78,7 @@ class Scenario(Record):
     gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
     gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
     gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
+    gate_blocks: int | None = None  # paired runs: blocks of this many rounds, one engine alive (run/measurement.py)
     trace: bool = False  # per-step acceptance and step times (run/tracing.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
     prompt_form: str = "token_ids"  # how a request reaches the engine (workloads/prompts.py prompt_ids)
@@ -177,7 +178,9 @@ class Scenario(Record):
     def _content_hash(self) -> str:
         """Hash of everything that changes what is measured; a baseline only compares under the same hash.
 
-        Rounds, warm-up and tolerances change how much and how strictly, not what, so they are left out.
+        Rounds, warm-up and tolerances change how much and how strictly, not what, so they are left out;
+        so are the gate_* settings (how a paired run spreads its rounds over engines, how strictly it
+        judges them), which change no round.
         Prompt settings at their defaults are left out too, so adding one kept the hashes of the rest.
         """
         prompts: dict[str, Any] = {"selection": self.selection} if self.selection != "hash" else {}

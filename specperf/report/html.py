@@ -16,7 +16,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..analysis.traces import PART_NAMES
-from ..run.telemetry import BAD_THROTTLE_REASONS
+from ..run.ownership import BY_COUNT, BY_PID
+from ..run.telemetry import BAD_THROTTLE_REASONS, SLOWDOWN_VIOLATIONS, foreign_process_text
 from .analyses import AcceptanceTable, config_drift, load_reference
 from .charts import latency_charts, method_colors, speedup_charts
 from .format import (
@@ -87,11 +88,22 @@ def filter_script() -> tuple[Markup, str]:
     return Markup(source), f"'sha256-{digest}'"  # our own file, not untrusted text
 
 
-def _telemetry(telemetry: dict | None) -> dict | None:
-    """The GPU telemetry sampled during a scenario's measurement (run.gpus summary()), None on CPU."""
+OWNERSHIP_WAYS = {
+    BY_PID: "foreign processes told by pid",
+    BY_COUNT: "foreign processes counted: NVML's pids are another PID namespace's (a container's host pids), "
+    "so each GPU's processes were counted against the suite's own",
+}
+
+
+def _telemetry(telemetry: dict | None, preflight_pids: set[int]) -> dict | None:
+    """The GPU telemetry sampled during a scenario's measurement (run.telemetry summary()), None on CPU.
+
+    A result from before foreign_processes has its foreign processes' pids alone."""
     if not telemetry:
         return None
     memory = telemetry.get("memory_used_mib") or {}
+    processes = telemetry.get("foreign_processes") or []
+    foreign = [foreign_process_text(p, p["pid"] in preflight_pids) for p in processes]
     return {
         "rows": [
             {"label": label, **{k: (telemetry.get(key) or {}).get(k) for k in ("min", "median", "max")}}
@@ -102,7 +114,12 @@ def _telemetry(telemetry: dict | None) -> dict | None:
         "memory_peak": memory.get("peak"),
         "samples": telemetry.get("samples"),
         "interval_s": telemetry.get("interval_s"),
-        "foreign_pids": telemetry.get("foreign_pids", []),
+        "foreign": foreign or [str(pid) for pid in telemetry.get("foreign_pids", [])],
+        "ownership": OWNERSHIP_WAYS.get(telemetry.get("ownership") or ""),
+        "violations": [
+            {"name": name, "ms": ms, "bad": name in SLOWDOWN_VIOLATIONS and ms > 0}
+            for name, ms in (telemetry.get("violation_ms") or {}).items()
+        ],
     }
 
 
@@ -146,7 +163,7 @@ def _detail(view: ScenarioView, devices: _Shared, provenances: _Shared) -> dict:
         "spreads": sorted(view.spreads, key=lambda s: severity_rank(s.verdict.status)),
         "medians": result.baseline.metric_medians if result.baseline else {},
         "drift": config_drift(result.effective_config, result.baseline.effective_config) if result.baseline else [],
-        "telemetry": _telemetry(result.gpu_telemetry),
+        "telemetry": _telemetry(result.gpu_telemetry, {p.pid for p in result.device.foreign_processes()}),
         "samples": samples[:OUTPUTS_SHOWN],
         "more_outputs": max(len(samples) - OUTPUTS_SHOWN, 0),
         "scenario_json": pretty_json(result.scenario.to_json()),

@@ -117,6 +117,9 @@ def render_markdown(view: ReportView) -> str:
         lines += ["", "**The run was interrupted or has not finished: results may be missing.**"]
     if header.throttle_warning:
         lines += ["", "**" + md_escape(header.throttle_warning) + "**"]
+    if header.foreign_at_preflight:
+        processes = md_escape("; ".join(header.foreign_at_preflight), limit=1000)
+        lines += ["", f"**Foreign processes were computing on the GPUs before the run started: {processes}.**"]
     for problem in header.problems:
         lines += ["", "Problem: " + md_escape(problem)]
     if view.gate is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..analysis import traces
 from ..records import Device, ScenarioResult
+from ..run.telemetry import foreign_process_text
 from ..status import (
     ERROR,
     FAILING,
@@ -197,6 +198,7 @@ class Header:
     baseline_vllm: list[str]
     devices: list[str]
     drivers: list[str]
+    foreign_at_preflight: list[str]  # processes computing on the GPUs before the run started
     clocks: Clocks
     throttle_warning: str
     hardware_keys: list[str]
@@ -222,6 +224,10 @@ def _driver(device: Device) -> str | None:
     return device.driver and device.driver + (f" (CUDA {cuda})" if cuda else "")
 
 
+def _foreign_at_preflight(devices: list[Device]) -> list[str]:
+    return distinct(foreign_process_text(p.to_json()) for d in devices for p in d.foreign_processes())
+
+
 def build_header(data: RunData, views: list[ScenarioView]) -> Header:
     results, runs = data.results, data.runs
     provenances = [r.provenance for r in results] + [r.provenance for r in runs]
@@ -244,6 +250,7 @@ def build_header(data: RunData, views: list[ScenarioView]) -> Header:
         baseline_vllm=distinct(r.baseline.vllm for r in results if r.baseline),
         devices=distinct(_device_name(d) for d in devices),
         drivers=distinct(_driver(d) for d in devices),
+        foreign_at_preflight=_foreign_at_preflight(devices),
         clocks=clocks,
         throttle_warning=(
             f"GPU throttling that lowers clocks was seen ({', '.join(clocks.bad_reasons)}) in "

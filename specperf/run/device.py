@@ -54,11 +54,16 @@ def describe_cpu() -> dict:
 
 
 def describe_device() -> dict:
-    """The GPUs this process may use (gpus.preflight()), or the CPU when there are none."""
+    """The GPUs this process may use (gpus.preflight()), or the CPU when there are none.
+
+    A GPU's key names its model and memory, not how many GPUs the process may use: a scenario runs
+    on as many as its TP size, which its hash holds, and the GPUs reserved for a run follow its
+    selection (suite/run.own_gpus), so counting them would file one scenario under several keys.
+    A MIG slice's key names the slice ("gpu-nvidia-h100-80gb-hbm3-mig-3g-40gb-40g"), never its GPU's."""
     found = gpus.preflight()
     if found is None:
         return describe_cpu()
-    return {**found, "hardware_key": f"gpu-{slug(found['name'])}-{found['memory_gib']}g-x{found['count']}"}
+    return {**found, "hardware_key": f"gpu-{slug(found['name'])}-{found['memory_gib']}g"}
 
 
 def _host_memory_gib() -> int | None:

@@ -31,6 +31,7 @@ from ..paths import PACKAGE_PARENT
 from . import child, tracing, vllm_methods
 from .device import has_nvidia_gpu
 from .protocol import Close, Failed, Generate, Ready, Reply
+from .runner_facts import chosen_model_runner, worker_facts
 from .usage import peak_memory, process_tree_cpu_s
 from .versions import installed_vllm
 
@@ -125,6 +126,16 @@ def mapped_speculative_config(config: EngineConfig, vllm_version: str) -> dict |
     return spec
 
 
+def with_attention_backend(kwargs: dict, engine_args: set[str]) -> dict:
+    """`kwargs` with the attention backend this process's environment names, passed the way the
+    installed vLLM (its EngineArgs fields, `engine_args`) takes it: as the argument where it has
+    one, the variable then out of the environment (vllm_methods.attention_backend_arg)."""
+    backend = vllm_methods.attention_backend_arg(os.environ, engine_args)
+    if backend:
+        del os.environ[vllm_methods.ATTENTION_BACKEND_ENV]
+    return {**backend, **kwargs}
+
+
 def vllm_provenance() -> dict:
     import torch
     import vllm
@@ -138,7 +149,8 @@ def vllm_provenance() -> dict:
 
 
 def effective_engine_config(llm) -> dict:
-    """Settings whose defaults drift between vLLM versions, read back from the live engine."""
+    """Settings whose defaults drift between vLLM versions, read back from the live engine: its
+    config, and what its workers run (`worker_facts`)."""
     import vllm.envs as envs
 
     config = llm.llm_engine.vllm_config
@@ -147,6 +159,7 @@ def effective_engine_config(llm) -> dict:
     def plain(value):
         return value if isinstance(value, (bool, int, float, str, type(None), list)) else str(value)
 
+    facts = worker_facts(llm)
     return {
         "async_scheduling": plain(getattr(sched, "async_scheduling", None)),
         "max_num_seqs": plain(getattr(sched, "max_num_seqs", None)),
@@ -157,8 +170,12 @@ def effective_engine_config(llm) -> dict:
         "enforce_eager": plain(getattr(model, "enforce_eager", None)),
         "dtype": plain(getattr(model, "dtype", None)),
         "max_model_len": plain(getattr(model, "max_model_len", None)),
-        "model_runner_v2": plain(getattr(envs, "VLLM_USE_V2_MODEL_RUNNER", None)),
+        "model_runner": chosen_model_runner(config, envs),
+        "model_runner_class": facts["runner_class"],
+        "attention_backend": facts["attention_backend"],
         "multiprocessing": plain(getattr(envs, "VLLM_ENABLE_V1_MULTIPROCESSING", None)),
+        # None where this vLLM has no batch-invariant mode (run/output_check.py asks it of check engines)
+        "batch_invariant": plain(getattr(envs, "VLLM_BATCH_INVARIANT", None)),
         "speculative_config": plain(str(config.speculative_config) if config.speculative_config else None),
     }
 
@@ -199,11 +216,9 @@ def _serve(conn, config: EngineConfig) -> None:
         from vllm import LLM, SamplingParams
         from vllm.engine.arg_utils import EngineArgs
 
-        if (
-            timer is not None
-            and spec is not None
-            and tracing.DETAILED_METRICS_ARG in {f.name for f in dataclasses.fields(EngineArgs)}
-        ):
+        engine_args = {f.name for f in dataclasses.fields(EngineArgs)}
+        kwargs = with_attention_backend(kwargs, engine_args)
+        if timer is not None and spec is not None and tracing.DETAILED_METRICS_ARG in engine_args:
             kwargs[tracing.DETAILED_METRICS_ARG] = "detailed"
             public_acceptance = True
 
@@ -253,7 +268,7 @@ def _serve(conn, config: EngineConfig) -> None:
                     finish_reasons=[o.outputs[0].finish_reason for o in outputs],
                     counters_before=before,
                     counters_after=after,
-                    memory=peak_memory(),
+                    memory=peak_memory(llm, config.tensor_parallel_size),
                     trace=trace,
                 )
             )

@@ -6,10 +6,10 @@ import statistics
 from dataclasses import dataclass
 
 from ..judge.metrics import output_hash
-from ..records import BaselineRef, Gate, PairedSamples, ScenarioResult, Side, Validity
+from ..records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
 from .loop import RoundResult
 from .measurement import EngineFacts, Measured
-from .summary import Reference, Summary
+from .summary import Checked, Reference, Summary
 
 CURRENT = "current"  # this environment's vLLM (the interpreter running the suite)
 CANDIDATE = "candidate"  # the other environment's (--candidate PYTHON)
@@ -31,16 +31,19 @@ class SideSummary:
     engine: EngineFacts
 
 
-def paired_reference(rounds: list[RoundResult]) -> Reference:
-    """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair."""
+def paired_reference(rounds: list[RoundResult], check: Checked | None = None) -> Reference:
+    """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair.
+    `check`: how the reference's outputs were checked (run/output_check.py), where not by these rounds."""
+    check = check or Checked()
     throughputs = [r.throughput for r in rounds]
     tpots = [1000 * r.latency["tpot_s_p50"] for r in rounds if r.latency and r.latency.get("tpot_s_p50") is not None]
     return Reference(
         statistics.median(throughputs),
-        [output_hash(ids) for ids in rounds[0].token_ids],
+        check.hashes if check.hashes is not None else [output_hash(ids) for ids in rounds[0].token_ids],
         paired=throughputs,
         tpot_ms=statistics.median(tpots) if len(tpots) == len(rounds) else None,
         paired_tpot_ms=tpots if len(tpots) == len(rounds) else None,
+        checked_by=check.way,
     )
 
 
@@ -54,9 +57,13 @@ def config_diff(current: dict | None, candidate: dict | None) -> dict[str, list]
     }
 
 
-def output_drift(current: list[str] | None, candidate: list[str] | None) -> int:
-    """Requests whose greedy output differs between the builds (hashes, request by request)."""
-    return sum(1 for a, b in zip(current or [], candidate or []) if a != b)
+def output_drift(current: Figures, candidate: Figures) -> int:
+    """Requests whose greedy output differs between the builds (hashes, request by request), where
+    both builds' outputs were checked the same way."""
+    ways = {s.output_check.way if s.output_check else None for s in (current, candidate)}
+    if len(ways) > 1 or OutputCheck.NOT_CHECKED in ways:
+        return 0
+    return sum(1 for a, b in zip(current.output_hashes or [], candidate.output_hashes or []) if a != b)
 
 
 def current_as_baseline(current: SideSummary) -> BaselineRef:
@@ -106,6 +113,6 @@ def gate_record(
         pairing=measured.pairing,
         reference=reference_pairs(reference, "throughput_tok_s"),
         reference_tpot=reference_pairs(reference, "tpot_p50_ms"),
-        output_drift=output_drift(current.summary.output_hashes, candidate.summary.output_hashes),
+        output_drift=output_drift(current.summary, candidate.summary),
         config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
     )

@@ -4,7 +4,7 @@ each pytest-xdist worker gets.
 `preflight` describes the GPUs before a run, through NVML (see nvml.py); `unmet_requirement`
 checks a test's requires_gpu mark against that description; `process_gpus` gives each xdist
 worker its own GPUs.  Without pynvml, a driver or GPUs `preflight()` returns None.  Watching the
-GPUs during a measurement is telemetry.py's job; its names are importable from here too.
+GPUs during a measurement is telemetry.py's job.
 """
 
 from __future__ import annotations
@@ -16,23 +16,25 @@ import re
 from ..profiles.registry import GPU_CLASSES
 from .nvml import (
     MIB,
-    Ownership,
+    Device,
     close_nvml,
     compute_processes,
     constant,
+    cuda_devices,
     open_nvml,
     query,
     readings,
     text,
-    visible_nvml_indices,
     watts,
 )
+from .ownership import Ownership
 
 # ------------------------------------------------------------------ preflight
 
 
 def preflight() -> dict | None:
-    """Description of the GPUs this process may use, or None without pynvml, a driver or GPUs.
+    """Description of the GPUs (or the MIG slice) this process may use, or None without pynvml, a
+    driver or GPUs.  `foreign_processes` are those already computing on them (ownership.py).
 
     The hardware key is device.describe_device()'s to add."""
     nvml = open_nvml()
@@ -47,19 +49,19 @@ def preflight() -> dict | None:
 
 
 def _describe(nvml) -> dict | None:
-    indices = visible_nvml_indices(nvml)
-    if not indices:
+    devices = cuda_devices(nvml)
+    if not devices:
         return None
-    handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
-    gpus = [_gpu_facts(nvml, i, handles[i]) for i in indices]
+    gpus = [_gpu_facts(nvml, device) for device in devices]
     first = gpus[0]
     cuda = query(nvml, "nvmlSystemGetCudaDriverVersion")
     ownership = Ownership()
     foreign = [
-        {"gpu_index": i, "pid": p.pid, "used_memory_mib": None if p.usedGpuMemory is None else p.usedGpuMemory // MIB}
-        for i in indices
-        for p in compute_processes(nvml, handles[i])
-        if ownership.is_foreign(p.pid)
+        process
+        for device in devices
+        for process in ownership.foreign_on(
+            device.index, device.minor(nvml), compute_processes(nvml, device.handle)
+        ).foreign
     ]
     return {
         "kind": "gpu",
@@ -73,27 +75,41 @@ def _describe(nvml) -> dict | None:
     }
 
 
-def _gpu_facts(nvml, index: int, handle) -> dict:
-    enabled = constant(nvml, "NVML_FEATURE_ENABLED", 1)
-    return {
-        "index": index,
-        "uuid": text(nvml.nvmlDeviceGetUUID(handle)),
-        "name": text(nvml.nvmlDeviceGetName(handle)),
-        "memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // MIB,
-        "ecc_mode": _enabled(query(nvml, "nvmlDeviceGetEccMode", handle), enabled),
+def _gpu_facts(nvml, device: Device) -> dict:
+    """One device's facts: its name, UUID and memory are the slice's for a MIG slice (with a "mig"
+    entry naming its GPU); the rest is always the GPU's."""
+    gpu, enabled = device.gpu, constant(nvml, "NVML_FEATURE_ENABLED", 1)
+    facts = {
+        "index": device.index,
+        "uuid": text(nvml.nvmlDeviceGetUUID(device.handle)),
+        "name": text(nvml.nvmlDeviceGetName(device.handle)),
+        "memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(device.handle).total // MIB,
+        "ecc_mode": _enabled(query(nvml, "nvmlDeviceGetEccMode", gpu), enabled),
         "ecc_uncorrected_errors": query(
             nvml,
             "nvmlDeviceGetTotalEccErrors",
-            handle,
+            gpu,
             constant(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
             constant(nvml, "NVML_VOLATILE_ECC", 0),
         ),
-        "persistence_mode": _enabled(query(nvml, "nvmlDeviceGetPersistenceMode", handle), enabled),
-        "mig_mode": _enabled(query(nvml, "nvmlDeviceGetMigMode", handle), constant(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
-        "max_sm_clock_mhz": query(nvml, "nvmlDeviceGetMaxClockInfo", handle, constant(nvml, "NVML_CLOCK_SM", 1)),
-        "power_limit_w": watts(query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)),
-        **readings(nvml, handle),
+        "persistence_mode": _enabled(query(nvml, "nvmlDeviceGetPersistenceMode", gpu), enabled),
+        "mig_mode": _enabled(query(nvml, "nvmlDeviceGetMigMode", gpu), constant(nvml, "NVML_DEVICE_MIG_ENABLE", 1)),
+        "max_sm_clock_mhz": query(nvml, "nvmlDeviceGetMaxClockInfo", gpu, constant(nvml, "NVML_CLOCK_SM", 1)),
+        "power_limit_w": watts(query(nvml, "nvmlDeviceGetEnforcedPowerLimit", gpu)),
+        **readings(nvml, gpu),
     }
+    if device.mig_index is not None:
+        if "MIG" not in facts["name"]:  # the hardware key must tell a slice from its whole GPU
+            facts["name"] += " MIG"
+        facts["mig"] = {
+            "index": device.mig_index,
+            "gpu_instance_id": query(nvml, "nvmlDeviceGetGpuInstanceId", device.handle),
+            "compute_instance_id": query(nvml, "nvmlDeviceGetComputeInstanceId", device.handle),
+            "gpu_uuid": text(nvml.nvmlDeviceGetUUID(gpu)),
+            "gpu_name": text(nvml.nvmlDeviceGetName(gpu)),
+            "gpu_memory_total_mib": nvml.nvmlDeviceGetMemoryInfo(gpu).total // MIB,
+        }
+    return facts
 
 
 def _enabled(state, on: int) -> bool | None:

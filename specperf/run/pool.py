@@ -4,7 +4,8 @@ wanted, never restarted after a failure.
 Scenarios arrive grouped by engine key, so each engine starts once; usually one is alive at a time,
 a few when a run pairs them (a gate's two builds, an SD engine and its no-SD reference).  A slot
 whose engine failed (start failure, crash, timeout) fails its later scenarios at once with the
-same one-line cause.
+same one-line cause.  The hub checkpoints an engine loads are fetched into the Hugging Face cache
+before it starts (run/hub_fetch.py), so a download spends none of the start's limit.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checkpoints
+from ..messages import one_line
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
 from . import vllm_methods
 from .device import has_nvidia_gpu
 from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
+from .hub_fetch import HubCheckpoint, fetch_checkpoint, hub_checkpoints
 from .served import ServedEngine
 
 DEFAULT_START_TIMEOUT_S = 1800.0
@@ -41,6 +44,8 @@ class EngineKeyFailed(EngineError):
 class PoolStats:
     starts: int = 0
     start_s: float = 0.0
+    fetches: int = 0  # hub checkpoints brought into the cache before their engine started
+    fetch_s: float = 0.0  # the time that took, no part of start_s
 
 
 def engine_config(scenario: Scenario) -> EngineConfig:
@@ -80,8 +85,14 @@ class EnginePool:
         logs_dir: Path | None = None,
         serve: Callable[..., ServedEngine] = ServedEngine,
         serve_url: str | None = None,
+        fetch: Callable[[HubCheckpoint], None] | None = None,
     ):
         self._start = start
+        # A hub checkpoint into the cache before its engine starts (run/hub_fetch.py).  By default only
+        # with the suite's own `configure`, whose refs are real checkpoints: a pool given a stand-in
+        # `configure` fetches through the `fetch` it is given, or not at all.
+        self._fetch = fetch or (fetch_checkpoint if configure is engine_config else None)
+        self._fetched: set[HubCheckpoint] = set()
         self._serve = serve
         self.serve_url = serve_url  # a running server that serve scenarios are measured on (run/remote.py)
         self.logs_dir = logs_dir  # where servers keep their logs (the run directory's servers/)
@@ -122,6 +133,8 @@ class EnginePool:
                 configs.append((live, self._configure(scenario)))  # may build a checkpoint: not engine time
             except checkpoints.CheckpointError as err:
                 raise self.fail(slot, str(err), ERROR_INPUT) from None
+        for (slot, _), config in configs:  # downloads are not engine time: the start limit is the start's
+            self._fetch_hub_checkpoints(slot, config)
         t0 = time.monotonic()
         if self.parallel_starts > 1 and len(configs) > 1:
             with ThreadPoolExecutor(self.parallel_starts, thread_name_prefix="engine-start") as starts:
@@ -135,6 +148,27 @@ class EnginePool:
         spent = time.monotonic() - t0 if missing else 0.0
         self.stats.start_s += spent
         return {label: self._live[live] for label, live in lives.items()}, spent
+
+    def _fetch_hub_checkpoints(self, slot: Slot, config: EngineConfig) -> None:
+        """The hub checkpoints the engine loads, into the Hugging Face cache (each once per pool); a
+        failed download fails the slot's engine key, naming the repository."""
+        if self._fetch is None or (config.serve and self.serve_url):  # a running server: nothing starts here
+            return
+        for checkpoint in hub_checkpoints(config):
+            if checkpoint in self._fetched:
+                continue
+            self.log(f"fetching {checkpoint.repo_id} into the Hugging Face cache (not engine start time)")
+            t0 = time.monotonic()
+            try:
+                self._fetch(checkpoint)
+            except Exception as err:  # noqa: BLE001 - HTTP, a gated repository, a full disk: this key's failure
+                message = f"{checkpoint.repo_id}: download into the Hugging Face cache failed: {one_line(err, 300)}"
+                raise self.fail(slot, message, ERROR_ENGINE) from None
+            spent = time.monotonic() - t0
+            self.stats.fetches += 1
+            self.stats.fetch_s += spent
+            self._fetched.add(checkpoint)
+            self.log(f"fetched {checkpoint.repo_id} in {spent:.1f} s")
 
     def _start_slot(self, live: Live, config: EngineConfig) -> None:
         slot = live[0]

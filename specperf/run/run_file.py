@@ -37,7 +37,8 @@ def summary_lines(run: RunFile, results: list[ScenarioResult] = ()) -> list[str]
         f"specperf run {run.run_id}: {s.scenarios} scenarios ({s.resumed} resumed), "
         f"{s.errors} errors, {s.engine_starts} engine starts for {len(run.engine_keys)} engine keys",
         f"time: engine start {s.engine_start_s:.1f} s, warm-up {s.warmup_s:.1f} s, "
-        f"measurement {s.measure_s:.1f} s, total {s.wall_s:.1f} s",
+        f"measurement {s.measure_s:.1f} s, total {s.wall_s:.1f} s"
+        + (f" (checkpoint downloads {s.checkpoint_fetch_s:.1f} s)" if s.checkpoint_fetch_s else ""),
     ]
     judged = [r for r in results if r.verdict is not None]
     if judged:

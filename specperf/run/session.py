@@ -21,7 +21,7 @@ from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import model_memory, workloads
 from ..profiles.scenarios import REFERENCE_METHOD, Scenario
-from ..records import Device, Figures, RunFile, RunStats, ScenarioResult, Timings, Verdict
+from ..records import Device, Figures, OutputCheck, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (
     ERROR,
     ERROR_ENGINE,
@@ -35,6 +35,7 @@ from ..status import (
 from ..storage import new_run_id, now_iso, suite_provenance, write_record, write_result
 from . import environments
 from .calls import CallPreparer, Calls
+from .colocation import blocks_for
 from .device import describe_device
 from .engine import EngineError, EngineTimeout
 from .gate import (
@@ -48,6 +49,7 @@ from .gate import (
 )
 from .loop import run_rounds
 from .measurement import measure_rounds
+from .output_check import AUTO, OutputChecks, chosen_way
 from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .resume import finished_results
 from .summary import Reference, summarise, validity
@@ -93,6 +95,8 @@ class RunSession:
     rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
     two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
     planned: int = 0  # scenarios expected in this run, for progress lines
+    selection: tuple[Scenario, ...] = ()  # the run's scenarios, for the output checks per engine key
+    output_check: str = AUTO  # how greedy outputs are checked (run/output_check.py)
     # Seconds the run has left (plan/progress.py), from the finished results, those of them measured
     # in this run, and the seconds since it started.
     time_left: Callable[[list[ScenarioResult], list[ScenarioResult], float], float | None] | None = None
@@ -120,6 +124,9 @@ class RunSession:
             logs_dir=self.run_dir / "servers",
             serve_url=self.serve_url,
         )
+        gpu = self.device.get("kind") == "gpu"
+        way = chosen_way(self.output_check, self.device)
+        self.checks = OutputChecks(way, self.pool, self.prepare, self.selection, gpu, self.log)
         self.history = None  # the run history, opened by the rolling judge on first use
         self._judge_made: Judge | None = None
         if self.candidate_python and self.environments is None:
@@ -237,7 +244,8 @@ class RunSession:
         """A result of the resumed run: not measured again, but judged and reported with this run."""
         self.log(f"[resumed] {scenario.id}: kept from {self.run_dir}")
         if scenario.method.is_reference:
-            self._references[(CURRENT, scenario.id)] = Reference.of(result.metrics, result.output_hashes)
+            checked_by = result.output_check.way if result.output_check else OutputCheck.TIMING
+            self._references[(CURRENT, scenario.id)] = Reference.of(result.metrics, result.output_hashes, checked_by)
             self._remember_gate_reference(scenario, result)
         self.stats.scenarios += 1
         self.stats.resumed += 1
@@ -259,6 +267,7 @@ class RunSession:
     ) -> None:
         calls = self.prepare(scenario)
         result.workload = calls.facts
+        checks = {role: self.checks.of(s, python, calls) for role, (s, python) in wanted.items()}
         deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
         measured = measure_rounds(
             self.pool,
@@ -268,7 +277,7 @@ class RunSession:
             scenario.warmup,
             self.rounds or scenario.rounds,
             deadline=deadline,
-            blocks=self.gate_blocks,
+            blocks=blocks_for(scenario, self.gate_blocks),
             instances=scenario.gate_instances,
             sets=scenario.gate_engine_sets,
             gpus=self.engine_gpus(scenario),
@@ -281,10 +290,11 @@ class RunSession:
         self.stats.warmup_s += measured.warmup_s
         self.stats.measure_s += measured.measure_s
         preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
-        problems = [p for summary in measured.telemetry for p in telemetry_problems(summary, preflight_pids)]
+        running_server = self.serve_url is not None  # preflight saw the measured server's processes
+        problems = [p for t in measured.telemetry for p in telemetry_problems(t, preflight_pids, running_server)]
         sides = {}
         for side in [side for side in (CURRENT, CANDIDATE) if Role(side) in wanted]:
-            sides[side] = self._side(scenario, side, measured, calls, problems)
+            sides[side] = self._side(scenario, side, measured, calls, problems, checks)
         judged = CANDIDATE if CANDIDATE in sides else CURRENT  # a gate's result is the candidate's
         main, facts = sides[judged], measured.engines[Role(judged)]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
@@ -305,18 +315,19 @@ class RunSession:
         if benchmark is not None:
             benchmark.extra_info.update({k: v.value for k, v in result.metrics.items()})
 
-    def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str]) -> SideSummary:
-        """One build's figures: against its paired reference rounds, or its reference measured earlier."""
-        rounds = measured.rounds[Role(side)]
+    def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str], checks) -> SideSummary:
+        """One build's figures: against its paired reference rounds, or its reference measured earlier;
+        `checks`: how each engine's outputs were checked (run/output_check.py), by role."""
+        rounds, check = measured.rounds[Role(side)], checks[Role(side)]
         reference = self._references.get((side, scenario.reference_id))
-        if Role(side, reference=True) in measured.rounds:
-            reference = paired_reference(measured.rounds[Role(side, reference=True)])
+        if (paired := Role(side, reference=True)) in measured.rounds:
+            reference = paired_reference(measured.rounds[paired], checks.get(paired))
         prompts = [ids for call in calls.calls for ids in call]
-        summary = summarise(scenario, rounds, calls.requests, reference, prompts)
+        summary = summarise(scenario, rounds, calls.requests, reference, prompts, check)
         if scenario.method.is_reference:
-            self._references[(side, scenario.id)] = Reference.of(summary.metrics, summary.output_hashes)
+            self._references[(side, scenario.id)] = Reference.of(summary.metrics, summary.output_hashes, check.way)
         # A running server has no no-SD twin to divide by: its SD scenarios are judged without speedup.
-        judged = validity(scenario, rounds, summary, problems, needs_reference=self.pool.serve_url is None)
+        judged = validity(scenario, rounds, summary, problems, self.pool.serve_url is None, check)
         return SideSummary(summary, judged, measured.engines[Role(side)])
 
     def _remember_gate_reference(self, scenario: Scenario, result: ScenarioResult) -> None:
@@ -379,6 +390,7 @@ class RunSession:
             update={
                 "engine_starts": self.pool.stats.starts,
                 "engine_start_s": self.pool.stats.start_s,
+                "checkpoint_fetch_s": self.pool.stats.fetch_s,
                 "wall_s": time.monotonic() - self.started,
             }
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ from ..records import (
     Figures,
     Lossless,
     Metric,
+    OutputCheck,
     Round,
     ShownOutput,
     StudyThroughput,
@@ -31,22 +32,41 @@ SHOWN_CHARS = 4000
 MIN_ROUND_S = 0.05  # shorter rounds measure the timer and the scheduler, not the engine
 
 
+@dataclass(frozen=True)
+class Checked:
+    """How a side's greedy outputs were checked (run/output_check.py): the record, and the outputs'
+    hashes in round order where rounds of the check's own made them (None: the timing rounds')."""
+
+    record: OutputCheck = field(default_factory=lambda: OutputCheck(way=OutputCheck.TIMING))
+    hashes: list[str] | None = None
+
+    @property
+    def way(self) -> str:
+        return self.record.way
+
+
 @dataclass
 class Reference:
-    """What an SD scenario needs of its no-SD reference: throughput and output hashes, and a
-    serve reference's TPOT p50 (ms)."""
+    """What an SD scenario needs of its no-SD reference: throughput and output hashes (and how those
+    outputs were checked), and a serve reference's TPOT p50 (ms)."""
 
     throughput: float | None
     output_hashes: list[str]
     paired: list[float] | None = None  # the reference's throughput in each paired round
     tpot_ms: float | None = None
     paired_tpot_ms: list[float] | None = None  # its TPOT p50 in each paired round
+    checked_by: str = OutputCheck.TIMING  # lossless compares only outputs checked the same way
 
     @classmethod
-    def of(cls, metrics: dict[str, Metric], output_hashes: list[str]) -> Reference:
+    def of(cls, metrics: dict[str, Metric], output_hashes: list[str], checked_by: str = OutputCheck.TIMING):
         """A no-SD result's figures as its SD scenarios need them."""
         throughput, tpot = metrics.get("throughput_tok_s"), metrics.get("tpot_p50_ms")
-        return cls(throughput.value if throughput else None, output_hashes, tpot_ms=tpot.value if tpot else None)
+        return cls(
+            throughput.value if throughput else None,
+            output_hashes,
+            tpot_ms=tpot.value if tpot else None,
+            checked_by=checked_by,
+        )
 
 
 class Summary(Figures):
@@ -99,14 +119,16 @@ def summarise(
     requests: list[Request],
     reference: Reference | None,
     prompts: list[list[int]] | None = None,
+    check: Checked | None = None,
 ) -> Summary:
     """Throughput, and for SD scenarios acceptance; speedup and lossless when the reference is known.
     `prompts` (token ids, in the order of `requests`) let a traced SD scenario's trace say what n-gram
-    would have accepted at every output position."""
+    would have accepted at every output position; `check` says whose outputs lossless compares."""
+    check = check or Checked()
     throughputs = [r.throughput for r in rounds]
     first = rounds[0]
     counters = metrics.sum_counters([r.counters for r in rounds])
-    output_hashes = [metrics.output_hash(ids) for ids in first.token_ids]
+    output_hashes = check.hashes if check.hashes is not None else [metrics.output_hash(ids) for ids in first.token_ids]
     values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}
     latencies = served_latencies(rounds)
     values |= latencies
@@ -121,13 +143,14 @@ def summarise(
             values["speedup"] = Metric(value=_median(speedups), samples=speedups)
             if tpot_speedups := _tpot_speedups(latencies, reference):
                 values["tpot_speedup"] = Metric(value=_median(tpot_speedups), samples=tpot_speedups)
-            fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
-            values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
-            lossless = Lossless(
-                identical=round(fraction * len(first.token_ids)),
-                total=len(first.token_ids),
-                reference_id=scenario.reference_id,
-            )
+            if check.way != OutputCheck.NOT_CHECKED and check.way == reference.checked_by:
+                fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
+                values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
+                lossless = Lossless(
+                    identical=round(fraction * len(output_hashes)),
+                    total=len(output_hashes),
+                    reference_id=scenario.reference_id,
+                )
     return Summary(
         rounds=[
             Round(
@@ -152,6 +175,7 @@ def summarise(
         overlap_bleu4=[workloads.overlap_bleu4(r.text, text) for r, text in zip(requests, first.texts)],
         metrics=values,
         lossless=lossless,
+        output_check=check.record,
         trace=build_trace(
             [r.trace for r in rounds],
             requests,
@@ -208,9 +232,13 @@ def validity(
     summary: Summary,
     other_problems: list[str] = (),
     needs_reference: bool = True,
+    check: Checked | None = None,
 ) -> Validity:
     """The rules a measurement must meet to be judged; each broken one is a reason.  `needs_reference`
-    False: an SD scenario without its no-SD result is judged without speedup (a running server's)."""
+    False: an SD scenario without its no-SD result is judged without speedup (a running server's).
+    Greedy outputs must repeat: between the timing rounds, or where `check` made rounds of its own,
+    alone and in a batch there."""
+    check = check or Checked()
     reasons = []
     if len(rounds) < MIN_ROUNDS:
         reasons.append(f"{len(rounds)} rounds are too few for the significance test (it needs {MIN_ROUNDS})")
@@ -221,8 +249,10 @@ def validity(
         reasons.append("a round produced no output tokens")
     if needs_reference and not scenario.method.is_reference and "speedup" not in summary.metrics:
         reasons.append(f"no reference result {scenario.reference_id} in this run")
-    if any(r.token_ids != rounds[0].token_ids for r in rounds):
+    if check.way == OutputCheck.TIMING and any(r.token_ids != rounds[0].token_ids for r in rounds):
         reasons.append("greedy outputs differ between rounds")
+    if check.record.stable is False:
+        reasons.append(f"greedy outputs depend on the batch ({check.record.note})")
     if failed := sum(r.errors for r in rounds):
         reasons.append(f"{failed} request(s) failed over the rounds (each round's result keeps its count)")
     if bound := sum(r.client_bound for r in rounds):

@@ -5,6 +5,7 @@ In the engine process (before vLLM is imported), `load_step_timer` puts the step
 starts; engines of untraced scenarios never see it.  Per-step acceptance comes from vLLM's public
 per-request metrics (`per_request_spec_decode_metrics="detailed"`, in vLLM 0.29 and later); for an
 older vLLM from the plugin's scheduler hook, which elsewhere cross-checks the public metrics.
+`call_trace` notes, a line each, what the plugin could not time in the installed vLLM.
 `build_trace` turns the rounds' raw traces into the result's Trace record (pure), with what n-gram
 would have accepted at every output position (`ngram_acceptance`), for the headroom analyses.
 """
@@ -29,6 +30,7 @@ PARTS = ("total", "draft", "forward", "sample")  # the step timer's first fields
 BATCH = ("tokens", "kv_tokens", "requests")  # then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000  # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000  # output positions given n-gram's acceptance per result
+NEVER_DRAFTED = {"drafted": [], "accepted": []}  # a request no step drafted for: the hook never saw it
 
 
 # ---------------------------------------------------------------- in the engine process
@@ -50,7 +52,8 @@ def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
     The counts come from vLLM's per-request metrics where `public_acceptance`, else from the
     step timer's scheduler hook; where both exist they must agree, and a note says if not."""
     hooked = timer.drain_acceptance()
-    notes = [f"the installed vLLM lacks {hook}: its part is not timed" for hook in timer.MISSING]
+    steps = timer.drain()
+    notes = coverage_notes(timer, timed_steps=bool(steps))
     requests, disagree = [], 0
     for output in outputs:
         counted = _hooked_counts(hooked, output.request_id)
@@ -60,14 +63,28 @@ def call_trace(timer, outputs: list, public_acceptance: bool) -> dict:
             if metrics is None
             else {"drafted": list(metrics.per_step_drafted), "accepted": list(metrics.per_step_accepted)}
         )
-        disagree += public is not None and counted != public
+        disagree += public is not None and (counted or NEVER_DRAFTED) != public
         requests.append(public if public_acceptance else counted)
     if disagree:
         notes.append(
             f"the scheduler hook's per-step counts differ from vLLM's per-request metrics "
             f"for {disagree} of {len(outputs)} requests"
         )
-    return {"steps": timer.drain(), "requests": requests, "notes": notes}
+    return {"steps": steps, "requests": requests, "notes": notes}
+
+
+def coverage_notes(timer, timed_steps: bool) -> list[str]:
+    """What the step timer could not time, a line each: the hooks the installed vLLM lacks (of the
+    engine core, the scheduler and the runner that ran), or, where steps were timed but no runner
+    the timer patches ran in this process, that one line alone; and the caveat of the runner timed."""
+    ran = [runner for runner in timer.RUNNERS if runner.name in timer.TIMED]
+    lacking = [hook for owner in ("EngineCore", "Scheduler") for hook in timer.MISSING.get(owner, [])]
+    lacking += [f"{runner.name}'s {hook}" for runner in ran for hook in timer.MISSING.get(runner.name, [])]
+    notes = [f"the installed vLLM lacks {hook}: its part is not timed" for hook in lacking]
+    if timed_steps and not ran:
+        notes.append(timer.NOT_TIMED)
+    notes += [f"step parts of {runner.name}: {runner.caveat}" for runner in ran if runner.caveat]
+    return notes
 
 
 def draft_path(speculative_config: dict | None) -> str | None:
@@ -143,8 +160,6 @@ def build_trace(
     seconds["rest"] = seconds["total"] - seconds["draft"] - seconds["forward"] - seconds["sample"]
     counts = [r for t in traced for r in t["requests"] if r is not None]
     notes = list(last["notes"])
-    if steps and seconds["forward"] == 0:
-        notes.append("step parts not timed: the model runner ran outside the engine core's process")
     if len(last["steps"]) > MAX_STEPS:
         notes.append(f"per-step times: the first {MAX_STEPS} of {len(last['steps'])} steps kept")
     ngram_acc = ngram_acc or [[] for _ in requests]

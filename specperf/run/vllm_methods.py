@@ -10,7 +10,7 @@ is passed through unchanged, and only vLLM's own declaration can reject it.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
@@ -39,7 +39,9 @@ class Span:
 
 
 TREE_SOURCE = "SpeculativeConfig.speculative_token_tree, v0.10.0 to v0.20.2"
-TREE_BACKEND = ("VLLM_ATTENTION_BACKEND", "TREE_ATTN")
+ATTENTION_BACKEND_ENV = "VLLM_ATTENTION_BACKEND"  # how a scenario's env names the backend
+ATTENTION_BACKEND_ARG = "attention_backend"  # how vLLM 0.13 and later take it (attention_backend_arg)
+TREE_BACKEND = (ATTENTION_BACKEND_ENV, "TREE_ATTN")
 
 # Names: `SpeculativeMethod` in vllm/config.py (v0.10.0), vllm/config/__init__.py (v0.10.1.1,
 # v0.10.2) and vllm/config/speculative.py (v0.11.0 to v0.33.0).
@@ -229,6 +231,18 @@ def method_env(method: str) -> dict[str, str]:
     """The engine environment a method needs to be what it says (a tree: the tree attention
     backend); a scenario's own `env` wins over it."""
     return {key: value for span in _spans(method) for key, value in span.env}
+
+
+def attention_backend_arg(env: Mapping[str, str], engine_args: Collection[str]) -> dict[str, str]:
+    """The attention backend an engine's environment names (ATTENTION_BACKEND_ENV), as the engine
+    argument `attention_backend` where the installed vLLM's EngineArgs has it; empty where it has
+    not (vLLM 0.10 to 0.12 read the variable) or no backend is named.  The engine then takes the
+    variable out of its environment: vLLM 0.13 and 0.14 read both and refuse them together
+    ("mutually exclusive"), and from 0.15 the variable is not read at all, so a tree would draft a
+    chain without a word (vllm/envs.py, vllm/engine/arg_utils.py, vllm/config/attention.py, v0.12.0
+    to v0.20.2)."""
+    backend = env.get(ATTENTION_BACKEND_ENV)
+    return {ATTENTION_BACKEND_ARG: backend} if backend and ATTENTION_BACKEND_ARG in engine_args else {}
 
 
 def proposer_options(spec: dict | None) -> dict | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ..options import options
+from ..run.device import has_nvidia_gpu
 from .profile import chosen_profile
 from .run import run_history_url
 
@@ -58,6 +59,13 @@ def check_options(config) -> None:
         raise pytest.UsageError(
             "--two-strike goes with --rolling-baseline N (it looks at the run before in the history)"
         )
+    if has_nvidia_gpu():
+        from ..run.device import describe_device
+
+        try:
+            describe_device()  # CUDA_VISIBLE_DEVICES must name devices NVML lists
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
     blocks = opts.gate_blocks
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
@@ -75,6 +83,21 @@ def check_options(config) -> None:
                 "against the current build, and records no baseline"
             )
         gate_environments(config)
+
+
+def check_colocation(config, scenarios) -> None:
+    """The engines each selected scenario keeps alive together fit in GPU memory (run/colocation.py):
+    else a usage error naming the profile file and the fix, before any engine starts.  Only where the
+    engines run on a GPU: CPU engines size their KV cache by kv_cache_memory_bytes, and a running
+    server (--serve-url) starts nothing."""
+    from ..run.colocation import colocation_problem
+
+    opts = options(config)
+    if opts.serve_url or not has_nvidia_gpu():
+        return
+    problem = colocation_problem(scenarios, chosen_profile(config).path, opts.candidate is not None, opts.gate_blocks)
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def gate_environments(config) -> dict | None:

@@ -11,8 +11,8 @@ import pytest
 from .. import paths
 from ..options import options
 from ..run.device import has_nvidia_gpu
-from .profile import chosen_profile
-from .selection import SCENARIO_PROPERTY
+from ..status import INVALID
+from .selection import SCENARIO_PROPERTY, VERDICT_PROPERTY
 
 
 def is_suite_run(config) -> bool:
@@ -33,22 +33,51 @@ def worker_input(config) -> dict | None:
     return getattr(config, "workerinput", None)
 
 
-def own_gpus(config) -> None:
+def own_gpus(config, scenarios) -> None:
     """Give this process (an xdist worker, or the only one) its own GPUs before vLLM starts: as many
-    as the largest TP size of the profile.  The hardware key counts these, so a baseline recorded
-    with or without xdist files under the same key."""
-    from ..run.gpus import process_gpus, visible_gpu_ids
+    as the largest TP size among the scenarios the run selected (after -k, -m and --shard; every
+    worker collects the same selection, so their blocks of GPUs do not overlap).  The hardware key
+    names the GPU, not how many were reserved (run/device.py), so every selection files a scenario
+    under the same key.  A worker
+    leaves a selection that does not fit to the controller (check_worker_gpus), whose usage error
+    ends the run before any test is scheduled: one raised on a worker would crash it."""
+    from ..run.gpus import visible_gpu_ids
 
     if not has_nvidia_gpu() or not (visible := visible_gpu_ids()):
         return
-    tp = max(s.model.tp for s in chosen_profile(config).scenarios)
-    worker = worker_input(config) or {}
+    worker = worker_input(config)
     try:
-        os.environ["CUDA_VISIBLE_DEVICES"] = process_gpus(
-            visible, tp, worker.get("workerid"), worker.get("workercount", 1)
-        )
+        gpus = _process_gpus(visible, scenarios, worker)
     except ValueError as err:
+        if worker is not None:
+            return
         raise pytest.UsageError(str(err)) from None
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus
+
+
+def check_worker_gpus(config, scenarios, worker: dict) -> None:
+    """In the xdist controller, once a worker has collected: its GPUs for the selection exist, else a
+    usage error (the worker took none: own_gpus)."""
+    from ..run.gpus import visible_gpu_ids
+
+    if has_nvidia_gpu() and (visible := visible_gpu_ids()):
+        try:
+            _process_gpus(visible, scenarios, worker)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+
+
+def _process_gpus(visible: list[str], scenarios, worker: dict | None) -> str | None:
+    """CUDA_VISIBLE_DEVICES for this worker (or the only process) and the selected scenarios; None
+    when none is selected."""
+    from ..run.gpus import process_gpus
+
+    tp = max((s.model.tp for s in scenarios), default=None)
+    if tp is None:
+        return None
+    worker = worker or {}
+    return process_gpus(visible, tp, worker.get("workerid"), worker.get("workercount", 1))
 
 
 def terminate_as_interrupt() -> None:
@@ -66,28 +95,39 @@ def terminate_as_interrupt() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+SKIPPED = "skipped"
+
+
 class ScenarioOutcomes:
-    """Counts each scenario as measured or skipped, from the test reports (in the xdist controller too)."""
+    """Each scenario's outcome, from the test reports (in the xdist controller too): skipped, or
+    measured with its verdict."""
 
     def __init__(self):
         self.outcomes: dict[str, str] = {}
 
     def pytest_runtest_logreport(self, report):
-        if not any(name == SCENARIO_PROPERTY for name, _ in report.user_properties):
+        properties = dict(report.user_properties)
+        if SCENARIO_PROPERTY not in properties:
             return
         if report.skipped:
-            self.outcomes[report.nodeid] = "skipped"
+            self.outcomes[report.nodeid] = SKIPPED
         elif report.when == "call":
-            self.outcomes.setdefault(report.nodeid, "measured")
+            self.outcomes.setdefault(report.nodeid, properties.get(VERDICT_PROPERTY, "measured"))
 
-    def nothing_measured(self) -> bool:
-        """Every scenario was skipped: the run measured nothing, so it must not pass."""
-        return bool(self.outcomes) and "measured" not in self.outcomes.values()
+    def why_nothing_counts(self) -> str | None:
+        """Why a run that failed no case must still fail: it measured nothing, or judged nothing
+        (every measurement invalid: a shared or throttled GPU, say); None when something counts."""
+        measured = [outcome for outcome in self.outcomes.values() if outcome != SKIPPED]
+        if self.outcomes and not measured:
+            return "every scenario was skipped: this run measured nothing, so it fails"
+        if measured and all(outcome == INVALID for outcome in measured):
+            return f"no scenario was judged: all {len(measured)} measurements were invalid, so this run fails"
+        return None
 
 
-def nothing_measured(session, outcomes: ScenarioOutcomes) -> bool:
-    """In the process that closes the run (not an xdist worker): were all scenarios skipped?"""
-    return worker_input(session.config) is None and outcomes.nothing_measured()
+def why_nothing_counts(session, outcomes: ScenarioOutcomes) -> str | None:
+    """In the process that closes the run (not an xdist worker): ScenarioOutcomes.why_nothing_counts."""
+    return None if worker_input(session.config) is not None else outcomes.why_nothing_counts()
 
 
 def run_history_url(config) -> str | None:

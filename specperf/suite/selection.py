@@ -3,6 +3,8 @@ this shard's share) and in what order."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ..options import options
@@ -12,6 +14,8 @@ from ..profiles.scenarios import Profile, Scenario
 PLANNED_KEY = pytest.StashKey[tuple[Scenario, ...]]()
 
 SCENARIO_PROPERTY = "specperf_scenario"
+NODE_PARAM = re.compile(r"\[(.+)\](@[^\]]*)?$")  # a test's parameter id; loadgroup appends "@" and the group
+VERDICT_PROPERTY = "verdict"  # a measured scenario's verdict status, as its test case records it
 
 
 def model_marker(model_name: str) -> str:
@@ -41,6 +45,14 @@ def marks(scenario: Scenario, profile: Profile) -> list:
 def scenario_of(item) -> Scenario | None:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("specperf_scenario") if callspec else None
+
+
+def scenarios_of_ids(profile: Profile, node_ids) -> list[Scenario]:
+    """The profile's scenarios among pytest node ids (`...::test_scenario[<scenario id>]`, with
+    `@<group>` after it under --dist loadgroup): what an xdist worker collected, as the controller hears it."""
+    by_id = {s.id: s for s in profile.scenarios}
+    params = (match.group(1) for node_id in node_ids if (match := NODE_PARAM.search(node_id)))
+    return [by_id[param] for param in params if param in by_id]
 
 
 def order_scenarios(config, everything: list, selected: list) -> list:

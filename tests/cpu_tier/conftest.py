@@ -16,7 +16,9 @@ LONGEST_FIRST = (
     "test_server.py",
     "test_faults.py",
     "test_interrupt.py",
+    "test_output_check_rounds.py",
     "test_engine.py",
+    "test_live_engine_facts.py",
 )
 
 

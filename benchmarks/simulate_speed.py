@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from specperf.analysis import simulate
+from specperf.analysis import simulate, study_traces
 
 DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn")
 
@@ -19,7 +19,7 @@ DATASETS = ("gsm8k", "instructcoder", "sharegpt", "cnn")
 def main() -> int:
     folder = Path(sys.argv[1])
     started = time.perf_counter()
-    traces = {d: simulate.read_study_traces(folder / f"combined_{d}.jsonl") for d in DATASETS}
+    traces = {d: study_traces.read_study_traces(folder / f"combined_{d}.jsonl") for d in DATASETS}
     read_s = time.perf_counter() - started
     runs, steps, started = 0, 0, time.perf_counter()
     for dataset, requests in traces.items():

@@ -20,7 +20,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from specperf.analysis.simulate import LLAMA_8B_H100, read_study_traces, simulate_speedups, study_sample
+from specperf.analysis.simulate import LLAMA_8B_H100, simulate_speedups
+from specperf.analysis.study_traces import read_study_traces, study_sample
 
 # what simulate_like_experiment prints beside the throughput ratio it returns
 PRINTED = {

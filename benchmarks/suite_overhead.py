@@ -7,8 +7,8 @@ scenario's calls once per round):
 
 - suite: the suite's `Engine`, its child process exactly as a run starts it; its round throughput is
   the one a run reports (output tokens over the engine-timed wall time of the round's calls).
-- bare: a plain process that builds `vllm.LLM` with the same kwargs (`EngineConfig.llm_kwargs()`, the
-  same speculative_config mapping, the same environment) and times `llm.generate` on the same
+- bare: a plain process that builds `vllm.LLM` with the same kwargs and environment (the engine
+  process's own `engine_arguments`, run/vllm_arguments.py's mapping) and times `llm.generate` on the same
   token-id prompts with the same SamplingParams, and nothing else: no counters, no memory, no texts.
 
 Per scenario it prints the median of the per-pair throughput ratios suite/bare, the Hodges-Lehmann
@@ -55,22 +55,15 @@ NO_COUNTERS = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos"
 def serve_bare(fd: int, config_json: str, read_counters: bool) -> None:
     """Build `LLM` as the suite's engine does, then answer (prompts, max_tokens) with the time of
     `llm.generate` and the output token ids; None ends it."""
-    from specperf.run import vllm_methods
-    from specperf.run.engine import EngineConfig, mapped_speculative_config, read_spec_counters
+    from specperf.run.engine import EngineConfig
+    from specperf.run.engine_process import engine_arguments, installed_facts, read_spec_counters
 
     conn = Connection(fd)
     config = EngineConfig(**json.loads(config_json))
     import vllm
     from vllm import LLM, SamplingParams
 
-    kwargs = config.llm_kwargs()
-    spec = mapped_speculative_config(config, vllm.__version__)
-    if spec is not None:
-        kwargs["speculative_config"] = spec
-    options = vllm_methods.proposer_options(config.speculative_config)
-    if options is not None:
-        kwargs["additional_config"] = {vllm_methods.PROPOSER_OPTIONS_KEY: options}
-    llm = LLM(**kwargs)
+    llm = LLM(**engine_arguments(config, installed_facts(vllm.__version__)))
     conn.send("ready")
     while (request := conn.recv()) is not None:
         prompts, max_tokens = request

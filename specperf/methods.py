@@ -4,7 +4,8 @@ A profile names a method (`method = "eagle3"`); everything else (its pytest mark
 is proposed, whose weights count as the draft's, whether vLLM's n-gram rule applies, how tracing,
 the cost fit, the simulator and the study's figures treat it) is read from its entry here.  Which
 vLLM release accepts it, and under which name, is the per-release table in run/vllm_methods.py.
-Adding a method is one entry in METHODS (and one in that table).
+Adding a method is one entry in METHODS (and one in that table): docs/howto/add-a-method.md says
+which traits each kind of method sets, and who reads each.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class SDMethod:
     draft_in_engine: bool = False  # its draft model runs in the engine process through transformers
     draft_over_output: bool = False  # tracing runs its draft model over each output (draft_acc)
     requires: tuple[str, ...] = ()  # method parameters a profile must give
-    simulated_as: str | None = None  # analysis/simulate.py's proposer for it (None: not simulated)
+    simulated_as: str | None = None  # analysis/simulate.py's proposer: "ngram", "draft" or "adaptive" (None: not)
     drafting_fit: str | None = None  # analysis/cost_fit.py: "share" of the forward, "learned", or None
     fit_from: str | None = None  # the method whose fitted drafting cost it takes (its own: None)
     tree_of: str | None = None  # verifies a token tree (speculative_token_tree) drafted as this chain method
@@ -173,8 +174,3 @@ def method_of(name: str) -> SDMethod:
     if name == REFERENCE.name:
         return REFERENCE
     return METHODS.get(name) or SDMethod(name, name, f"{name} scenarios", proposer="unknown")
-
-
-def names_with(trait) -> tuple[str, ...]:
-    """The names of the methods (the reference included) for which `trait(method)` holds."""
-    return tuple(m.name for m in (REFERENCE, *METHODS.values()) if trait(m))

@@ -1,9 +1,9 @@
 """The pytest plugin: options, parametrisation, ordering and fixtures; the work is in run/session.py.
 
-A test module asks for the `specperf_scenario` and `specperf_session` fixtures (see tests_perf/).
-The plugin is installed with the package, so it acts only in the suite's own runs (tests_perf/
-on the command line, or --profile or --resume given); in any other pytest run it only adds its
-options.
+A test module asks for the `specperf_scenario`, `specperf_session` and `specperf_rounds` fixtures
+(see tests_perf/).  The plugin is installed with the package, so it acts only in the suite's own
+runs (tests_perf/ on the command line, or --profile or --resume given); in any other pytest run it
+only adds its options.  What it decides about a run is in suite/, one module per question.
 """
 
 from __future__ import annotations
@@ -12,25 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from . import paths
-from .options import options
+from .options import add_options, options
 from .profiles.registry import markers
-from .records import RunFile
 from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
-from .run_end import run_finished, write_report
+from .suite.benchmark import BenchmarkedRounds, choose_table_columns
 from .suite.checks import check_colocation, check_options, gate_environments
-from .suite.profile import PROFILE_CHANGES_KEY, chosen_profile
-from .suite.run import (
-    ScenarioOutcomes,
-    check_worker_gpus,
-    is_suite_run,
-    machine,
-    own_gpus,
+from .suite.closing import (
+    close_run,
+    close_workers_run,
     run_history_url,
     terminate_as_interrupt,
-    why_nothing_counts,
-    worker_input,
+    worker_output,
 )
+from .suite.gpus import check_worker_gpus, own_gpus
+from .suite.machine import machine
+from .suite.outcomes import ScenarioOutcomes, why_nothing_counts
+from .suite.profile import PROFILE_CHANGES_KEY, chosen_profile
+from .suite.scope import is_suite_run, run_id, worker_input
 from .suite.selection import (
     PLANNED_KEY,
     SCENARIO_PROPERTY,
@@ -44,12 +42,10 @@ from .suite.selection import (
 SESSION_KEY = pytest.StashKey["RunSession"]()
 DEVICE_KEY = pytest.StashKey[dict]()
 WORKERS_KEY = pytest.StashKey[list]()
-RUN_ID_KEY = pytest.StashKey[str]()
 FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
 NOTHING_COUNTS_KEY = pytest.StashKey[str]()
-BENCHMARK_COLUMNS = ("median", "rounds")  # pytest-benchmark's table in a suite run, unless --benchmark-columns
 
 
 def pytest_addhooks(pluginmanager):
@@ -59,101 +55,7 @@ def pytest_addhooks(pluginmanager):
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("specperf", "speculative-decoding performance regression suite")
-    group.addoption(
-        "--profile",
-        default=None,
-        help="scenario profile name in fixtures/scenarios/ or a .toml path "
-        "(default: cpu-smoke without an NVIDIA GPU, h100-nightly with one)",
-    )
-    group.addoption("--rounds", type=int, default=None, help="measured rounds per scenario (overrides the profile)")
-    group.addoption(
-        "--reports-dir", default=paths.DEFAULT_REPORTS_DIR, help="where run directories are written (default: reports)"
-    )
-    group.addoption("--baseline-dir", default=None, help="baseline store (default: the suite's baselines/)")
-    group.addoption(
-        "--dataset-dir",
-        default=paths.dataset_dir(),
-        help="folder of workload JSONL files (default: $SPECPERF_DATASET_DIR, else a shared/datasets "
-        "folder beside the checkout, else the dataset hub)",
-    )
-    group.addoption(
-        "--update-baselines",
-        action="store_true",
-        help="store this run's valid results as the new baselines (complete runs only)",
-    )
-    group.addoption(
-        "--scenario-timeout",
-        type=float,
-        default=3600.0,
-        help="seconds one scenario's warm-up and rounds may take before its engine is killed "
-        "and a timeout recorded (default: 3600)",
-    )
-    group.addoption(
-        "--resume",
-        default=None,
-        metavar="RUN_DIR",
-        help="continue an interrupted run: keep its finished results, measure the rest",
-    )
-    group.addoption(
-        "--shard",
-        default=None,
-        metavar="I/N",
-        help="run shard I of N of the selection (for N machines; merge with `specperf report`)",
-    )
-    group.addoption(
-        "--candidate",
-        default=None,
-        metavar="PYTHON",
-        help="upgrade gate: also run every scenario on the vLLM of this interpreter's environment "
-        "(with specperf installed), rounds alternating, and judge it against this one",
-    )
-    group.addoption(
-        "--serve-url",
-        default=None,
-        metavar="URL",
-        help="measure the selected serve scenarios on this running vLLM server (nothing is started; "
-        "offline scenarios and no-SD references are left out): its /v1/models, /version and /metrics are recorded",
-    )
-    group.addoption(
-        "--output-check",
-        default="auto",
-        choices=("auto", "timing", "rounds"),  # run/output_check.py OPTIONS
-        help="how greedy outputs are checked (lossless, stable): auto (rounds of their own in vLLM's "
-        "batch-invariant mode on a GPU, the timing rounds on a CPU), rounds, or timing",
-    )
-    group.addoption(
-        "--gate-blocks",
-        type=int,
-        default=None,
-        metavar="N",
-        help="where two engines do not fit in memory: alternate blocks of N rounds, one engine alive "
-        "(overrides the profile's gate_blocks)",
-    )
-    group.addoption(
-        "--history",
-        default=None,
-        metavar="URL",
-        help="run history database: sqlite:///FILE or postgresql://... (default: $SPECPERF_HISTORY, "
-        "else <reports-dir>/history.sqlite); 'off' records nothing",
-    )
-    group.addoption(
-        "--rolling-baseline",
-        type=int,
-        default=None,
-        metavar="N",
-        help="judge against the median of the last N valid runs in the history instead of baselines/",
-    )
-    group.addoption(
-        "--two-strike",
-        action="store_true",
-        help="with --rolling-baseline: a speed regression fails only when the next run confirms it",
-    )
-    group.addoption(
-        "--sd-trace",
-        action="store_true",
-        help="trace every scenario (per-step acceptance, step time breakdown); ids end in -traced",
-    )
+    add_options(parser.getgroup("specperf", "speculative-decoding performance regression suite"))
 
 
 def pytest_configure(config):
@@ -169,8 +71,7 @@ def pytest_configure(config):
     )
     check_options(config)
     chosen_profile(config)  # a profile error is one usage line, before collection
-    if config.getoption("benchmark_columns", "absent") is None:  # not chosen: a table that fits a terminal
-        config.option.benchmark_columns = list(BENCHMARK_COLUMNS)
+    choose_table_columns(config)
     terminate_as_interrupt()
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
@@ -184,7 +85,7 @@ def pytest_configure(config):
         from .suite.progress import controller_progress
 
         opts = options(config)
-        run_dir = (lambda: Path(opts.resume)) if opts.resume else (lambda: Path(opts.reports_dir) / _run_id(config))
+        run_dir = (lambda: Path(opts.resume)) if opts.resume else (lambda: Path(opts.reports_dir) / run_id(config))
         config.pluginmanager.register(controller_progress(config, run_dir), "specperf-worker-progress")
     if worker is not None and worker.get("specperf_loadgroup"):
         config.option.loadgroup = True  # workers parse the command line, not the line above
@@ -288,7 +189,7 @@ def specperf_session(request):
         resume_dir=opts.resume,
         profile_path=str(profile.path),
         scenario_hashes={s.id: s.hash for s in profile.scenarios},
-        run_id=_run_id(config),
+        run_id=run_id(config),
         owns_run_file=worker_input(config) is None,
         log=log,
         planned=len(planned),
@@ -310,19 +211,10 @@ def specperf_session(request):
     session.close_engine()
 
 
-def _run_id(config) -> str:
-    """One run id per run: xdist workers take the controller's, so all write one run directory."""
-    if RUN_ID_KEY not in config.stash:
-        from .storage import new_run_id
-
-        worker = worker_input(config)
-        if worker is not None and "specperf_run_id" in worker:
-            config.stash[RUN_ID_KEY] = worker["specperf_run_id"]
-        else:
-            shard = options(config).shard
-            suffix = "-shard{}of{}".format(*shard.split("/")) if shard else ""
-            config.stash[RUN_ID_KEY] = new_run_id(chosen_profile(config).name + suffix)
-    return config.stash[RUN_ID_KEY]
+@pytest.fixture
+def specperf_rounds(request) -> BenchmarkedRounds:
+    """How a scenario's rounds run: timed by pytest-benchmark where it measures them (suite/benchmark.py)."""
+    return BenchmarkedRounds(request)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -330,7 +222,7 @@ def pytest_configure_node(node):
     """xdist controller: hand every worker the run id, and whether tests are grouped (loadgroup)."""
     if SUITE_RUN_KEY not in node.config.stash:
         return
-    node.workerinput["specperf_run_id"] = _run_id(node.config)
+    node.workerinput["specperf_run_id"] = run_id(node.config)
     node.workerinput["specperf_loadgroup"] = node.config.getoption("dist") == "loadgroup"
 
 
@@ -364,31 +256,12 @@ def pytest_sessionfinish(session, exitstatus):
         config.stash[NOTHING_COUNTS_KEY] = why
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     run = config.stash.get(SESSION_KEY, None)
-    if run is not None:
-        lines = run.finish(interrupted=interrupted)
-        if worker_input(config) is not None:
-            config.workeroutput["specperf"] = {
-                "run_dir": str(run.run_dir),
-                "lines": lines,
-                "run": run.run_file(True, interrupted).to_json(),
-            }
-            return
-        config.stash[FINISHED_KEY] = write_report(
-            run.run_dir, run.run_file(True, interrupted), lines, run_history_url(config)
-        )
-        run_finished(config, config.stash[FINISHED_KEY])
+    if run is not None and worker_input(config) is not None:
+        config.workeroutput["specperf"] = worker_output(run, interrupted)
+    elif run is not None:
+        config.stash[FINISHED_KEY] = close_run(config, run, interrupted)
     elif config.stash.get(WORKERS_KEY, None):
-        from .run.run_file import merge_run_files
-        from .storage import write_record
-
-        outputs = config.stash[WORKERS_KEY]
-        run_dir = Path(outputs[0]["run_dir"])
-        merged = merge_run_files([RunFile.model_validate(o["run"]) for o in outputs])
-        write_record(run_dir / "run.json", merged)
-        config.stash[FINISHED_KEY] = write_report(
-            run_dir, merged, [line for o in outputs for line in o["lines"]], run_history_url(config)
-        )
-        run_finished(config, config.stash[FINISHED_KEY])
+        config.stash[FINISHED_KEY] = close_workers_run(config, config.stash[WORKERS_KEY])
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,7 +1,7 @@
 """Engine processes may start workers (as vLLM's tensor-parallel executor does) and never outlive
 the suite: kill(), close() and a SIGKILLed parent all leave no engine process or worker behind.
 
-The engine's `serve` is replaced by spawning_serve.serve_with_worker, so no vLLM is needed.
+The engine's `answer_pipe` is replaced by spawning_answerer.answer_pipe_with_worker, so no vLLM is needed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from spawning_serve import CONFIG, serve_with_worker
+from spawning_answerer import CONFIG, answer_pipe_with_worker
 
 from specperf.run import child
 from specperf.run.engine import Engine
@@ -48,7 +48,7 @@ def survivors(pids: list[int], within_s: float = 5.0) -> list[int]:
 
 @pytest.fixture
 def engine():
-    started = Engine(CONFIG, start_timeout_s=60, serve=serve_with_worker)
+    started = Engine(CONFIG, start_timeout_s=60, answer_pipe=answer_pipe_with_worker)
     yield started
     started.kill()
 
@@ -63,7 +63,7 @@ def test_the_engine_process_can_start_a_worker(engine):
 def test_a_daemonic_engine_process_could_not():
     context = multiprocessing.get_context("spawn")
     conn, child_conn = context.Pipe()
-    process = context.Process(target=serve_with_worker, args=(child_conn, CONFIG), daemon=True)
+    process = context.Process(target=answer_pipe_with_worker, args=(child_conn, CONFIG), daemon=True)
     process.start()
     try:
         assert conn.poll(60)
@@ -102,7 +102,7 @@ def test_exit_handler_kills_engines_still_alive(engine):
 
 def test_an_engine_started_from_a_thread_outlives_the_thread():
     started = []
-    thread = threading.Thread(target=lambda: started.append(Engine(CONFIG, 60, serve=serve_with_worker)))
+    thread = threading.Thread(target=lambda: started.append(Engine(CONFIG, 60, answer_pipe=answer_pipe_with_worker)))
     thread.start()
     thread.join()
     engine = started[0]
@@ -116,11 +116,11 @@ def test_an_engine_started_from_a_thread_outlives_the_thread():
 PARENT = """
 import json, sys, time
 import psutil
-from spawning_serve import CONFIG, serve_with_worker
+from spawning_answerer import CONFIG, answer_pipe_with_worker
 from specperf.run.engine import Engine
 
 if __name__ == "__main__":
-    engine = Engine(CONFIG, start_timeout_s=60, serve=serve_with_worker)
+    engine = Engine(CONFIG, start_timeout_s=60, answer_pipe=answer_pipe_with_worker)
     tree = [engine.pid] + [p.pid for p in psutil.Process(engine.pid).children(recursive=True)]
     print(json.dumps({"tree": tree, "worker": engine.provenance["worker"]}), flush=True)
     time.sleep(600)
@@ -134,7 +134,7 @@ def test_a_sigkilled_parent_leaves_no_engine_or_worker(tmp_path, prctl):
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]),
-        SPAWNING_SERVE_NO_PRCTL="1" if prctl == "no prctl" else "0",
+        SPAWNING_ANSWERER_NO_PRCTL="1" if prctl == "no prctl" else "0",
     )
     parent = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
     try:

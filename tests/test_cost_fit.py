@@ -84,6 +84,22 @@ def test_the_fit_recovers_a_known_step_cost():
     assert (ngram.draft_kv, ngram.draft_token, ngram.draft_fixed) == (0.0, 0.0, 0.0)  # n-gram has no learned draft
 
 
+def test_only_n_grams_fitted_share_prices_n_gram_drafting(monkeypatch):
+    """Another model-free method fitted as a share of the forward (drafts of its own, at a cost of
+    its own) never stands in for n-gram's share, whichever comes first."""
+    from specperf.methods import METHODS, MODEL_FREE, SDMethod
+
+    monkeypatch.setitem(
+        METHODS, "lookahead", SDMethod("lookahead", "lookahead", "lookahead", MODEL_FREE, drafting_fit="share")
+    )
+    share = cost_fit.LinearFit((0.5,), 0.0, 40)
+    (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD), traced(NGRAM, seed=1)])
+    fitted = cost_fit.FittedCost(fitted.model, fitted.forward, fitted.rest, {"lookahead": share, **fitted.drafts})
+    assert fitted.step_cost("eagle3").ngram_share == pytest.approx(TRUE["share"], rel=1e-3)
+    alone = cost_fit.FittedCost(fitted.model, fitted.forward, fitted.rest, {"lookahead": share})
+    assert alone.step_cost("eagle3").ngram_share == 0.0
+
+
 def test_the_fit_states_its_error_on_noisy_steps():
     (fitted,) = cost_fit.fit_costs([traced(REFERENCE_METHOD, noise=0.05), traced(EAGLE3, noise=0.05, seed=3)])
     assert 0.02 < fitted.forward.error < 0.1  # about the 5% noise put in

@@ -13,12 +13,13 @@ import json
 from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 
 from specperf.cli import main
-from specperf.judge.baselines import baseline_from_result
+from specperf.judge.baselines import baseline_from_result, load_baseline
 from specperf.judge.stored import StoredJudge
 from specperf.records import ScenarioResult
 from specperf.report import write_report
 from specperf.run.resume import finished_results
 from specperf.run.run_file import summary_lines
+from specperf.status import ERROR, SEVERITY, SUSPECT, UNSUPPORTED
 from specperf.storage import ResultFileError, read_record, read_run_dir, result_path
 
 WRONG = ("text", None, [], {"a": 1}, 1.5, True, -7)
@@ -82,30 +83,35 @@ def test_a_result_of_any_wrong_shape_is_used_or_named(tmp_path, capsys):
     assert not problems, "\n".join(problems[:20])
 
 
-def test_a_baseline_of_any_wrong_shape_gives_an_error_verdict_or_is_used(tmp_path):
+# What a judge against a stored baseline can say of a readable one: any verdict but an error, and
+# but those only other judges give (suspect: the rolling judge's two-strike rule; unsupported: a gate).
+JUDGED = set(SEVERITY) - {ERROR, SUSPECT, UNSUPPORTED}
+
+
+def test_a_baseline_of_any_wrong_shape_is_an_error_naming_it_or_is_judged(tmp_path):
     result = make_record()
     baseline = baseline_from_result(result).to_json()
-    problems = []
+    problems, seen = [], {"rejected": 0, "read": 0}
     for n, (path, value) in enumerate(cases(baseline)):
         store = tmp_path / f"store{n}"
         (store / HARDWARE_KEY).mkdir(parents=True)
         (store / HARDWARE_KEY / f"{result.id}.json").write_text(json.dumps(mutated(baseline, path, value)))
         try:
+            load_baseline(store, HARDWARE_KEY, result.id)
+            rejected = False
+        except ResultFileError:
+            rejected = True
+        seen["rejected" if rejected else "read"] += 1
+        try:
             verdict = StoredJudge(store, HARDWARE_KEY)(result.model_copy(deep=True)).verdict
-            assert verdict.status in (
-                "error",
-                "pass",
-                "incompatible",
-                "regression",
-                "improvement",
-                "invalid",
-                "no-baseline",
-            ), verdict
-            if verdict.status == "error":
-                assert "\n" not in verdict.note and str(store) in verdict.note
+            if rejected:
+                assert verdict.status == ERROR and "\n" not in verdict.note and str(store) in verdict.note, verdict
+            else:
+                assert verdict.status in JUDGED, verdict
         except Exception as err:  # noqa: BLE001
             problems.append(f"{path}={value!r}: {type(err).__name__}: {err}")
     assert not problems, "\n".join(problems[:20])
+    assert seen["rejected"] and seen["read"], seen  # both kinds of file were made
 
 
 def _run_file():

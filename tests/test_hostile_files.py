@@ -9,7 +9,7 @@ import os
 import pytest
 from records import make_record
 
-from specperf.analysis import simulate
+from specperf.analysis import study_traces
 from specperf.profiles.scenarios import ProfileError, load_profile
 from specperf.profiles.workloads import WorkloadError, load
 from specperf.records import ScenarioResult
@@ -110,7 +110,7 @@ def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
     path = tmp_path / "combined_gsm8k.jsonl"
     path.write_bytes(content)
     with pytest.raises(ValueError, match=rf"^{path}{problem}"):
-        simulate.read_study_traces(path)
+        study_traces.read_study_traces(path)
 
 
 TELEMETRY = {

@@ -1,8 +1,11 @@
-"""The guides in docs/howto/ hold: each is followed on a copy of the package, editing only the files
-it names, and what it promises is then checked in a fresh interpreter on that copy."""
+"""The guides in docs/howto/ hold: each is followed on a copy of the package, its steps' code put in
+the files its steps name, and what the guide promises is then checked in a fresh interpreter on
+that copy; leaving out any one of those files breaks the promise, so each file a guide names is
+one the code needs."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -16,39 +19,76 @@ import pytest
 CHECKOUT = Path(__file__).resolve().parent.parent
 HOWTO = CHECKOUT / "docs" / "howto"
 
+# Where the code of a step goes in the file it names: after each of these lines (a registry's
+# opening, or the field or statement the guide's example follows).  The guide says what; this only
+# says where.
+WHERE = {
+    "specperf/methods.py": ["METHODS: dict[str, SDMethod] = {\n    m.name: m\n    for m in (\n"],
+    "specperf/run/vllm_methods.py": ["SPANS: tuple[Span, ...] = (\n"],
+    "specperf/judge/metrics.py": ["METRICS: dict[str, MetricSpec] = {\n    m.name: m\n    for m in (\n"],
+    "specperf/run/summary.py": [
+        '    values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}\n'
+    ],
+    "specperf/profiles/workloads/catalog.py": ["WORKLOADS: dict[str, Workload] = {\n    w.name: w\n    for w in (\n"],
+    "specperf/records/scenario.py": ["    vllm: str | None = None  # the vLLM its reference figures came from\n"],
+    "specperf/profiles/schema.py": [  # [profile]'s field, and a cell's
+        '    requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")\n',
+        '    trace: bool = _optional("default: [profile] trace")\n',
+    ],
+}
 
-def named_files(guide: str) -> set[str]:
-    """The package files a guide tells the reader to edit."""
-    return set(re.findall(r"`(specperf/[\w/]+\.py)`", (HOWTO / guide).read_text()))
+
+def steps(guide: str) -> list[tuple[str, str]]:
+    """(file, code) of each numbered step of a guide that shows code: the package file it names first."""
+    found = []
+    for step in re.split(r"\n(?=\d+\. )", (HOWTO / guide).read_text(encoding="utf-8")):
+        block = re.search(r"```python\n(.*?)```", step, re.S)
+        path = re.search(r"`(specperf/[\w/]+\.py)`", step)
+        if block and path and re.match(r"\d+\. ", step):
+            found.append((path.group(1), textwrap.dedent(block.group(1))))
+    return found
 
 
-@pytest.fixture
-def copy(tmp_path) -> Path:
+def as_inserted(code: str) -> str:
+    """A step's code as it goes into the file: the entries of a one-entry tuple `(Entry(...),)`
+    (the form a guide shows a registry entry in), else the code itself."""
+    body = ast.parse(code).body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Tuple):
+        return "".join(f"{ast.get_source_segment(code, entry)},\n" for entry in body[0].value.elts)
+    return code
+
+
+def follow(guide: str, copy: Path, leave_out: str | None = None) -> set[str]:
+    """Do the guide's steps on `copy` (but those in file `leave_out`); the files its steps name."""
+    named = set()
+    for path, code in steps(guide):
+        named.add(path)
+        assert path in WHERE, f"{guide} names {path}, where this test has no place to put its code"
+        if path == leave_out:
+            continue
+        file = copy / path
+        for anchor in WHERE[path]:
+            text = file.read_text()
+            assert anchor in text, (path, anchor)
+            after = text[text.index(anchor) + len(anchor) :]
+            indent = re.match(r"\s*", after).group(0).rsplit("\n", 1)[-1]
+            file.write_text(text.replace(anchor, anchor + textwrap.indent(as_inserted(code), indent), 1))
+    return named
+
+
+def package_copy(folder: Path) -> Path:
     """The package and the profiles, copied."""
-    shutil.copytree(CHECKOUT / "specperf", tmp_path / "specperf", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(CHECKOUT / "fixtures", tmp_path / "fixtures")
-    (tmp_path / "tests_perf").mkdir()
-    return tmp_path
+    shutil.copytree(CHECKOUT / "specperf", folder / "specperf", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(CHECKOUT / "fixtures", folder / "fixtures")
+    (folder / "tests_perf").mkdir()
+    return folder
 
 
-def edit(copy: Path, path: str, anchor: str, addition: str) -> None:
-    """Insert `addition` after the first `anchor` in the copy's `path`."""
-    file = copy / path
-    text = file.read_text()
-    assert anchor in text, (path, anchor)
-    file.write_text(text.replace(anchor, anchor + addition, 1))
-
-
-def changed(copy: Path) -> set[str]:
-    return {
-        str(p.relative_to(copy))
-        for p in (copy / "specperf").rglob("*.py")
-        if p.read_bytes() != (CHECKOUT / p.relative_to(copy)).read_bytes()
-    }
-
-
-def check(copy: Path, script: str) -> str:
-    done = subprocess.run(
+def promise_kept(copy: Path, script: str, files: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `script` in a fresh interpreter on `copy`, with `files` written there first."""
+    for name, text in files.items():
+        (copy / name).write_text(text)
+    return subprocess.run(
         [sys.executable, "-P", "-c", textwrap.dedent(script)],
         cwd=copy,
         capture_output=True,
@@ -56,8 +96,6 @@ def check(copy: Path, script: str) -> str:
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(copy), "SPECPERF_ROOT": str(copy)},
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 PROFILE = """
@@ -76,24 +114,17 @@ batch_sizes = [1]
 datasets = ["{dataset}"]
 """
 
+SETTING_PROFILE = (
+    PROFILE.format(label="ngram-k3", method="ngram", dataset="gsm8k").replace(
+        'tier = "cpu"\n', 'tier = "cpu"\nmax_num_seqs = 8\n'
+    )
+    + '\n[[cells]]\nmodel = "m"\nmethods = ["ngram-k3"]\nbatch_sizes = [4]\ndatasets = ["gsm8k"]\nmax_num_seqs = 2\n'
+)
+MBPP = "".join(f'{{"id": "mbpp-{i}", "question": "Write f{i}.", "answer": "def f{i}(): pass"}}\n' for i in range(3))
 
-def test_adding_a_method(copy):
-    edit(
-        copy,
-        "specperf/methods.py",
-        '            fit_from="draft_model",\n        ),\n',
-        '        SDMethod("lookahead", "lookahead", "lookahead-decoding scenarios", MODEL_FREE),\n',
-    )
-    edit(
-        copy,
-        "specperf/run/vllm_methods.py",
-        "SPANS: tuple[Span, ...] = (\n",
-        '    Span("lookahead", "0.40.0", None, "lookahead", "vllm/config/speculative.py v0.40.0"),\n',
-    )
-    assert changed(copy) == named_files("add-a-method.md") == {"specperf/methods.py", "specperf/run/vllm_methods.py"}
-    (copy / "howto.toml").write_text(PROFILE.format(label="la-k3", method="lookahead", dataset="gsm8k"))
-    out = check(
-        copy,
+# What each guide promises, as a script that fails where the promise is broken, and the files it reads.
+PROMISES = {
+    "add-a-method.md": (
         """
         from specperf.profiles.scenarios import load_profile
         from specperf.profiles.registry import markers
@@ -103,106 +134,43 @@ def test_adding_a_method(copy):
         assert ids == ["m-la-k3-bs1-gsm8k", "m-nosd-bs1-gsm8k"], ids
         assert "lookahead" in markers() and not method_of("lookahead").has_own_weights
         assert unsupported_reason("lookahead", None, "0.40.0") is None
-        print(unsupported_reason("lookahead", None, "0.39.0"))
+        older = unsupported_reason("lookahead", None, "0.39.0")
+        assert "method lookahead" in str(older) and "0.40.0" in str(older), older
         """,
-    )
-    assert "method lookahead" in out and "0.40.0" in out
-
-
-def test_adding_a_workload(copy, tmp_path):
-    edit(
-        copy,
-        "specperf/profiles/workloads/catalog.py",
-        "    for w in (\n",
-        """        Workload(name="mbpp", title="MBPP programming problems", figure_label=None, chat=True,
-                 local_files=(LocalFile("mbpp.jsonl"),), hub=HubSource("mbpp", None, "test"),
-                 parse=parse_gsm8k),
-""",
-    )
-    assert changed(copy) == {"specperf/profiles/workloads/catalog.py"} <= named_files("add-a-workload.md")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "mbpp.jsonl").write_text(
-        "".join(f'{{"id": "mbpp-{i}", "question": "Write f{i}.", "answer": "def f{i}(): pass"}}\n' for i in range(3))
-    )
-    (copy / "howto.toml").write_text(PROFILE.format(label="ngram-k3", method="ngram", dataset="mbpp"))
-    check(
-        copy,
-        f"""
+        {"howto.toml": PROFILE.format(label="la-k3", method="lookahead", dataset="gsm8k")},
+    ),
+    "add-a-workload.md": (
+        """
         from specperf.profiles.scenarios import load_profile
         from specperf.profiles.registry import markers
         from specperf.profiles.workloads import load
-        assert {{s.dataset for s in load_profile("howto.toml").scenarios}} == {{"mbpp"}}
+        assert {s.dataset for s in load_profile("howto.toml").scenarios} == {"mbpp"}
         assert "mbpp" in markers()
-        sample = load("mbpp", 2, 42, {str(data)!r})
+        sample = load("mbpp", 2, 42, "data")
         assert len(sample.requests) == 2 and all(r.text.startswith("Write f") for r in sample.requests), sample
         """,
-    )
-
-
-def test_adding_a_metric(copy):
-    edit(
-        copy,
-        "specperf/judge/metrics.py",
-        "METRICS: dict[str, MetricSpec] = {\n    m.name: m\n    for m in (\n",
-        """        MetricSpec("output_tokens_per_round", "tokens", HIGHER, 0.0, "threshold",
-                   "output tokens of a round (all its calls)", 1.0, math.inf),
-""",
-    )
-    edit(
-        copy,
-        "specperf/run/summary.py",
-        '    values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}\n',
-        """    tokens = [float(r.output_tokens) for r in rounds]
-    values["output_tokens_per_round"] = Metric(value=_median(tokens), samples=tokens)
-""",
-    )
-    assert changed(copy) == named_files("add-a-metric.md") == {"specperf/judge/metrics.py", "specperf/run/summary.py"}
-    check(
-        copy,
+        {"howto.toml": PROFILE.format(label="ngram-k3", method="ngram", dataset="mbpp"), "data/mbpp.jsonl": MBPP},
+    ),
+    "add-a-metric.md": (
         """
         from specperf.profiles.scenarios import REFERENCE_METHOD, Model, Scenario
+        from specperf.records import Counters
         from specperf.run.loop import RoundResult
         from specperf.run.summary import summarise
+        from specperf.judge.verdicts import compare_metric
         scenario = Scenario(profile="unit", model=Model(name="m", path="builtin:smollm2-135m"),
                             method=REFERENCE_METHOD, batch_size=1, dataset="gsm8k", num_requests=1,
-                            output_len=8, rounds=4, warmup=0, seed=42, batching="replicate",
-                            engine_args={}, tolerances={})
-        from specperf.records import Counters
-        counters = Counters()
-        rounds = [RoundResult(engine="e", wall_s=1.0, output_tokens=n, counters=counters, token_ids=[[1] * n],
-                              texts=["x"]) for n in (8, 8, 8, 8)]
+                            output_len=8, rounds=4, warmup=0)
+        rounds = [RoundResult(engine="e", wall_s=1.0, output_tokens=8, counters=Counters(), token_ids=[[1] * 8],
+                              texts=["x"]) for _ in range(4)]
         summary = summarise(scenario, rounds, [], None)
         assert summary.metrics["output_tokens_per_round"].samples == [8.0] * 4, summary.metrics
-        from specperf.judge.verdicts import compare_metric
         assert compare_metric("output_tokens_per_round", [8.0] * 4, [6.0] * 4).status == "regression"
-        assert compare_metric("output_tokens_per_round", [8.0] * 4, [0.5] * 4).status == "invalid"   # below least
+        assert compare_metric("output_tokens_per_round", [8.0] * 4, [0.5] * 4).status == "invalid"  # below least
         """,
-    )
-
-
-def test_adding_a_scenario_setting(copy):
-    edit(
-        copy,
-        "specperf/records/scenario.py",
-        "    vllm: str | None = None  # the vLLM its reference figures came from\n",
-        "    max_num_seqs: int | None = None  # vLLM's running-request cap; None: vLLM's default\n",
-    )
-    field = '    max_num_seqs: int | None = Field(None, ge=1, description="vLLM\'s cap on running requests")\n'
-    edit(copy, "specperf/profiles/schema.py", '    trace: bool = _optional("default: [profile] trace")\n', field)
-    requires_gpu = (
-        '    requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")\n'
-    )
-    edit(copy, "specperf/profiles/schema.py", requires_gpu, field)
-    assert changed(copy) == named_files("add-a-scenario-setting.md") - {"specperf/profiles/scenarios.py"}
-    profile = PROFILE.format(label="ngram-k3", method="ngram", dataset="gsm8k")
-    profile = profile.replace('tier = "cpu"\n', 'tier = "cpu"\nmax_num_seqs = 8\n')
-    profile += (
-        '\n[[cells]]\nmodel = "m"\nmethods = ["ngram-k3"]\nbatch_sizes = [4]\ndatasets = ["gsm8k"]\nmax_num_seqs = 2\n'
-    )
-    (copy / "howto.toml").write_text(profile)
-    check(
-        copy,
+        {},
+    ),
+    "add-a-scenario-setting.md": (
         """
         from specperf.profiles.scenarios import load_profile
         from specperf.records import Scenario
@@ -214,4 +182,31 @@ def test_adding_a_scenario_setting(copy):
         old = {k: v for k, v in stored.items() if k != "max_num_seqs"}
         assert Scenario.model_validate(old).max_num_seqs is None  # an older result still reads
         """,
-    )
+        {"howto.toml": SETTING_PROFILE},
+    ),
+}
+
+
+def test_every_guide_has_its_promise():
+    assert sorted(PROMISES) == sorted(p.name for p in HOWTO.glob("*.md"))
+
+
+@pytest.mark.parametrize("guide", sorted(PROMISES))
+def test_following_a_guide_keeps_its_promise(guide, tmp_path):
+    copy = package_copy(tmp_path)
+    follow(guide, copy)
+    (copy / "data").mkdir()
+    done = promise_kept(copy, *PROMISES[guide])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("guide", sorted(PROMISES))
+def test_each_file_a_guide_names_is_needed(guide, tmp_path):
+    named = {path for path, _ in steps(guide)}
+    assert named, f"{guide} shows no code for any file"
+    for path in sorted(named):
+        copy = package_copy(tmp_path / path.replace("/", "-"))
+        follow(guide, copy, leave_out=path)
+        (copy / "data").mkdir()
+        done = promise_kept(copy, *PROMISES[guide])
+        assert done.returncode != 0, f"{guide}: its promise holds without the step in {path}"

@@ -18,7 +18,7 @@ LAYERS = [
     {"specperf.profiles"},
     {"specperf.run"},
     {"specperf.report"},
-    {"specperf.suite", "specperf.options", "specperf.hookspecs", "specperf.run_end", "specperf.plan"},
+    {"specperf.suite", "specperf.options", "specperf.hookspecs", "specperf.plan"},
     {"specperf.plugin", "specperf.cli"},
 ]
 MAX_LINES = 420

@@ -4,12 +4,14 @@ the code asks about is declared there, and no other module of the package spells
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from specperf.methods import COMBINED, DRAFT_MODEL, HEAD, METHODS, MODEL_FREE, REFERENCE, method_of, token_tree
+from specperf.analysis import simulate
+from specperf.methods import HEAD, METHODS, MODEL_FREE, REFERENCE, method_of, token_tree
 from specperf.run import vllm_methods
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
@@ -61,28 +63,66 @@ def test_every_declared_method_has_its_vllm_names_per_release():
     assert set(METHODS) <= {span.method for span in vllm_methods.SPANS}
 
 
-@pytest.mark.parametrize(
-    "name, proposer",
-    [
-        ("ngram", MODEL_FREE),
-        ("suffix", MODEL_FREE),
-        ("eagle", HEAD),
-        ("eagle3", HEAD),
-        ("mtp", HEAD),
-        ("draft_model", DRAFT_MODEL),
-        ("adaptive", COMBINED),
-    ],
-)
-def test_each_method_declares_how_it_drafts(name, proposer):
-    assert method_of(name).proposer == proposer
+# The traits of one method must fit together: each rule is what the code that reads a trait
+# assumes of it (docs/howto/add-a-method.md names the readers).
+SIMULATED = {simulate.NGRAM, simulate.DRAFT, simulate.ADAPTIVE}  # what analysis/headroom.py can simulate
+RULES = {
+    "the reference is no method a profile declares": lambda m: not m.is_reference,
+    "simulated_as is one the headroom can simulate": lambda m: m.simulated_as in {None, *SIMULATED},
+    "simulated as n-gram: its drafts are vLLM's n-gram rule's": lambda m: (
+        m.simulated_as != simulate.NGRAM or m.ngram_drafts
+    ),
+    "simulated with a draft model: tracing runs it over each output": lambda m: (
+        m.simulated_as not in (simulate.DRAFT, simulate.ADAPTIVE) or m.draft_over_output
+    ),
+    "n-gram drafts: model-free, with n-gram's window": lambda m: (
+        not m.ngram_drafts or (m.proposer == MODEL_FREE and m.ngram_window)
+    ),
+    "a draft run over outputs or in the engine is a draft model": lambda m: (
+        not (m.draft_over_output or m.draft_in_engine) or m.drafts_with_a_model
+    ),
+    "a head in the target is a head": lambda m: not m.head_in_target or m.proposer == HEAD,
+    "drafting fitted as a share is model-free, as learned is learned": lambda m: (
+        m.drafting_fit is None or (m.drafting_fit, m.proposer == MODEL_FREE) in {("share", True), ("learned", False)}
+    ),
+    "a learned drafter's fit is learned": lambda m: not m.learned or m.drafting_fit == "learned",
+    "fit_from names a method fitted as learned": lambda m: (
+        m.fit_from is None or (m.fit_from in METHODS and METHODS[m.fit_from].drafting_fit == "learned")
+    ),
+    "a tree method names its chain method, of its kind, and needs its tree": lambda m: (
+        m.tree_of is None
+        or (
+            METHODS[m.tree_of].proposer == m.proposer
+            and not METHODS[m.tree_of].tree_of
+            and "speculative_token_tree" in m.requires
+        )
+    ),
+    "a method that needs `model` drafts with a model": lambda m: "model" not in m.requires or m.drafts_with_a_model,
+}
 
 
-def test_traits_follow_from_the_kind_of_proposer():
-    assert method_of("none").is_reference and not method_of("none").has_own_weights
-    assert not method_of("ngram").has_own_weights and method_of("ngram").ngram_drafts
-    assert method_of("mtp").has_own_weights and method_of("mtp").head_in_target and method_of("mtp").learned
-    assert method_of("adaptive").drafts_with_a_model and not method_of("adaptive").learned
-    assert method_of("adaptive").fit_from == "draft_model" and method_of("draft_model").draft_over_output
+@pytest.mark.parametrize("name", METHODS)
+def test_each_methods_traits_fit_together(name):
+    broken = [rule for rule, holds in RULES.items() if not holds(METHODS[name])]
+    assert broken == [], f"{name}: {'; '.join(broken)}"
+
+
+def test_the_study_series_are_series_of_the_studys_figures():
+    reference = json.loads((PACKAGE / "report" / "reference_data.json").read_text())
+    figure1 = {name for panel in reference["fig1_speedup_vs_batch"]["panels"].values() for name in panel}
+    figure3 = {
+        name
+        for panel in reference["fig3_throughput_tokens_per_s"].values()
+        for by_batch in panel.values()
+        for name in by_batch
+    }
+    assert {name for m in METHODS.values() for name in m.study_series.values()} <= figure1
+    assert {name for m in METHODS.values() for name in m.figure3_series.values()} <= figure3
+
+
+def test_only_a_model_free_method_has_no_weights_of_its_own():
+    assert not REFERENCE.has_own_weights and REFERENCE.is_reference
+    assert all(m.has_own_weights == (m.proposer != MODEL_FREE) for m in METHODS.values())
 
 
 def test_a_name_the_suite_does_not_know_has_no_trait():
@@ -120,9 +160,3 @@ def test_the_studys_trees_are_valid_trees_of_k_nodes(k):
 def test_a_malformed_tree_is_named(text, k, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         token_tree(text, k)
-
-
-def test_a_tree_method_names_its_chain_and_a_chain_method_takes_no_tree():
-    trees = {m.name: m.tree_of for m in METHODS.values() if m.tree_of}
-    assert trees == {"eagle_tree": "eagle", "eagle3_tree": "eagle3"}
-    assert all(METHODS[m].requires == ("speculative_token_tree",) for m in trees)

@@ -12,15 +12,14 @@ from specperf.judge.metrics import (
     counter_delta,
     lossless_fraction,
     output_hash,
-    round_throughputs,
+    sample_summary,
     sum_counters,
-    summarise,
 )
 from specperf.records import Counters
 
 
 def snapshot(drafts, draft_tokens, accepted, per_pos):
-    """vLLM's cumulative counters as run.engine.read_spec_counters reads them."""
+    """vLLM's cumulative counters as run.engine_process.read_spec_counters reads them."""
     return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
 
 
@@ -116,13 +115,6 @@ def test_acceptance_without_drafts_is_none():
     }
 
 
-def test_round_throughputs():
-    assert round_throughputs([{"output_tokens": 200, "wall_s": 2.0}, {"output_tokens": 90, "wall_s": 0.5}]) == [
-        100.0,
-        180.0,
-    ]
-
-
 def test_lossless_fraction():
     reference = [[1, 2, 3], [4, 5], [6]]
     assert lossless_fraction([[1, 2, 3], [4, 5], [6]], reference) == 1.0
@@ -139,8 +131,8 @@ def test_lossless_fraction_length_mismatch():
         lossless_fraction([[1], [2]], [[1], [2], [3]])
 
 
-def test_summarise():
-    summary = summarise([10.0, 12.0, 11.0, 14.0, 13.0])
+def test_sample_summary():
+    summary = sample_summary([10.0, 12.0, 11.0, 14.0, 13.0])
     assert summary["n"] == 5
     assert summary["median"] == 12.0
     assert summary["mean"] == pytest.approx(12.0)
@@ -149,12 +141,12 @@ def test_summarise():
     assert summary["cv"] == pytest.approx(1.5811388 / 12.0, rel=1e-6)
 
 
-def test_summarise_even_count_median():
-    assert summarise([1.0, 2.0, 3.0, 10.0])["median"] == 2.5
+def test_sample_summary_even_count_median():
+    assert sample_summary([1.0, 2.0, 3.0, 10.0])["median"] == 2.5
 
 
-def test_summarise_single_and_empty():
-    single = summarise([7.0])
+def test_sample_summary_single_and_empty():
+    single = sample_summary([7.0])
     assert single["n"] == 1 and single["median"] == 7.0 and single["stdev"] == 0.0 and single["cv"] == 0.0
-    assert summarise([]) == {"n": 0}
-    assert summarise([0.0, 0.0])["cv"] is None
+    assert sample_summary([]) == {"n": 0}
+    assert sample_summary([0.0, 0.0])["cv"] is None

@@ -204,7 +204,7 @@ def outcome_report(n: int, verdict: str | None = None, skipped: bool = False):
 def test_a_run_that_judged_nothing_fails_like_one_that_measured_nothing(outcomes, why):
     """Every measurement invalid (a GPU shared with a process the suite did not start, in every
     scenario) fails no case by itself: the run must not end green having judged nothing."""
-    from specperf.suite.run import ScenarioOutcomes
+    from specperf.suite.outcomes import ScenarioOutcomes
 
     seen = ScenarioOutcomes()
     for n, (verdict, skipped) in enumerate(outcomes):

@@ -7,6 +7,7 @@ import random
 import statistics
 
 import pytest
+from scipy import stats
 
 from specperf.judge.paired import MIN_PAIRS, PairedChange, compare_paired, hodges_lehmann, paired_change, ratios
 
@@ -34,9 +35,38 @@ def test_a_five_percent_slowdown_under_drift_is_a_regression_with_its_interval()
     verdict = compare_paired("throughput_tok_s", current, candidate)
     assert verdict.status == "regression"
     assert verdict.change == pytest.approx(-0.05, abs=0.01)
-    assert verdict.ci_low <= verdict.change <= verdict.ci_high < 0
+    assert verdict.ci_high < 0  # the interval excludes no change
     assert verdict.p_value < 0.01
     assert "[-" in verdict.line() and "p-value" in verdict.line()
+
+
+def test_the_interval_holds_a_known_change_as_often_as_it_claims():
+    """200 runs of 10 pairs under drift, the candidate truly 5% slower: the 95% interval holds -5% in
+    about 95% of them, and its half-width is what 1% noise per round implies, t(9) x sqrt(2) x 1% / sqrt(10)."""
+    held, halves = 0, []
+    for seed in range(200):
+        verdict = compare_paired("throughput_tok_s", *drifting(10, 0.05, seed))
+        held += verdict.ci_low <= -0.05 <= verdict.ci_high
+        halves.append((math.log1p(verdict.ci_high) - math.log1p(verdict.ci_low)) / 2)
+    assert 0.90 <= held / 200 <= 0.99
+    assert statistics.fmean(halves) == pytest.approx(
+        stats.t.ppf(0.975, 9) * math.sqrt(2) * 0.01 / math.sqrt(10), rel=0.1
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_interval_is_t_over_engine_pairs_from_the_spreads_it_reports(seed):
+    """Four engine pairs of two pairs each: one engine pair's estimate varies by between_engines^2 +
+    between_pairs^2 / 2, so the interval is t over four estimates (df 3), or, where the engine pairs
+    differ no more than their pairs' noise implies, over the pairs' noise alone (df 8 - 4)."""
+    rng = random.Random(seed)
+    offsets = [rng.gauss(0, (0.0, 0.03)[seed % 2]) for _ in range(4)]
+    clusters = [c for c in range(4) for _ in range(2)]
+    candidate = [100 * math.exp(offsets[c] + rng.gauss(0, 0.01)) for c in clusters]
+    verdict = compare_paired("throughput_tok_s", [100.0] * 8, candidate, clusters=clusters)
+    engines, pairs = verdict.between_engines, verdict.between_pairs
+    half = stats.t.ppf(0.975, 3 if engines > 0 else 4) * math.sqrt((engines**2 + pairs**2 / 2) / 4)
+    assert math.log1p(verdict.ci_high) - math.log1p(verdict.ci_low) == pytest.approx(2 * half, rel=1e-9)
 
 
 def test_a_faster_candidate_is_an_improvement():
@@ -71,8 +101,6 @@ def test_a_significant_change_whose_interval_includes_no_change_passes():
 
 
 def test_one_engine_pair_without_a_floor_is_the_one_sample_t_test():
-    from scipy import stats
-
     logs = [-0.07, -0.05, -0.04, -0.02, 0.0, -0.03, -0.01, -0.06]  # symmetric about -0.035: HL = mean
     change = paired_change(logs)
     test = stats.ttest_1samp(logs, 0.0, alternative="less")

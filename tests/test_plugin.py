@@ -480,25 +480,6 @@ def test_serve_url_keeps_the_selected_serve_scenarios_and_adds_no_reference(pyte
     ]
 
 
-def test_rounds_run_through_pytest_benchmark_on_or_off_and_the_fixture_counts_as_used(pytester):
-    """Off (as under xdist) pytest-benchmark runs a target once: the loop of all rounds, so every
-    round still runs and no 'fixture was not used' warning is left in the suite's output."""
-    pytester.makepyfile(
-        test_rounds="""
-        from specperf.run.session import benchmark_runner
-
-        def test_rounds(benchmark):
-            calls = []
-            benchmark_runner(benchmark)(lambda: calls.append(1), 3)
-            assert len(calls) == 3
-    """
-    )
-    for switch in ([], ["--benchmark-disable"]):
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::UserWarning", *switch)
-        result.assert_outcomes(passed=1)
-        assert "not used at all" not in result.stdout.str()
-
-
 def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
     """xdist hands groups out in collection order once the suite turns off its reordering by test
     count: cpu-smoke's SmolLM2 offline group first, then its served one (servers start slowly),

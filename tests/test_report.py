@@ -16,8 +16,8 @@ from records import gpu_device, gpu_telemetry
 
 from specperf import report
 from specperf.records import Memory, RunFile, ScenarioResult
-from specperf.report import analyses
 from specperf.report import html as report_html
+from specperf.report.analyses.memory import memory_table
 from specperf.report.serving import serve_tables
 from specperf.storage import atomic_write_json, write_record, write_result
 
@@ -1060,7 +1060,7 @@ def test_no_memory_recorded_still_renders(mixed_run):
     assert "No peak memory was recorded." in section(report.render_html(view), "memory")
     assert "Peak memory" not in report.render_markdown(view)
     assert report.summary_json(view)["memory"] == []
-    assert analyses.memory_table(view.data.results).rows == []
+    assert memory_table(view.data.results).rows == []
 
 
 def served(method: str, concurrency: int, tpot_ms: float, ttft_ms: float) -> ScenarioResult:

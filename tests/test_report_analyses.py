@@ -8,7 +8,15 @@ from test_report import make_record
 
 from specperf.profiles.registry import study_dataset_label, workload_names
 from specperf.records import Counters, Memory
-from specperf.report import analyses, svg, view
+from specperf.report import svg, view
+from specperf.report.analyses import study_figure
+from specperf.report.analyses.acceptance import acceptance_table, pooled_acceptance
+from specperf.report.analyses.clocks import CPU_CLOCKS, clock_summary
+from specperf.report.analyses.drift import config_drift
+from specperf.report.analyses.memory import memory_table
+from specperf.report.analyses.sd_pays import speedup_curves, where_sd_pays
+from specperf.report.analyses.spreads import metric_spreads
+from specperf.report.analyses.study_figure import STUDY_MODELS, load_reference, study_panel, study_series_name
 from specperf.report.format import fmt_duration, fmt_num, fmt_spread
 
 
@@ -27,7 +35,7 @@ def test_metric_spreads_pair_each_verdict_with_both_sides_round_statistics():
         "throughput_tok_s": [120.0, 140.0],
         "per_position_acceptance": [[0.5, 0.1], None, [0.7, 0.2]],
     }
-    spreads = analyses.metric_spreads(make_record().model_validate(record))
+    spreads = metric_spreads(make_record().model_validate(record))
     throughput, speedup, pos0 = spreads
     assert throughput.verdict.metric == "throughput_tok_s"
     assert throughput.baseline_stats["n"] == 2 and throughput.baseline_stats["median"] == 130.0
@@ -40,7 +48,7 @@ def test_metric_spreads_pair_each_verdict_with_both_sides_round_statistics():
 def test_metric_spreads_without_a_verdict_are_empty():
     record = make_record()
     record.verdict = None
-    assert analyses.metric_spreads(record) == []
+    assert metric_spreads(record) == []
 
 
 # --------------------------------------------------------------------------- acceptance
@@ -49,7 +57,7 @@ def test_metric_spreads_without_a_verdict_are_empty():
 def test_pooled_acceptance_sums_counters_instead_of_averaging_rates():
     few = with_counters(make_record(batch_size=1), 10, 20, [8, 7, 5])  # length 3.0
     many = with_counters(make_record(batch_size=16), 90, 90, [50, 30, 10])  # length 2.0
-    pooled = analyses.pooled_acceptance([few, many])
+    pooled = pooled_acceptance([few, many])
     assert pooled.length == pytest.approx(1 + 110 / 100)  # not (3.0 + 2.0) / 2
     assert pooled.rate == pytest.approx(110 / 300)
     assert pooled.per_position == pytest.approx([0.58, 0.37, 0.15])
@@ -58,7 +66,7 @@ def test_pooled_acceptance_sums_counters_instead_of_averaging_rates():
 
 def test_pooled_acceptance_without_drafts():
     record = with_counters(make_record(), 0, 0, [])
-    pooled = analyses.pooled_acceptance([record, make_record(method="nosd", status="error")])
+    pooled = pooled_acceptance([record, make_record(method="nosd", status="error")])
     assert pooled.length is None and pooled.rate is None and pooled.per_position == []
 
 
@@ -69,7 +77,7 @@ def test_acceptance_table_per_method_and_dataset():
         make_record(method="nosd", dataset="cnn_dailymail", speedup=None),  # no-SD: no acceptance
         make_record(method="eagle", dataset="aime", status="error", error="x"),
     ]  # never finished
-    table = analyses.acceptance_table(records)
+    table = acceptance_table(records)
     assert table.columns == ["gsm8k", "sharegpt"]
     assert [(r.model, r.method) for r in table.rows] == [("smollm2-135m", "eagle"), ("smollm2-135m", "ngram")]
     eagle, ngram = table.rows
@@ -85,7 +93,7 @@ def test_where_sd_pays_limits_and_best_methods():
     records = [make_record(method="ngram", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 0.95), (16, 1.1))]
     records += [make_record(method="eagle", batch_size=bs, speedup=s) for bs, s in ((1, 1.5), (4, 1.2), (16, 1.05))]
     records += [make_record(method="mtp", batch_size=1, speedup=0.9), make_record(method="nosd", speedup=None)]
-    pays = analyses.where_sd_pays(records)
+    pays = where_sd_pays(records)
     limits = {limit.method: limit for limit in pays.limits}
     assert set(limits) == {"eagle", "mtp", "ngram"}
     assert limits["eagle"].largest == 16 and limits["eagle"].all_pay and not limits["eagle"].gap
@@ -99,13 +107,13 @@ def test_where_sd_pays_limits_and_best_methods():
 
 
 def test_where_sd_pays_when_no_method_does():
-    pays = analyses.where_sd_pays([make_record(method="ngram", batch_size=64, speedup=0.7)])
+    pays = where_sd_pays([make_record(method="ngram", batch_size=64, speedup=0.7)])
     assert not pays.best[0].pays and pays.limits[0].largest is None
 
 
 def test_speedup_curves_skip_scenarios_without_speedup():
     records = [make_record(speedup=None), make_record(method="nosd", speedup=None), make_record(batch_size=8)]
-    assert analyses.speedup_curves(records) == {("smollm2-135m", "instructcoder", "ngram"): {8: 1.4}}
+    assert speedup_curves(records) == {("smollm2-135m", "instructcoder", "ngram"): {8: 1.4}}
 
 
 # --------------------------------------------------------------------------- memory
@@ -120,7 +128,7 @@ def memory(record, peak: float | None, baseline: float | None = None):
 
 
 def test_memory_ratios_against_the_no_sd_reference():
-    table = analyses.memory_table(
+    table = memory_table(
         [
             memory(make_record(method="nosd", speedup=None), 1000.0, baseline=800.0),
             memory(make_record(method="draft_model"), 1500.0, baseline=1000.0),
@@ -143,10 +151,10 @@ def test_memory_ratios_against_the_no_sd_reference():
 
 
 def test_config_drift_lists_changed_added_and_removed_keys():
-    drift = analyses.config_drift({"a": 1, "b": True, "c": [1]}, {"a": 1, "b": False, "d": "x"})
+    drift = config_drift({"a": 1, "b": True, "c": [1]}, {"a": 1, "b": False, "d": "x"})
     assert [(d.key, d.baseline, d.current) for d in drift] == [("b", False, True), ("c", None, [1]), ("d", "x", None)]
-    assert analyses.config_drift(None, {"a": 1}) == [] and analyses.config_drift({"a": 1}, None) == []
-    assert analyses.config_drift({"a": 1}, {"a": 1}) == []
+    assert config_drift(None, {"a": 1}) == [] and config_drift({"a": 1}, None) == []
+    assert config_drift({"a": 1}, {"a": 1}) == []
 
 
 # --------------------------------------------------------------------------- clocks
@@ -154,11 +162,11 @@ def test_config_drift_lists_changed_added_and_removed_keys():
 
 def test_clock_summary_on_cpu_and_on_gpu_without_telemetry():
     cpu = make_record()
-    assert analyses.clock_summary([cpu], [cpu.device]).line == analyses.CPU_CLOCKS
+    assert clock_summary([cpu], [cpu.device]).line == CPU_CLOCKS
     gpu = make_record(device=gpu_device())
-    clocks = analyses.clock_summary([gpu], [gpu.device])
+    clocks = clock_summary([gpu], [gpu.device])
     assert not clocks.measured and clocks.line == "GPU clocks and throttling not recorded"
-    assert analyses.clock_summary([], []).line == "clocks and throttling unknown"
+    assert clock_summary([], []).line == "clocks and throttling unknown"
 
 
 def test_clock_summary_takes_the_lowest_median_and_lists_bad_reasons_first():
@@ -166,7 +174,7 @@ def test_clock_summary_takes_the_lowest_median_and_lists_bad_reasons_first():
     a.gpu_telemetry = gpu_telemetry(sm_clock_median=1900.0, throttle_reasons=["sw_power_cap"])
     b = make_record(batch_size=2, device=gpu_device(max_sm_clock_mhz=1755))
     b.gpu_telemetry = gpu_telemetry(sm_clock_median=1700.0, throttle_reasons=["hw_thermal", "sw_power_cap"])
-    clocks = analyses.clock_summary([a, b], [a.device, b.device])
+    clocks = clock_summary([a, b], [a.device, b.device])
     assert clocks.measured and clocks.sm_clock_mhz == 1700.0 and clocks.max_sm_clock_mhz == 1980
     assert clocks.throttle_reasons == ["hw_thermal", "sw_power_cap"] and clocks.bad_reasons == ["hw_thermal"]
     assert clocks.bad_scenarios == [b.id]
@@ -176,18 +184,18 @@ def test_clock_summary_takes_the_lowest_median_and_lists_bad_reasons_first():
 def test_clock_summary_when_clocks_were_not_sampled():
     record = make_record(device={**gpu_device(), "gpus": []})
     record.gpu_telemetry = {**gpu_telemetry(), "sm_clock_mhz": None, "throttle_reasons": []}
-    assert analyses.clock_summary([record], [record.device]).line == "SM clock not sampled, throttling: none seen"
+    assert clock_summary([record], [record.device]).line == "SM clock not sampled, throttling: none seen"
 
 
 # --------------------------------------------------------------------------- the study
 
 
 def test_every_study_model_and_dataset_tag_names_a_panel():
-    panels = analyses.load_reference()["fig1_speedup_vs_batch"]["panels"]
+    panels = load_reference()["fig1_speedup_vs_batch"]["panels"]
     titles = {title.split(") ", 1)[1] for title in panels}
     assert titles == {
         f"{model} {dataset}"
-        for _, model in analyses.STUDY_MODELS
+        for _, model in STUDY_MODELS
         for name in workload_names()
         if (dataset := study_dataset_label(name))
     }
@@ -198,26 +206,23 @@ def test_every_study_model_and_dataset_tag_names_a_panel():
 
 
 def test_study_panel_and_series_matching():
-    reference = analyses.load_reference()
-    title, series = analyses.study_panel("qwen3-8b", "", "instructcoder", reference)
+    reference = load_reference()
+    title, series = study_panel("qwen3-8b", "", "instructcoder", reference)
     assert title == "(l) Q3-8B InstructCoder" and "ngram-k5" in series
-    assert (
-        analyses.study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0]
-        == "(g) L3-70B ShareGPT"
-    )
-    assert analyses.study_panel("smollm2-135m", "builtin:smollm2-135m", "gsm8k", reference) is None
-    assert analyses.study_panel("llama3.1-8b", "", "aime", reference) is None
-    assert analyses.study_panel("llama3.1-8b", "", "gsm8k", {}) is None
-    assert analyses.study_series_name("ngram", {"num_speculative_tokens": 5}) == "ngram-k5"
-    assert analyses.study_series_name("eagle3", {"num_speculative_tokens": 3}) == "EAGLE-3"
-    assert analyses.study_series_name("draft_model", {"num_speculative_tokens": 3}) == "DraftModel"
-    assert analyses.study_series_name("eagle3", {"num_speculative_tokens": 4}) is None
-    assert analyses.study_series_name("mtp", {"num_speculative_tokens": 3}) is None
+    assert study_panel("x", "meta-llama/Meta-Llama-3-70B-Instruct", "sharegpt", reference)[0] == "(g) L3-70B ShareGPT"
+    assert study_panel("smollm2-135m", "builtin:smollm2-135m", "gsm8k", reference) is None
+    assert study_panel("llama3.1-8b", "", "aime", reference) is None
+    assert study_panel("llama3.1-8b", "", "gsm8k", {}) is None
+    assert study_series_name("ngram", {"num_speculative_tokens": 5}) == "ngram-k5"
+    assert study_series_name("eagle3", {"num_speculative_tokens": 3}) == "EAGLE-3"
+    assert study_series_name("draft_model", {"num_speculative_tokens": 3}) == "DraftModel"
+    assert study_series_name("eagle3", {"num_speculative_tokens": 4}) is None
+    assert study_series_name("mtp", {"num_speculative_tokens": 3}) is None
 
 
 def test_unreadable_reference_data_gives_no_study_curves(tmp_path, monkeypatch):
-    monkeypatch.setattr(analyses, "REFERENCE_DATA", tmp_path / "missing.json")
-    assert analyses.load_reference() == {}
+    monkeypatch.setattr(study_figure, "REFERENCE_DATA", tmp_path / "missing.json")
+    assert load_reference() == {}
 
 
 # --------------------------------------------------------------------------- the view model

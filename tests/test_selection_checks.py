@@ -11,7 +11,7 @@ from test_plugin import PROFILE, collected_ids, usage_error
 import specperf.run.gate  # noqa: F401 - numpy imported here once: an in-process run cannot import it again
 from specperf.run import environments
 from specperf.suite import checks
-from specperf.suite import run as suite_run
+from specperf.suite import gpus as suite_gpus
 
 CANDIDATE = "/envs/candidate/bin/python"
 AT_NINE_TENTHS = PROFILE.replace(
@@ -55,7 +55,7 @@ datasets = ["gsm8k"]
 def gpu_machine(monkeypatch):
     """Four GPUs as the suite's checks see them; a gate's candidate described without running it."""
     monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
-    monkeypatch.setattr(suite_run, "has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(suite_gpus, "has_nvidia_gpu", lambda: True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     monkeypatch.setattr(environments, "describe", lambda python=None: {"vllm": "0.0-fake", "methods": {}})
 
@@ -112,11 +112,11 @@ import os
 import pathlib
 
 import specperf.suite.checks
-import specperf.suite.run
+import specperf.suite.gpus
 
 # four stand-in GPUs (CUDA_VISIBLE_DEVICES names them), in the controller and on every worker
 specperf.suite.checks.has_nvidia_gpu = lambda: True
-specperf.suite.run.has_nvidia_gpu = lambda: True
+specperf.suite.gpus.has_nvidia_gpu = lambda: True
 
 
 def pytest_collection_finish(session):

@@ -11,10 +11,11 @@ import httpx
 import pytest
 
 from specperf.judge.metrics import acceptance, counter_delta
-from specperf.run.engine import EngineConfig
+from specperf.run.engine import EngineConfig, EngineError
 from specperf.run.load import DONE, LoadRound, RequestTiming, parse_event, stream_request
-from specperf.run.server import SERVER_MODULE, server_args, server_command, server_env
+from specperf.run.server import SERVER_MODULE, Server, server_arguments, server_command
 from specperf.run.server_metrics import spec_counters
+from specperf.run.vllm_arguments import VllmFacts
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 3, "prompt_lookup_max": 7}
 
@@ -23,8 +24,11 @@ def config(**engine_args) -> EngineConfig:
     return EngineConfig("/ckpt/smollm2", None, 1, 42, NGRAM, engine_args, {"OMP_NUM_THREADS": "1"})
 
 
+VLLM_0_32 = VllmFacts("0.32.0", frozenset({"model", "enforce_eager", "attention_backend"}))
+
+
 def test_the_server_gets_the_offline_engines_arguments_and_the_mapped_speculative_config():
-    args = server_args(config(enforce_eager=True, dtype="float32", max_num_seqs=None), "0.32.0")
+    args = server_arguments(config(enforce_eager=True, dtype="float32", max_num_seqs=None), VLLM_0_32).kwargs
     assert args["enforce-eager"] is True and args["dtype"] == "float32" and "max-num-seqs" not in args
     assert args["enable-prefix-caching"] is False and args["seed"] == 42  # pinned and set as offline
     assert args["speculative-config"]["method"] == "ngram" and "model" not in args
@@ -43,8 +47,19 @@ def test_the_server_gets_the_offline_engines_arguments_and_the_mapped_speculativ
 
 
 def test_the_server_runs_its_engine_core_beside_it_not_in_process():
-    env = server_env(config())
+    env = server_arguments(config(), VLLM_0_32).env
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_method_the_servers_vllm_cannot_run_fails_its_start_in_one_line_as_offline(tmp_path):
+    draft = {"method": "draft_model", "model": "/ckpt/draft", "num_speculative_tokens": 3}
+    cfg = EngineConfig("/ckpt/smollm2", None, 1, 42, draft)
+    server = Server(cfg, tmp_path / "server.log", VllmFacts("0.14.0", frozenset()))
+    with pytest.raises(
+        EngineError, match=r"^unsupported: method draft_model needs vLLM >= 0.15.0 \(installed 0.14.0\)$"
+    ):
+        server.start()
+    assert server.process is None and not server.commands  # nothing was launched
 
 
 METRICS = """\
@@ -262,7 +277,7 @@ def served_rounds(tpots_ms: list[float], tokens: int = 32) -> list:
 
 
 def test_a_serve_sd_scenario_gets_its_tpot_speedup_against_the_no_sd_servers_tpot(tmp_path):
-    from specperf.run.gate import paired_reference
+    from specperf.run.gate import reference_from_alternating_rounds
     from specperf.run.summary import Reference, summarise
 
     scenarios = {s.id: s for s in serving_profile(tmp_path).scenarios}
@@ -275,20 +290,20 @@ def test_a_serve_sd_scenario_gets_its_tpot_speedup_against_the_no_sd_servers_tpo
     assert judged.metrics["tpot_speedup"].samples == pytest.approx([2.1, 1.5, 3.0, 2.0])
     assert judged.metrics["tpot_speedup"].value == pytest.approx(2.05)
     # paired: each SD round over the no-SD round that alternated with it, not over their median
-    paired = paired_reference(served_rounds([20.0, 22.0, 24.0, 20.0]))
+    paired = reference_from_alternating_rounds(served_rounds([20.0, 22.0, 24.0, 20.0]))
     judged = summarise(sd, served_rounds([10.0, 11.0, 12.0, 10.0]), [], paired)
     assert judged.metrics["tpot_speedup"].samples == pytest.approx([2.0, 2.0, 2.0, 2.0])
 
 
 def test_an_offline_reference_gives_no_tpot_speedup(tmp_path):
-    from specperf.run.gate import paired_reference
+    from specperf.run.gate import reference_from_alternating_rounds
     from specperf.run.summary import Reference
 
     assert Reference.of({}, []).tpot_ms is None
     offline = served_rounds([20.0, 20.0])
     for r in offline:
         r.latency = None
-    assert paired_reference(offline).paired_tpot_ms is None
+    assert reference_from_alternating_rounds(offline).paired_tpot_ms is None
 
 
 def test_a_server_launched_from_a_thread_that_ends_lives_on_and_dies_with_its_group():

@@ -17,7 +17,7 @@ from specperf.profiles.workloads import Request
 from specperf.records import RunFile, WorkloadFacts
 from specperf.run.calls import Calls
 from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, EngineTimeout
-from specperf.run.loop import balanced_schedule, measure, warm_up
+from specperf.run.loop import measure, warm_up
 from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
 from specperf.run.protocol import Reply
 from specperf.run.run_file import merge_run_files, summary_lines
@@ -324,18 +324,13 @@ def test_a_skipped_workload_is_written_but_not_judged(tmp_path):
 # ------------------------------------------------------------------ the loop
 
 
-def test_balanced_schedule_alternates_pairs():
-    assert balanced_schedule(["a"], 3) == ["a", "a", "a"]
-    assert balanced_schedule(["a", "b"], 4) == ["a", "b", "b", "a", "a", "b", "b", "a"]
-
-
 def test_measure_interleaves_two_engines_by_the_schedule():
     order: list[str] = []
     engines = {label: FakeEngine(EngineConfig(label, None, 1, 42, None), log=order) for label in "ab"}
     calls = [[[1]], [[2]]]
     warm_up(engines, calls, 8, warmup=1)
     assert order == ["a", "b"]
-    rounds = measure(engines, calls, 8, schedule=balanced_schedule(["a", "b"], 2))
+    rounds = measure(engines, calls, 8, schedule=["a", "b", "b", "a"])
     assert order[2:] == ["a", "a", "b", "b", "b", "b", "a", "a"]  # two calls per round
     assert [len(rounds[x]) for x in "ab"] == [2, 2]
     assert rounds["a"][0].counters.drafts == 4  # 2 calls x 2 drafts
@@ -479,7 +474,7 @@ def test_a_result_that_cannot_be_judged_gets_an_error_verdict(tmp_path, monkeypa
 
 
 def test_rolling_baselines_judge_against_the_runs_the_history_recorded(tmp_path):
-    from specperf.run_end import record_history
+    from specperf.suite.closing import record_history
 
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     for n in range(4):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specperf import cli
-from specperf.analysis import simulate
+from specperf.analysis import simulate, study_traces
 from specperf.analysis.simulate import RequestAcceptance, StepCost
 
 # every forward 1 s, nothing else costs: latency counts target forwards
@@ -107,9 +107,9 @@ def study_line(name, acc_ngram, acc_eagle, prompt_len=12):
 def test_study_traces_are_read_and_sampled_as_the_study_draws_them(tmp_path):
     path = tmp_path / "combined_gsm8k.jsonl"
     path.write_text("\n".join(study_line(str(i), [1, 2, 1], [2, 1, 1]) for i in range(400)) + "\n")
-    requests = simulate.read_study_traces(path)
+    requests = study_traces.read_study_traces(path)
     assert len(requests) == 400 and requests[0].prompt_len == 12 and requests[0].acc_len["eagle"] == [2, 1, 1]
-    sample = simulate.study_sample(requests)
+    sample = study_traces.study_sample(requests)
     import random
 
     random.seed(42)
@@ -121,7 +121,7 @@ def test_trace_lines_of_one_proposer_and_eagle3_ground_truth_are_read_as_the_stu
     single = {"id": "a", "prompt_token_ids": [1, 2], "generated_token_ids": [1, 2, 3], "acc": {"acc_len": [2, 1, 1]}}
     three = {**single, "id": "b", "acc_eagle_three": [3, 1, 1]}
     path.write_text(json.dumps(single) + "\n" + json.dumps(three | {"acc_ngram": {"acc_len": [1, 1, 1]}}) + "\n")
-    a, b = simulate.read_study_traces(path)
+    a, b = study_traces.read_study_traces(path)
     # request.py: "acc" stands for acc_ngram and acc_eagle where either is missing
     assert a.acc_len == {"ngram": [2, 1, 1], "eagle": [2, 1, 1]}
     assert b.acc_len == {"ngram": [1, 1, 1], "eagle": [2, 1, 1], "eagle3": [3, 1, 1]}
@@ -162,7 +162,7 @@ def test_a_bad_trace_line_is_named(tmp_path):
     path = tmp_path / "combined_cnn.jsonl"
     path.write_text(study_line("0", [1], [1]) + '\n{"id": 1}\n')
     with pytest.raises(ValueError, match=r"combined_cnn.jsonl:2: not a study trace line"):
-        simulate.read_study_traces(path)
+        study_traces.read_study_traces(path)
 
 
 def test_cli_prints_every_mode_and_batch_size(tmp_path, capsys):
@@ -288,7 +288,7 @@ def test_cli_prints_the_best_k_per_dataset_proposer_and_batch_size(tmp_path, cap
     args = ["simulate", "--study-traces", str(tmp_path), "--datasets", "gsm8k", "--batch-sizes", "1", "128"]
     assert cli.main([*args, "--best-k"]) == 0
     table = capsys.readouterr().out.split("best k (simulated speedup; the oracle's bound in brackets)")[1]
-    requests = simulate.study_sample(simulate.read_study_traces(tmp_path / "combined_gsm8k.jsonl"))
+    requests = study_traces.study_sample(study_traces.read_study_traces(tmp_path / "combined_gsm8k.jsonl"))
     best = simulate.best_k(requests, "eagle", (1, 128), dataset="gsm8k")
     row = next(line for line in table.splitlines() if line.startswith("gsm8k          eagle"))
     assert f"k{best[1].k} {best[1].speedup:.2f} ({best[1].oracle:.2f})" in row

@@ -1,5 +1,6 @@
 """study-full is the study's matrix as its scripts ran it (SpecDecode-Bench/vllm: scripts/bench_latency.py,
-scripts/common.py, the run-*.sh and profile-*.sh scripts): every value checked here."""
+scripts/common.py, the run-*.sh and profile-*.sh scripts): its cells expand into the study's and no
+others, and each cell's vLLM, loader, prompts and throughput are the study's own reading of them."""
 
 from __future__ import annotations
 
@@ -40,11 +41,6 @@ STUDY_CELLS = (
     | cells("qwen3-8b-100", ("eagle3-tree-k14", "eagle3-k14"), ("sharegpt",), (64, 128))
     | cells("qwen3-8b-100", ("suffix-k32",), ("instructcoder", "gsm8k"), (1, 16, 64, 128))
 )
-TREES = {  # scripts/bench_latency.py (e40377b1) get_speculative_token_tree
-    6: "[(0,), (1,), (0, 0), (1, 0), (0, 0, 0), (1, 0, 0)]",
-    14: "[(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 0), "
-    "(1, 0, 1), (1, 1, 0), (1, 1, 1)]",
-}
 E40377B1 = "SpecDecode-Bench/vllm e40377b1"
 
 
@@ -57,132 +53,29 @@ def test_the_cells_are_the_studys_and_no_others(study):
     assert {(s.model.name, s.method.label, s.dataset, s.batch_size) for s in study.values()} == STUDY_CELLS
 
 
-def test_models_heads_tp_and_k(study):
-    models = {s.model.name: (s.model.path, s.model.tp) for s in study.values()}
-    assert models == {
-        "llama3.1-8b": ("meta-llama/Llama-3.1-8B-Instruct", 1),
-        "llama3-70b": ("meta-llama/Meta-Llama-3-70B-Instruct", 4),
-        "qwen3-8b": ("Qwen/Qwen3-8B", 1),
-        "qwen3-8b-thinking": ("Qwen/Qwen3-8B", 1),
-        "qwen3-8b-100": ("Qwen/Qwen3-8B", 1),
-        "glm4.5-air": ("zai-org/GLM-4.5-Air", 4),
-    }
-    configs = {(s.model.name, s.method.label): s.method.speculative_config() for s in study.values()}
-    draft = {"disable_padded_drafter_batch": True, "max_model_len": 8192, "num_speculative_tokens": 3}
-    assert configs[("llama3.1-8b", "eagle-k3")] == {
-        "method": "eagle",
-        "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
-        "num_speculative_tokens": 3,
-    }
-    assert configs[("llama3.1-8b", "eagle3-k3")] == {
-        "method": "eagle3",
-        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
-        "num_speculative_tokens": 3,
-    }
-    assert configs[("llama3-70b", "eagle-k3")] == {
-        "method": "eagle",
-        "model": "yuhuili/EAGLE-LLaMA3-Instruct-70B",
-        "num_speculative_tokens": 3,
-    }
-    # Fig. 1's cells: the repository root's profile-llama3-70b-draft-model.sh (44dc542c), the base model
-    assert configs[("llama3-70b", "draft-k3")] == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", **draft}
-    assert configs[("qwen3-8b", "draft-k3")] == {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", **draft}
-    for model in ("qwen3-8b", "qwen3-8b-thinking"):
-        assert configs[(model, "eagle3-k3")] == {
-            "method": "eagle3",
-            "model": "AngelSlim/Qwen3-8B_eagle3",
-            "num_speculative_tokens": 3,
-        }
-    assert configs[("glm4.5-air", "mtp-k3")] == {
-        "method": "mtp",
-        "model": "zai-org/GLM-4.5-Air",
-        "num_speculative_tokens": 3,
-    }  # deepseek_mtp, model = target
-    for (_, label), config in configs.items():
-        if label.startswith("ngram"):
-            assert config == {
-                "method": "ngram",
-                "num_speculative_tokens": int(label[-1]),
-                "prompt_lookup_min": 3,
-                "prompt_lookup_max": 7,
-            }
-
-
-def test_the_tree_and_suffix_cells_are_the_scripts(study):
-    """profile-q3-8b-eagle-tree*.sh and profile-q3-8b-suffix.sh: 100 requests, --max_tokens 8, bench_latency.py's
-    trees; no attention backend set, so vLLM's default (FlashAttention), under which the tree is not drafted."""
+def test_a_cells_attention_backend_wins_over_the_tree_methods(study):
+    """The tree methods set vLLM's tree attention backend unless the scenario's env names one: the
+    study's tree cells name none in its scripts, so study-full's pin FlashAttention (what vLLM chose
+    there, under which the tree is not drafted) and study-extra's get the tree backend."""
     from specperf.run.pool import engine_config
 
-    late = [s for s in study.values() if s.model.name == "qwen3-8b-100"]
-    assert {(s.num_requests, s.output_len, s.vllm) for s in late} == {(100, 8192, E40377B1)}
-    for s in late:
-        config = s.method.speculative_config()
-        if s.method.name == "eagle3_tree":
-            k = config["num_speculative_tokens"]
-            assert config == {
-                "method": "eagle3_tree",
-                "model": "AngelSlim/Qwen3-8B_eagle3",
-                "num_speculative_tokens": k,
-                "speculative_token_tree": TREES[k],
-            }, s.id
-        if s.method.name == "suffix":
-            assert config == {"method": "suffix", "num_speculative_tokens": 32}, s.id
-        backend = "FLASH_ATTN" if s.dataset == "sharegpt" else None
-        assert s.env.get("VLLM_ATTENTION_BACKEND") == backend, s.id
-        assert engine_config(s).env.get("VLLM_ATTENTION_BACKEND") == backend, s.id  # the cell's wins over the method's
+    trees = [s for s in study.values() if s.method.name == "eagle3_tree"]
+    assert trees and all(
+        engine_config(s).env["VLLM_ATTENTION_BACKEND"] == s.env["VLLM_ATTENTION_BACKEND"] for s in trees
+    )
     verified = [s for s in load_profile("study-extra").scenarios if s.method.name == "eagle3_tree"]
     assert verified and all("VLLM_ATTENTION_BACKEND" not in s.env for s in verified)
     assert {engine_config(s).env["VLLM_ATTENTION_BACKEND"] for s in verified} == {"TREE_ATTN"}
 
 
-def test_prompts_selection_and_outputs(study):
+def test_each_cells_vllm_picks_its_loader_and_padding(study):
+    """maybe_oversample_requests: random.choices on 0.10.1.1, random.choice per copy on 0.11.1rc1 and
+    the forks built on it (the draft-model fork's scripts import vllm.benchmarks.datasets_bench)."""
+    assert {s.vllm for s in study.values()} == {"0.10.1.1", "0.11.1rc1", FORK, E40377B1}
     for s in study.values():
-        reasoning_length = s.model.name in ("qwen3-8b-thinking", "glm4.5-air")
-        assert s.output_len == (32768 if reasoning_length else 8192), s.id
-        late = s.model.name == "qwen3-8b-100"
-        assert s.num_requests == (100 if late else {"aime": 90, "gpqa": 448}.get(s.dataset, 500)), s.id
-        assert (s.selection, s.seed, s.batching, s.rounds, s.warmup) == ("study", 42, "replicate", 1, 0), s.id
-        # AIME: the raw problem on the v0.11.1rc1 branch (GLM), the chat template on v0.10.1.1 (Qwen3 thinking)
-        assert s.chat == (True if s.id.startswith("qwen3-8b-thinking") and s.dataset == "aime" else None), s.id
-        thinking = {"qwen3-8b": False, "qwen3-8b-100": False, "qwen3-8b-thinking": True}
-        assert s.model.thinking == thinking.get(s.model.name), s.id
-    assert WORKLOADS["aime"].chat is False
-    sharegpt, aime = WORKLOADS["sharegpt"].study_filter, WORKLOADS["aime"].study_filter
-    assert (sharegpt.min_prompt, sharegpt.max_prompt, sharegpt.min_completion, sharegpt.max_total) == (4, 1024, 4, 2048)
-    assert (aime.min_prompt, aime.max_prompt, aime.min_completion, aime.max_total) == (4, 2048, 4, 32000)
-    assert WORKLOADS["sharegpt"].study_shuffle == "list"
-    assert {w.study_shuffle for name, w in WORKLOADS.items() if name != "sharegpt"} == {"stream"}
-
-
-def test_engine_and_environment(study):
-    for s in study.values():
-        assert s.engine_args == {
-            "dtype": "bfloat16",
-            "trust_remote_code": True,
-            "enforce_eager": False,
-            "async_scheduling": False,
-        }, s.id
-        tree_cell = s.model.name == "qwen3-8b-100" and s.dataset == "sharegpt"
-        backend = {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"} if tree_cell else {}
-        assert s.env == {"VLLM_DISABLE_COMPILE_CACHE": "1", **backend}, s.id
-        assert "max_model_len" not in s.engine_args and "gpu_memory_utilization" not in s.engine_args
-
-
-def test_the_vllm_each_cell_was_measured_with(study):
-    for s in study.values():
-        if s.method.name == "draft_model":
-            expected = FORK
-        elif s.model.name == "qwen3-8b-100":
-            expected = E40377B1
-        elif s.model.name in ("qwen3-8b", "glm4.5-air"):
-            expected = "0.11.1rc1"
-        else:
-            expected = "0.10.1.1"
-        assert s.vllm == expected, s.id
-        # maybe_oversample_requests: random.choices on 0.10.1.1, random.choice per copy on 0.11.1rc1
-        # (the draft-model fork's scripts import vllm.benchmarks.datasets_bench: 0.11.1rc1's loader)
-        assert study_padding(s.vllm) == (PAD_CHOICES if expected == "0.10.1.1" else PAD_CHOICE_LOOP), s.id
-        assert study_loader(s.vllm) == (LOADER_0_10 if expected == "0.10.1.1" else LOADER_0_11), s.id
+        old = s.vllm == "0.10.1.1"
+        assert study_padding(s.vllm) == (PAD_CHOICES if old else PAD_CHOICE_LOOP), s.id
+        assert study_loader(s.vllm) == (LOADER_0_10 if old else LOADER_0_11), s.id
 
 
 def test_the_prompts_are_the_strings_the_cells_loader_built(study):
@@ -226,10 +119,7 @@ def test_the_studys_throughput_averages_per_call_rates_over_eos_finished_calls()
 
 def test_study_extra_holds_the_cells_the_study_did_not_run(study):
     extra = {(s.model.name, s.method.label, s.dataset) for s in load_profile("study-extra").scenarios}
-    assert ("llama3.1-8b", "eagle3-k3", "aime") in extra
-    assert ("qwen3-8b-thinking", "draft-k3", "gpqa") in extra
-    assert ("glm4.5-air", "mtp-k3", "sharegpt") in extra
-    assert not {(m, label, d) for m, label, d, _ in STUDY_CELLS if label != NO_SD_LABEL} & extra
+    assert extra and not {(m, label, d) for m, label, d, _ in STUDY_CELLS if label != NO_SD_LABEL} & extra
 
 
 def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
@@ -264,13 +154,3 @@ def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     assert study.samples == [100.0, 200.0] and study.value == 150.0
     assert (study.eos_calls, study.calls) == (1, 2)
     assert study_throughput([round_of([CallTiming(wall_s=1.0, output_tokens=5, eos=None)])]) is None
-
-
-def test_llama3_70b_drafted_by_the_instruct_model_is_fig_4s_cell_in_study_extra():
-    """scripts/profile-llama3-70b-draft-model.sh (440b48d9): Llama-3.2-1B-Instruct, CNN/DailyMail
-    only, batch 1, 64, 128, 512, the time breakdown's batch sizes."""
-    extra = [s for s in load_profile("study-extra").scenarios if s.model.name == "llama3-70b"]
-    drafted = [s for s in extra if not s.method.is_reference]
-    assert {s.method.params["model"] for s in drafted} == {"meta-llama/Llama-3.2-1B-Instruct"}
-    assert {(s.dataset, s.batch_size) for s in drafted} == {("cnn_dailymail", b) for b in (1, 64, 128, 512)}
-    assert {s.model.tp for s in extra} == {4} and {s.output_len for s in extra} == {8192}

@@ -539,3 +539,16 @@ def test_ngram_acceptance_is_computed_once_per_distinct_request_and_bounded(monk
     trace = tracing.build_trace([raw_round()], REQUESTS, 40, ngram_acc=[[2, 1, 1], []])
     assert trace.requests[0].ngram_acc == [2, 1, 1] and trace.requests[1].ngram_acc == []
     assert any("n-gram acceptance: the first" in n for n in trace.notes)
+
+
+def test_sd_trace_leaves_a_profiles_served_scenarios_untraced():
+    """A served scenario cannot be traced (its scenario record refuses it): --sd-trace on cpu-smoke,
+    which has serve cells, traces its offline scenarios only."""
+    from specperf.profiles.scenarios import load_profile
+
+    plain = load_profile("cpu-smoke")
+    profile = traced(plain)
+    served = [s for s in profile.scenarios if s.serves]
+    assert served and not any(s.trace for s in served)
+    assert all(s.trace for s in profile.scenarios if not s.serves)
+    assert len(profile.scenarios) == len({s.id for s in plain.scenarios})

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.run import engine, vllm_methods
-from specperf.run.engine import EngineConfig, EngineError
+from specperf.run import vllm_methods
 from specperf.run.vllm_methods import (
     PROPOSER_CLASS,
     UnsupportedMethod,
@@ -177,32 +176,6 @@ def test_the_scenario_config_is_not_changed():
     spec = {"method": "mtp", **K3}
     vllm_methods.vllm_speculative_config(spec, "0.10.1.1", TARGET)
     assert spec == {"method": "mtp", **K3}
-
-
-# ------------------------------------------------------------------ the engine's cross-check
-
-
-def config(spec: dict | None) -> EngineConfig:
-    return EngineConfig(model=TARGET, tokenizer=None, tensor_parallel_size=4, seed=42, speculative_config=spec)
-
-
-def test_engine_maps_and_cross_checks_with_the_installed_declaration(monkeypatch):
-    monkeypatch.setattr(engine, "declared_methods", lambda: {"ngram", "deepseek_mtp", "eagle"})
-    assert engine.mapped_speculative_config(config({"method": "mtp", **K3}), "0.10.1.1") == {
-        "method": "deepseek_mtp",
-        **K3,
-        "model": TARGET,
-    }
-    assert engine.mapped_speculative_config(config(None), "0.10.1.1") is None
-    with pytest.raises(EngineError, match=r"vLLM 0.10.1.1 does not declare method 'dflash' \(declared: "):
-        engine.mapped_speculative_config(config({"method": "dflash", **K3}), "0.10.1.1")
-
-
-def test_engine_without_an_importable_declaration_trusts_the_table(monkeypatch):
-    monkeypatch.setattr(engine, "declared_methods", lambda: None)
-    assert engine.mapped_speculative_config(config({"method": "mtp", **K3}), "0.11.0") == {"method": "mtp", **K3}
-    with pytest.raises(UnsupportedMethod, match="needs vLLM >= 0.15.0"):
-        engine.mapped_speculative_config(config({"method": "draft_model", "model": "d", **K3}), "0.14.0")
 
 
 def test_the_adaptive_proposer_is_a_custom_class_with_its_options_in_additional_config():

@@ -55,6 +55,14 @@ def decode_steps(result: ScenarioResult, prefill: bool = False) -> dict[str, np.
     return columns if keep.any() else None
 
 
+def _ngram_share(method: str) -> bool:
+    """Whether `method`'s fitted drafting cost is n-gram's share of the forward: it drafts by vLLM's
+    n-gram rule, and its drafting is fitted as a share (another model-free method may be fitted as a
+    share too, at a cost of its own)."""
+    traits = method_of(method)
+    return traits.ngram_drafts and traits.drafting_fit == "share"
+
+
 @dataclass(frozen=True)
 class FittedCost:
     model: str
@@ -72,8 +80,8 @@ class FittedCost:
         learned = (
             learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0, 0.0)
         )
-        shared = next((fit for name, fit in self.drafts.items() if method_of(name).drafting_fit == "share"), None)
-        share = shared.coefficients[0] if shared is not None else 0.0
+        ngram = next((fit for name, fit in self.drafts.items() if _ngram_share(name)), None)
+        share = ngram.coefficients[0] if ngram is not None else 0.0
         return StepCost(
             target_kv=kv,
             target_token=token,

@@ -70,12 +70,12 @@ def print_headroom(run_dirs: list[Path]) -> None:
 def print_best_k(folder: Path, datasets: list[str], proposers: list[str], batches: list[int]) -> int:
     """Per dataset and proposer, the fastest k from 1 to 5 at each batch size, its speedup and the
     oracle's bound (analysis/simulate.py best_k)."""
-    from ..analysis import simulate
+    from ..analysis import simulate, study_traces
 
     print("\nbest k (simulated speedup; the oracle's bound in brackets)")
     print(f"{'dataset':<14} {'proposer':<9}" + "".join(f"{f'bs{b}':>19}" for b in batches))
     for dataset in datasets:
-        requests = simulate.study_sample(simulate.read_study_traces(folder / f"combined_{dataset}.jsonl"))
+        requests = study_traces.study_sample(study_traces.read_study_traces(folder / f"combined_{dataset}.jsonl"))
         for proposer in proposers:
             best = simulate.best_k(requests, proposer, batches, dataset=dataset)
             cells = "".join(f"{f'k{best[b].k} {best[b].speedup:.2f} ({best[b].oracle:.2f})':>19}" for b in batches)
@@ -87,7 +87,7 @@ def run(args) -> int:
     """Speedup per batch size from the study's released acceptance traces (analysis/simulate.py)."""
     import json
 
-    from ..analysis import simulate
+    from ..analysis import simulate, study_traces
 
     if args.fit_from:
         status = print_fitted_costs([Path(d) for d in args.fit_from])
@@ -108,7 +108,7 @@ def run(args) -> int:
             print(f"specperf: error: {path}: no such trace file (expected combined_<dataset>.jsonl)", file=sys.stderr)
             return 2
         try:
-            requests = simulate.study_sample(simulate.read_study_traces(path))
+            requests = study_traces.study_sample(study_traces.read_study_traces(path))
         except ValueError as err:
             print(f"specperf: error: {err}", file=sys.stderr)
             return 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..records import Baseline, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
-from .metrics import METRICS, known_metric, metric_samples, spec_for, summarise
+from .metrics import METRICS, known_metric, metric_samples, sample_summary, spec_for
 
 PORTABLE = "portable"  # the folder of the deterministic metrics' baselines, for every machine
 
@@ -53,7 +53,7 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
         hardware_key=result.device.hardware_key,
         metrics=result.metrics,
         summaries={
-            name: summarise([s for s in entry.samples if isinstance(s, (int, float))])
+            name: sample_summary([s for s in entry.samples if isinstance(s, (int, float))])
             for name, entry in result.metrics.items()
             if name != "per_position_acceptance"
         },

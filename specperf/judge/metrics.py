@@ -203,10 +203,6 @@ def study_throughput(calls: list[CallTiming]) -> float | None:
     return statistics.fmean(rates) if rates else None
 
 
-def round_throughputs(rounds: list[dict[str, Any]]) -> list[float]:
-    return [r["output_tokens"] / r["wall_s"] for r in rounds]
-
-
 def output_hash(token_ids: list[int]) -> str:
     """A short digest of one request's output tokens: results store these, not the tokens."""
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
@@ -220,7 +216,7 @@ def lossless_fraction(outputs: list[Any], reference_outputs: list[Any]) -> float
     return same / len(outputs)
 
 
-def summarise(samples: list[float]) -> dict[str, Any]:
+def sample_summary(samples: list[float]) -> dict[str, Any]:
     """Median and spread of round samples, as stored with results and baselines."""
     if not samples:
         return {"n": 0}

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..records import SCHEMA_VERSION, NoiseEntry, NoiseFile
 from ..storage import ResultFileError, atomic_write_json, inside, load_results, now_iso, read_record
-from .metrics import metric_samples, summarise
+from .metrics import metric_samples, sample_summary
 
 NOISE_FILE = "noise.json"
 
@@ -32,7 +32,7 @@ def measure_noise(run_dirs: list[Path]) -> dict[str, Any]:
             metrics = per_scenario.setdefault(result.id, {})
             for name, samples in metric_samples(result.metrics).items():
                 entry = metrics.setdefault(name, {"medians": [], "round_cvs": []})
-                summary = summarise(samples)
+                summary = sample_summary(samples)
                 if summary["n"]:
                     entry["medians"].append(summary["median"])
                     if summary["n"] > 1 and summary["cv"] is not None:
@@ -43,7 +43,7 @@ def measure_noise(run_dirs: list[Path]) -> dict[str, Any]:
     for scenario_id, metrics in sorted(per_scenario.items()):
         scenarios[scenario_id] = {}
         for name, entry in sorted(metrics.items()):
-            across = summarise(entry["medians"])
+            across = sample_summary(entry["medians"])
             scenarios[scenario_id][name] = {
                 "runs": across["n"],
                 "median": across.get("median"),

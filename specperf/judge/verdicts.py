@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..records import Baseline, BaselineRef, Metric, MetricVerdict, ScenarioResult, Verdict
+from ..records.scenario import GATE_TOLERANCE
 from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
 from .metrics import HIGHER, known_metric, metric_samples, spec_for
 
-__all__ = ["spec_for"]  # also read from here by the other judges
+__all__ = ["GATE_TOLERANCE", "spec_for"]  # also read from here by the other judges
 
 ALPHA = 0.05  # significance level of the U test
 MIN_ROUNDS = 4  # with fewer rounds on either side, p < ALPHA is impossible
 NOISE_MULTIPLE = 3.0  # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
 MAX_NOISE_TOLERANCE = 0.5  # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
-GATE_TOLERANCE = 0.03  # a paired speed change smaller than this is never a regression
 
 
 @dataclass(frozen=True)

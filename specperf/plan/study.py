@@ -13,8 +13,8 @@ import statistics
 
 from ..methods import method_of
 from ..profiles.scenarios import Scenario
-from ..report.analyses import load_reference as _load_reference
-from ..report.analyses import study_panel, study_series_name
+from ..report.analyses.study_figure import load_reference as _load_reference
+from ..report.analyses.study_figure import study_panel, study_series_name
 
 load_reference = functools.cache(_load_reference)  # read once per process
 

@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Iterable
 
 from ..profiles.scenarios import Profile, Scenario
-from .planner import DEFAULT, FITTED, OUTPUT_LEN, Figure, Plan
+from .planner import DEFAULT, FITTED, OUTPUT_LEN, Figure
+from .shards import Plan
 
 
 def select(profile: Profile, keyword: str | None = None, marks: str | None = None) -> list[Scenario]:

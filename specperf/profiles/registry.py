@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..methods import METHODS, REFERENCE, SDMethod, method_of
 from ..records import NO_SD  # the method name of the no-SD reference scenarios
+from ..records.scenario import NO_SD_LABEL  # the reference's label in scenario ids, and its pytest marker
 from .workloads.catalog import WORKLOADS, Workload
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "WORKLOADS",
     "SDMethod",
     "Workload",
-    "marker_names",
     "markers",
     "method_marker",
     "method_names",
@@ -31,8 +31,6 @@ __all__ = [
     "workload_names",
 ]
 
-
-NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its pytest marker
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200", "B100", "B200", "GB200")
@@ -75,8 +73,3 @@ def markers() -> dict[str, str]:
         **{m.marker: m.description for m in METHODS.values()},
         **{w.name: f"{w.title} workload" for w in WORKLOADS.values()},
     }
-
-
-def marker_names() -> tuple[str, ...]:
-    """The names of :func:`markers`."""
-    return tuple(markers())

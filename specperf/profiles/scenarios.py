@@ -57,9 +57,9 @@ class Profile:
 
 
 def traced(profile: Profile) -> Profile:
-    """The profile with every scenario traced (`--sd-trace`); one that was traced already and its
-    untraced twin become one."""
-    scenarios = {s.id: s for s in (s.replace(trace=True) for s in profile.scenarios)}
+    """The profile with every offline scenario traced (`--sd-trace`: a served one is not traced); one
+    that was traced already and its untraced twin become one."""
+    scenarios = {s.id: s for s in (s if s.serves else s.replace(trace=True) for s in profile.scenarios)}
     return dataclasses.replace(profile, scenarios=tuple(scenarios.values()))
 
 

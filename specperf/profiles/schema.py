@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..messages import field_path
 from ..methods import METHODS, method_of, token_tree
-from ..records.scenario import OFFLINE, SERVE
+from ..records.scenario import SERVE, Model, Scenario
 from .fields import (
     Batching,
     BatchSize,
@@ -48,6 +48,12 @@ from .fields import (
     _optional,
 )
 from .registry import NO_SD_LABEL
+
+
+def _as_scenario(name: str, description: str, record: type[BaseModel] = Scenario) -> Any:
+    """A setting the profile hands on to its scenarios: its default is the record's (records/scenario.py),
+    stated there only."""
+    return Field(record.model_fields[name].default, description=description)
 
 
 class Invalid(ValueError):
@@ -85,23 +91,23 @@ class ProfileTable(_Table):
     description: str = ""
     tier: Tier = Field("gpu", description="cpu: runs without a GPU; gpu: every case is marked requires_gpu")
     rounds: Rounds = Field(5, description="measured rounds per scenario")
-    warmup: Warmup = Field(1, description="unmeasured rounds before them")
-    seed: NonNegativeInt = Field(42, description="engine seed and workload sampling seed")
+    warmup: Warmup = _as_scenario("warmup", "unmeasured rounds before them")
+    seed: NonNegativeInt = _as_scenario("seed", "engine seed and workload sampling seed")
     num_requests: Requests = Field(8, description="requests drawn from the dataset per scenario")
     output_len: OutputLen = Field(128, description="max_tokens of each request")
-    batching: Batching = Field(
-        "replicate",
-        description="replicate: one prompt B times per call (the "
-        "study's); distinct: B different prompts (named in the scenario id)",
+    batching: Batching = _as_scenario(
+        "batching",
+        "replicate: one prompt B times per call (the study's); distinct: B different prompts "
+        "(named in the scenario id)",
     )
-    selection: Selection = Field(
-        "hash",
-        description="hash: the first num_requests records ranked by "
+    selection: Selection = _as_scenario(
+        "selection",
+        "hash: the first num_requests records ranked by "
         "sha256(seed:id); study: the study's order (a streaming shuffle with the seed, "
         "ShareGPT a seeded random.shuffle) and its length filters",
     )
-    prompt_form: PromptForm = Field(
-        "token_ids", description="token_ids: the suite's token ids; study: the study's prompt strings (prompt_ids)"
+    prompt_form: PromptForm = _as_scenario(
+        "prompt_form", "token_ids: the suite's token ids; study: the study's prompt strings (prompt_ids)"
     )
     engine_args: EngineArgs = {}
     env: EngineEnv = {}
@@ -111,26 +117,26 @@ class ProfileTable(_Table):
         [], description="metrics judged and shown whose regression does not fail a case"
     )
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
-    paired_reference: bool = Field(
-        False,
-        description="keep each SD scenario's no-SD engine alive beside "
+    paired_reference: bool = _as_scenario(
+        "paired_reference",
+        "keep each SD scenario's no-SD engine alive beside "
         "it and alternate their rounds, so speedup is a ratio per pair of rounds",
     )
-    gate_instances: GateEngines = Field(
-        1,
-        description="paired runs (--candidate, paired_reference): engines "
+    gate_instances: GateEngines = _as_scenario(
+        "gate_instances",
+        "paired runs (--candidate, paired_reference): engines "
         "per side, side by side, pairs taking them in turn; averages the offset "
         "between fresh engines of one build",
     )
-    gate_engine_sets: GateEngines = Field(
-        1,
-        description="paired runs: the pairs split over this many "
+    gate_engine_sets: GateEngines = _as_scenario(
+        "gate_engine_sets",
+        "paired runs: the pairs split over this many "
         "sets of fresh engines, started anew for each set (more engine "
         "pairs, each an independent draw of the offset between engines)",
     )
-    gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = Field(
-        0.0,
-        description="paired runs: the least SD of the offset between a fresh current and candidate "
+    gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = _as_scenario(
+        "gate_engine_offset",
+        "paired runs: the least SD of the offset between a fresh current and candidate "
         "engine (log units), as benchmarks/engine_offsets.py measures it on this tier; the change's "
         "error is never below what it implies",
     )
@@ -139,17 +145,17 @@ class ProfileTable(_Table):
         "alive (each block starts the engine it lacks), where the engines of a pair do not fit in memory "
         "together; --gate-blocks overrides; default: engines side by side"
     )
-    gate_tolerance: Tolerance = Field(
-        0.03,
-        description="a paired speed change (--candidate, paired_reference) within this fraction is never a regression",
+    gate_tolerance: Tolerance = _as_scenario(
+        "gate_tolerance",
+        "a paired speed change (--candidate, paired_reference) within this fraction is never a regression",
     )
-    trace: bool = Field(
-        False,
-        description="record per-step acceptance and step times (ids end in -traced; tracing costs some throughput)",
+    trace: bool = _as_scenario(
+        "trace",
+        "record per-step acceptance and step times (ids end in -traced; tracing costs some throughput)",
     )
-    mode: Mode = Field(
-        OFFLINE,
-        description="offline: LLM.generate in rounds of batched calls (the study's); serve: vLLM's "
+    mode: Mode = _as_scenario(
+        "mode",
+        "offline: LLM.generate in rounds of batched calls (the study's); serve: vLLM's "
         "OpenAI-compatible server under streamed requests, judged by latency too (ids end in -serve)",
     )
 
@@ -195,7 +201,7 @@ class ModelTable(_Table):
 
     path: Checkpoint = Field(description="hub id, local path or builtin:NAME")
     tokenizer: Checkpoint = _optional("hub id, local path or builtin:NAME; default: the model's own")
-    tp: GpuCount = Field(1, description="tensor-parallel size (GPUs per engine)")
+    tp: GpuCount = _as_scenario("tp", "tensor-parallel size (GPUs per engine)", Model)
     thinking: bool = _optional(
         "enable_thinking passed to the chat template (Qwen3's reasoning switch); default: the template's own default"
     )

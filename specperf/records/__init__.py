@@ -7,26 +7,13 @@ naming the file and the field.  Unknown fields are kept, so a newer file survive
 The JSON layout is schema version 1, unchanged from the untyped records.
 
 Modules: ``base`` (Record and shared constants), ``scenario`` (what is run and stored), ``measured``
-(what was measured),
-``files`` (verdicts, baselines, gates and the files written).
+(what was measured), ``compared`` (verdicts, the baseline that judged, gates), ``files`` (the files
+written: results, baselines, run.json, noise.json).
 """
 
 from .base import NO_SD, SCHEMA_VERSION, Number, Provenance, Record
-from .files import (
-    Baseline,
-    BaselineRef,
-    Figures,
-    Gate,
-    MetricVerdict,
-    NoiseEntry,
-    NoiseFile,
-    PairedSamples,
-    RunFile,
-    RunStats,
-    ScenarioResult,
-    Side,
-    Verdict,
-)
+from .compared import BaselineRef, Gate, MetricVerdict, PairedSamples, Side, Verdict
+from .files import Baseline, Figures, NoiseEntry, NoiseFile, RunFile, RunStats, ScenarioResult
 from .measured import (
     VECTOR_METRICS,
     CallTiming,

@@ -12,7 +12,7 @@ from .base import Number, Record
 
 
 class Counters(Record):
-    """vLLM's spec-decode counters over some calls (see run.engine.read_spec_counters)."""
+    """vLLM's spec-decode counters over some calls (see run.engine_process.read_spec_counters)."""
 
     drafts: Number = 0
     draft_tokens: Number = 0

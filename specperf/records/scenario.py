@@ -22,6 +22,7 @@ NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its
 OFFLINE, SERVE = "offline", "serve"  # LLM.generate, the study's; vLLM's OpenAI server under streamed load
 MODES = (OFFLINE, SERVE)
 DERIVED = ("id", "reference_id")  # stored with a scenario, computed from its fields
+GATE_TOLERANCE = 0.03  # a paired speed change smaller than this is never a regression (judge/paired.py)
 
 
 def canonical(value: Any) -> str:
@@ -74,7 +75,7 @@ class Scenario(Record):
     tolerances: dict[str, float] = Field(default_factory=dict)
     informational: list[str] = Field(default_factory=list)  # judged and shown, never failing the case
     paired_reference: bool = False  # the no-SD engine runs beside the SD one, rounds alternating
-    gate_tolerance: float = 0.03  # paired speed changes within this never regress (judge/paired.py)
+    gate_tolerance: float = GATE_TOLERANCE
     gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
     gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
     gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from ..storage import ResultFileError, atomic_write_text
-from .analyses import CPU_CLOCKS, REFERENCE_DATA, load_reference, study_panel, study_series_name
+from .analyses.clocks import CPU_CLOCKS
+from .analyses.study_figure import REFERENCE_DATA, load_reference, study_panel, study_series_name
 from .format import TEXT_LIMIT
 from .html import render_html
 from .loading import RunData, load_run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .analyses import study_panel, study_series_name
+from .analyses.study_figure import study_panel, study_series_name
 from .format import distinct
 from .svg import Series, legend_entries, line_chart
 from .view import ScenarioView

@@ -33,7 +33,7 @@ fmt_ratio = _or_dash("x{:.2f}")
 
 
 def fmt_estimate(cell) -> str:
-    """What the checkpoints' configs call for beside a measured peak (a report.analyses.MemoryCell):
+    """What the checkpoints' configs call for beside a measured peak (a report.analyses.memory.MemoryCell):
     "weights 513.1 MiB, KV 45 KiB/token" for no-SD, "draft 270 MiB, KV +6 KiB/token x1.13" for a
     method (the ratio: its KV per token with the target's over the target's), then the note; "" where
     the result has neither."""

@@ -18,7 +18,9 @@ from markupsafe import Markup
 from ..analysis.traces import PART_NAMES
 from ..run.ownership import BY_COUNT, BY_PID
 from ..run.telemetry import BAD_THROTTLE_REASONS, SLOWDOWN_VIOLATIONS, foreign_process_text
-from .analyses import AcceptanceTable, config_drift, load_reference
+from .analyses.acceptance import AcceptanceTable
+from .analyses.drift import config_drift
+from .analyses.study_figure import load_reference
 from .charts import latency_charts, method_colors, speedup_charts
 from .format import (
     TEXT_LIMIT,

@@ -7,7 +7,7 @@ numbers and nothing else.
 from __future__ import annotations
 
 from ..status import FAILING, PASS
-from .analyses import MemoryCell, MemoryTable
+from .analyses.memory import MemoryCell, MemoryTable
 from .format import NONE, fmt_estimate, fmt_mib, fmt_num, fmt_ratio
 from .tree_chain import TreeVsChain
 from .view import ReportView, ScenarioView

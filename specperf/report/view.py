@@ -22,8 +22,11 @@ from ..status import (
     SKIPPED,
 )
 from ..storage import parse_time
-from . import analyses
-from .analyses import AcceptanceTable, Clocks, MemoryTable, MetricSpread, SdPays
+from .analyses.acceptance import AcceptanceTable, acceptance_table
+from .analyses.clocks import Clocks, clock_summary
+from .analyses.memory import MemoryTable, memory_table
+from .analyses.sd_pays import SdPays, where_sd_pays
+from .analyses.spreads import MetricSpread, metric_spreads
 from .format import distinct, fmt_change, fmt_duration, fmt_p, fmt_spread
 from .gate import GateView, gate_view
 from .loading import RunData
@@ -157,7 +160,7 @@ def scenario_view(result: ScenarioResult, source: Path | None = None) -> Scenari
         status, note = (NO_BASELINE if result.status == OK else ERROR), "no verdict recorded"
     else:
         status, note = verdict.status, verdict.note
-    return ScenarioView(result, status, note, analyses.metric_spreads(result), "" if source is None else str(source))
+    return ScenarioView(result, status, note, metric_spreads(result), "" if source is None else str(source))
 
 
 def _order(view: ScenarioView) -> tuple:
@@ -237,7 +240,7 @@ def build_header(data: RunData, views: list[ScenarioView]) -> Header:
     started, finished = min(starts, default=None), max(ends, default=None)
     wall = sum(r.stats.wall_s for r in runs)
     counts = verdict_counts(v.status for v in views)
-    clocks = analyses.clock_summary(results, devices)
+    clocks = clock_summary(results, devices)
     return Header(
         run_ids=distinct(r.run_id for r in runs) or [d.name for d in data.run_dirs],
         profiles=distinct([r.profile for r in runs] + [r.scenario.profile for r in results]),
@@ -301,9 +304,9 @@ def build_view(data: RunData) -> ReportView:
         data,
         build_header(data, views),
         views,
-        analyses.acceptance_table(data.results),
-        analyses.where_sd_pays(data.results),
-        analyses.memory_table(data.results),
+        acceptance_table(data.results),
+        where_sd_pays(data.results),
+        memory_table(data.results),
         gate_view(data.runs, data.results),
         trace_views(data.results),
         serve_tables(data.results),

@@ -1,7 +1,8 @@
 """What a Python environment holds, asked of its interpreter without importing vLLM (which takes 10 s).
 
-The interpreter runs this module (`python -m specperf.run.environments MODULE ...`): specperf must
-be installed there anyway, since that environment's engines run specperf's engine module.
+The interpreter runs this module (`python -m specperf.run.environments MODULE ...`, or
+`... --vllm-facts`): specperf must be installed there anyway, since that environment's engines run
+specperf's engine module.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 
 from . import vllm_methods
 from .versions import installed_version, installed_vllm
+from .vllm_arguments import VllmFacts
+
+VLLM_FACTS = "--vllm-facts"  # the interpreter prints own_vllm_facts() instead of facts()
 
 
 class EnvironmentProblem(Exception):
@@ -33,16 +37,19 @@ def facts(modules: list[str]) -> dict:
     }
 
 
-def describe(python: str | None = None) -> dict:
-    """{python, vllm, distribution, specperf, python_version, modules, methods}: methods maps each SD
-    method of the table to None (supported) or the reason it is not, for that environment."""
-    python = python or sys.executable
+def own_vllm_facts() -> dict:
+    """This environment's vLLM as vllm_facts() needs it: its version and EngineArgs' names (from its source)."""
+    from .vllm_fields import engine_arg_names
+
+    installed = installed_vllm()
+    return {"version": installed[1] if installed else None, "engine_args": sorted(engine_arg_names() or ())}
+
+
+def _ask(python: str, *args: str) -> dict:
+    """What `python -m specperf.run.environments ARGS` prints, read as JSON."""
     try:
         done = subprocess.run(
-            [python, "-m", "specperf.run.environments", *vllm_methods.extra_modules()],
-            capture_output=True,
-            text=True,
-            timeout=120,
+            [python, "-m", "specperf.run.environments", *args], capture_output=True, text=True, timeout=120
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EnvironmentProblem(f"{python}: cannot run it ({err})") from None
@@ -53,12 +60,29 @@ def describe(python: str | None = None) -> dict:
         )
     if done.returncode != 0:
         raise EnvironmentProblem(f"{python}: exit code {done.returncode}: {last[0]}")
-    found = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def describe(python: str | None = None) -> dict:
+    """{python, vllm, distribution, specperf, python_version, modules, methods}: methods maps each SD
+    method of the table to None (supported) or the reason it is not, for that environment."""
+    python = python or sys.executable
+    found = _ask(python, *vllm_methods.extra_modules())
     if found["vllm"] is None:
         raise EnvironmentProblem(f"{python}: vLLM is not installed in that environment")
     methods = vllm_methods.supported_methods(found["vllm"], importable=lambda m: found["modules"].get(m, False))
     return {"python": python, **found, "methods": methods}
 
 
+def vllm_facts(python: str | None = None) -> VllmFacts:
+    """What vllm_arguments needs of the vLLM in the environment of `python` (None: this one), for a
+    server started there.  This interpreter reads it itself, another is asked in a subprocess."""
+    here = python is None or python == sys.executable
+    found = own_vllm_facts() if here else _ask(python, VLLM_FACTS)
+    if found["version"] is None:
+        raise EnvironmentProblem(f"{python or sys.executable}: vLLM is not installed in that environment")
+    return VllmFacts(found["version"], frozenset(found["engine_args"]))
+
+
 if __name__ == "__main__":
-    print(json.dumps(facts(sys.argv[1:])))
+    print(json.dumps(own_vllm_facts() if sys.argv[1:] == [VLLM_FACTS] else facts(sys.argv[1:])))

@@ -31,8 +31,9 @@ class SideSummary:
     engine: EngineFacts
 
 
-def paired_reference(rounds: list[RoundResult], check: Checked | None = None) -> Reference:
-    """The no-SD rounds that alternated with an SD engine's: speedup becomes a ratio per pair.
+def reference_from_alternating_rounds(rounds: list[RoundResult], check: Checked | None = None) -> Reference:
+    """An SD scenario's no-SD Reference, built from the no-SD rounds that alternated with its own
+    (a `paired_reference` scenario): speedup becomes a ratio per pair.
     `check`: how the reference's outputs were checked (run/output_check.py), where not by these rounds."""
     check = check or Checked()
     throughputs = [r.throughput for r in rounds]

@@ -1,8 +1,9 @@
 """The measuring loop: warm-up, then timed rounds of a scenario's calls on one engine or several.
 
 An engine here is anything with `generate(prompts, max_tokens, timeout_s) -> reply` (run.engine's
-Engine, or a fake in unit tests).  A schedule names the engine of each round; with two engines a
-balanced order (A B B A A B ...) lets slow drift of the machine cancel out of per-pair ratios.
+Engine, or a fake in unit tests).  A schedule, the caller's, names the engine of each round: with
+two engines, a balanced order (A B B A A B ...) lets slow drift of the machine cancel out of
+per-pair ratios.
 """
 
 from __future__ import annotations
@@ -59,18 +60,6 @@ def call_timing(reply: Reply) -> CallTiming:
         output_tokens=reply.output_tokens,
         eos=reasons[0] == "stop" if reasons else None,
     )
-
-
-def balanced_schedule(labels: Sequence[Label], rounds: int) -> list[Label]:
-    """Rounds per engine, in the order A B B A A B ... (one engine: A A A ...).
-
-    With two engines, each pair of rounds has both, and the order flips every pair, so a linear
-    drift of the machine adds the same to both sides."""
-    order, forward = [], True
-    for _ in range(rounds):
-        order += list(labels) if forward else list(reversed(labels))
-        forward = not forward
-    return order
 
 
 def run_rounds(step: Callable[[], None], count: int) -> None:

@@ -47,7 +47,7 @@ class Close:
 class Ready:
     start_s: float  # from the process's start to a loaded LLM
     pid: int
-    provenance: dict[str, Any]  # vllm, torch, ... (run.engine.vllm_provenance)
+    provenance: dict[str, Any]  # vllm, torch, ... (run.engine_process.vllm_provenance)
     effective_config: dict[str, Any]  # what vLLM made of the engine arguments
 
 
@@ -59,7 +59,7 @@ class Reply:
     output_tokens: int
     token_ids: list[list[int]]
     texts: list[str]
-    counters_before: dict[str, Any]  # vLLM's cumulative SD counters (run.engine.read_spec_counters)
+    counters_before: dict[str, Any]  # vLLM's cumulative SD counters (run.engine_process.read_spec_counters)
     counters_after: dict[str, Any]
     cpu_s: float | None = None  # CPU time of the engine's process tree over the call
     finish_reasons: list[str | None] = field(default_factory=list)  # per request: "stop" (EOS), "length", ...

@@ -1,7 +1,7 @@
 """What a live engine runs: the model runner vLLM chose, from its config, and, asked of each worker
 through vLLM's collective_rpc, the runner's class and the attention backends of its layers.
 
-Imports no vLLM: engine.py hands in what vLLM gives.  The worker-side function lives in a module of
+Imports no vLLM: engine_process.py hands in what vLLM gives.  The worker-side function lives in a module of
 its own, importable wherever the engine runs, so collective_rpc sends it to tensor-parallel
 workers by reference (at tensor parallel size 1 the engine process is the worker).
 """

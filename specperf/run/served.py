@@ -15,26 +15,11 @@ from pathlib import Path
 
 from . import remote
 from .engine import EngineConfig, EngineError, EngineTimeout
+from .environments import EnvironmentProblem, vllm_facts
 from .load import run_round
 from .protocol import Load, Reply
 from .server import Server
 from .server_metrics import read_spec_counters
-from .versions import installed_vllm
-
-
-def environment_vllm(python: str | None) -> str:
-    """The vLLM version of the environment whose interpreter is `python` (None: this one)."""
-    if python is None or python == sys.executable:
-        installed = installed_vllm()
-        if installed is None:
-            raise EngineError("vLLM is not installed in this environment")
-        return installed[1]
-    from .environments import EnvironmentProblem, describe
-
-    try:
-        return describe(python)["vllm"]
-    except (EnvironmentProblem, KeyError) as err:
-        raise EngineError(f"{python}: {err}") from None
 
 
 class ServedEngine:
@@ -57,10 +42,13 @@ class ServedEngine:
                 url, wants_sd, log_path.with_suffix(".metrics.txt")
             )
         else:
-            version = environment_vllm(python)
-            self.server = Server(config, log_path, version, python or sys.executable, start_timeout_s).start()
+            try:
+                vllm = vllm_facts(python)
+            except EnvironmentProblem as err:
+                raise EngineError(str(err)) from None
+            self.server = Server(config, log_path, vllm, python or sys.executable, start_timeout_s).start()
             self.model_name = config.model  # the server's default model name: the path it loaded
-            self.provenance = {"vllm": version, "served_by": "vllm.entrypoints.openai.api_server"}
+            self.provenance = {"vllm": vllm.version, "served_by": "vllm.entrypoints.openai.api_server"}
             self.effective_config = {"server_command": " ".join(self.server.commands[-1])}
         self.start_s = self.server.start_s
         self.pid = self.server.process.pid if self.server.process else None

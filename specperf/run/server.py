@@ -1,10 +1,10 @@
 """vLLM's OpenAI-compatible API server, as the serving mode runs it.
 
-One server per engine key, started with the offline engine's own arguments (EngineConfig) on a free
-loopback port, in a process group of its own that also dies with the process that started it
-(Linux: the parent-death signal), waited for until /health answers, its log kept in the run
-directory, stopped with the whole group.  A server that dies while starting is one line with the
-last lines of its log.
+One server per engine key, started with the offline engine's own arguments and environment
+(vllm_arguments.py, for the vLLM the server runs) on a free loopback port, in a process group of
+its own that also dies with the process that started it (Linux: the parent-death signal), waited
+for until /health answers, its log kept in the run directory, stopped with the whole group.  A
+server that dies while starting is one line with the last lines of its log.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from . import vllm_methods
 from .engine import EngineConfig, EngineError, EngineTimeout, default_env
+from .vllm_arguments import VllmArguments, VllmFacts, vllm_arguments
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 HOST = "127.0.0.1"
@@ -54,17 +55,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_args(config: EngineConfig, vllm_version: str) -> dict[str, Any]:
-    """The offline engine's arguments as the server's config file (`vllm serve --config FILE`), its
-    speculative config mapped for the server's vLLM as the offline engine maps it.  vLLM itself
-    turns the file into flags, so a False boolean becomes `--no-NAME` only where vLLM has one."""
-    kwargs = config.llm_kwargs()
-    kwargs.pop("model")
-    if config.speculative_config is not None:
-        kwargs["speculative_config"] = vllm_methods.vllm_speculative_config(
-            config.speculative_config, vllm_version, config.model
-        )
-    return {key.replace("_", "-"): value for key, value in kwargs.items() if value is not None}
+def server_arguments(config: EngineConfig, vllm: VllmFacts) -> VllmArguments:
+    """The server's config file (`vllm serve --config FILE`) and environment: the offline engine's
+    arguments and environment for `vllm` (vllm_arguments), but for the model, which the command
+    names, and the engine core, which runs beside the server rather than in its process.  vLLM
+    itself turns the file into flags, so a False boolean becomes `--no-NAME` only where vLLM has one."""
+    environ = {**os.environ, **default_env(), **config.env}
+    for name in OFFLINE_ONLY_ENV:
+        environ.pop(name, None)
+    arguments = vllm_arguments(config, vllm, environ)
+    flags = {key.replace("_", "-"): value for key, value in arguments.kwargs.items() if value is not None}
+    del flags["model"]
+    return VllmArguments(flags, arguments.env)
 
 
 def server_command(python: str, config: EngineConfig, port: int, args_file: Path) -> list[str]:
@@ -81,13 +83,6 @@ def server_command(python: str, config: EngineConfig, port: int, args_file: Path
         "--config",
         str(args_file),
     ]
-
-
-def server_env(config: EngineConfig) -> dict[str, str]:
-    env = {**os.environ, **default_env(), **config.env}
-    for name in OFFLINE_ONLY_ENV:
-        env.pop(name, None)
-    return env
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -112,11 +107,12 @@ def launch(command: list[str], **popen_kwargs: Any) -> subprocess.Popen:
 
 @dataclass
 class Server:
-    """One running server; `start()` returns once it is healthy."""
+    """One running server; `start()` returns once it is healthy.  `vllm`: what the server's
+    environment holds (environments.vllm_facts), read by whoever starts it."""
 
     config: EngineConfig
     log_path: Path
-    vllm_version: str
+    vllm: VllmFacts
     python: str = sys.executable
     start_timeout_s: float = 600.0
     process: subprocess.Popen | None = None
@@ -129,10 +125,17 @@ class Server:
         return f"http://{HOST}:{self.port}"
 
     def start(self) -> Server:
+        """Raises EngineError where the server's vLLM cannot run the method (as the offline engine
+        does), ServerError where the server exits while starting, EngineTimeout when it does not
+        answer in time."""
+        try:
+            arguments = server_arguments(self.config, self.vllm)
+        except vllm_methods.UnsupportedMethod as err:
+            raise EngineError(str(err)) from None
         t0 = time.monotonic()
         for attempt in range(PORT_TRIES):
             self.port = free_port()
-            self._launch()
+            self._launch(arguments)
             try:
                 self._wait_healthy(t0 + self.start_timeout_s)
                 self.start_s = time.monotonic() - t0
@@ -143,10 +146,10 @@ class Server:
                     raise
         raise AssertionError("unreachable")
 
-    def _launch(self) -> None:
+    def _launch(self, arguments: VllmArguments) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         args_file = self.log_path.with_suffix(".args.yaml")  # written as JSON, which is YAML too
-        args_file.write_text(json.dumps(server_args(self.config, self.vllm_version), indent=1), encoding="utf-8")
+        args_file.write_text(json.dumps(arguments.kwargs, indent=1), encoding="utf-8")
         command = server_command(self.python, self.config, self.port, args_file)
         self.commands.append(command)
         with open(self.log_path, "ab") as log:
@@ -154,7 +157,7 @@ class Server:
             log.flush()
             # its own process group: stop() takes the engine core too
             self.process = launch(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env(self.config)
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=arguments.env
             )
 
     def _wait_healthy(self, deadline: float) -> None:

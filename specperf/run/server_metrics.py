@@ -1,5 +1,5 @@
 """A server's SD counters from its Prometheus /metrics endpoint, in the shape the offline engine
-reads them (run/engine.read_spec_counters), so that one round's acceptance is the difference of
+reads them (run/engine_process.read_spec_counters), so that one round's acceptance is the difference of
 two readings (judge/metrics.counter_delta) in either mode.  Parsed with prometheus_client's own
 parser; summed over label sets (engines), per position by the `position` label."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .engine import SPEC_COUNTERS, SPEC_PER_POSITION
+from .engine_process import SPEC_COUNTERS, SPEC_PER_POSITION
 
 METRICS_TIMEOUT_S = 10.0
 

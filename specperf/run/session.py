@@ -45,7 +45,7 @@ from .gate import (
     SideSummary,
     current_as_baseline,
     gate_record,
-    paired_reference,
+    reference_from_alternating_rounds,
 )
 from .loop import run_rounds
 from .measurement import measure_rounds
@@ -54,21 +54,6 @@ from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
 from .resume import finished_results
 from .summary import Reference, summarise, validity
 from .telemetry import telemetry_problems
-
-
-def benchmark_runner(benchmark) -> Callable[[Callable[[], None], int], None]:
-    """Rounds through pytest-benchmark when it is active, else a plain loop.  Switched off (as
-    under xdist) it runs its target once: the loop of all rounds, so the fixture counts as used."""
-    if benchmark is None:
-        return run_rounds
-
-    def runner(step: Callable[[], None], count: int) -> None:
-        if getattr(benchmark, "disabled", True):
-            benchmark.pedantic(run_rounds, args=(step, count))
-        else:
-            benchmark.pedantic(step, rounds=count, iterations=1, warmup_rounds=0)
-
-    return runner
 
 
 @dataclass
@@ -165,8 +150,11 @@ class RunSession:
 
     # ------------------------------------------------------------ one scenario
 
-    def run(self, scenario: Scenario, benchmark=None) -> ScenarioResult:
-        """Measure one scenario, write and judge its result; never raises for engine or workload faults."""
+    def run(
+        self, scenario: Scenario, rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds
+    ) -> ScenarioResult:
+        """Measure one scenario, write and judge its result; never raises for engine or workload faults.
+        `rounds_runner` runs the timed rounds (the pytest plugin passes one that pytest-benchmark times)."""
         if not self._run_file_written:
             self.write_run_file(finished=False)
         kept = self._finished.get(scenario.id)
@@ -184,7 +172,7 @@ class RunSession:
             return self._set_aside(result, reason)
         wanted = self._wanted(scenario)
         try:
-            self._measure(scenario, wanted, result, benchmark)
+            self._measure(scenario, wanted, result, rounds_runner)
         except workloads.WorkloadUnavailable as err:
             result.status, result.error = SKIPPED, str(err)
         except EngineKeyFailed as err:
@@ -263,7 +251,7 @@ class RunSession:
         return wanted
 
     def _measure(
-        self, scenario: Scenario, wanted: dict[Role, tuple[Scenario, str | None]], result: ScenarioResult, benchmark
+        self, scenario: Scenario, wanted: dict[Role, tuple[Scenario, str | None]], result: ScenarioResult, rounds_runner
     ) -> None:
         calls = self.prepare(scenario)
         result.workload = calls.facts
@@ -281,7 +269,7 @@ class RunSession:
             instances=scenario.gate_instances,
             sets=scenario.gate_engine_sets,
             gpus=self.engine_gpus(scenario),
-            rounds_runner=benchmark_runner(benchmark),
+            rounds_runner=rounds_runner,
         )
         result.gpu_telemetry = measured.telemetry[0]
         result.timings = Timings(
@@ -312,8 +300,6 @@ class RunSession:
             result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python, reference)
             result.baseline = current_as_baseline(sides[CURRENT])
             self._remember_gate_reference(scenario, result)
-        if benchmark is not None:
-            benchmark.extra_info.update({k: v.value for k, v in result.metrics.items()})
 
     def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str], checks) -> SideSummary:
         """One build's figures: against its paired reference rounds, or its reference measured earlier;
@@ -321,7 +307,7 @@ class RunSession:
         rounds, check = measured.rounds[Role(side)], checks[Role(side)]
         reference = self._references.get((side, scenario.reference_id))
         if (paired := Role(side, reference=True)) in measured.rounds:
-            reference = paired_reference(measured.rounds[paired], checks.get(paired))
+            reference = reference_from_alternating_rounds(measured.rounds[paired], checks.get(paired))
         prompts = [ids for call in calls.calls for ids in call]
         summary = summarise(scenario, rounds, calls.requests, reference, prompts, check)
         if scenario.method.is_reference:

@@ -1,2 +1,2 @@
 """What the pytest plugin decides about a run, apart from its hooks (plugin.py): one module per
-question (run, profile, checks, selection)."""
+question (scope, profile, checks, selection, gpus, machine, progress, outcomes, benchmark, closing)."""

@@ -7,8 +7,8 @@ import pytest
 
 from ..options import options
 from ..run.device import has_nvidia_gpu
+from .closing import run_history_url
 from .profile import chosen_profile
-from .run import run_history_url
 
 MAX_SCENARIO_TIMEOUT_S = 7 * 24 * 3600.0
 

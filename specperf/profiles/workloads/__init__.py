@@ -28,15 +28,17 @@ the study's loader of the scenario's vLLM built, tokenised as vLLM tokenises a s
 
 Modules: ``catalog`` declares the workloads, ``prompts`` holds the templates and record parsers,
 ``sources`` reads files, the hub and stand-ins, ``synthetic`` makes the GPQA stand-in,
-``sampling`` draws the sample.
+``sampling`` orders the records and draws the sample, ``loading`` finds the first source that opens
+and draws from it.
 All pure Python: no vLLM import. The tokenizer arguments only need
 the Hugging Face tokenizer methods used here (``__call__``/``encode`` and
 ``apply_chat_template``).
 """
 
 from .catalog import WORKLOADS, HubSource, LocalFile, Workload
+from .loading import WorkloadSample, WorkloadUnavailable, load
 from .prompts import Request, overlap_bleu4, prompt_ids, render_prompt
-from .sampling import Prompting, WorkloadSample, WorkloadUnavailable, count_tokens, load
+from .sampling import Prompting, count_tokens
 from .sources import WorkloadError
 from .synthetic import synthetic_gpqa_records
 

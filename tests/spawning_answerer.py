@@ -1,7 +1,7 @@
 """A stand-in for the engine process that, like vLLM's multiprocess executor, starts a worker.
 
-Used by test_child.py as Engine's `serve`, so the process machinery runs without vLLM.  With
-SPAWNING_SERVE_NO_PRCTL=1 in the environment, importing this module in the engine process makes
+Used by test_child.py as Engine's `answer_pipe`, so the process machinery runs without vLLM.  With
+SPAWNING_ANSWERER_NO_PRCTL=1 in the environment, importing this module in the engine process makes
 prctl unavailable there, so the parent-watch thread must do the kernel's job.
 """
 
@@ -18,7 +18,7 @@ from specperf.run.protocol import Close, Failed, Ready
 
 CONFIG = EngineConfig(model="none", tokenizer=None, tensor_parallel_size=1, seed=0, speculative_config=None)
 
-if os.environ.get("SPAWNING_SERVE_NO_PRCTL") == "1":
+if os.environ.get("SPAWNING_ANSWERER_NO_PRCTL") == "1":
 
     def _no_libc(*args, **kwargs):
         raise OSError("libc hidden by the test")
@@ -26,7 +26,7 @@ if os.environ.get("SPAWNING_SERVE_NO_PRCTL") == "1":
     ctypes.CDLL = _no_libc
 
 
-def serve_with_worker(conn, config) -> None:
+def answer_pipe_with_worker(conn, config) -> None:
     """Start a daemonic worker (as vLLM's executor does), report ready, then wait for "close".
 
     A closed pipe does not end it: it stands for an engine busy in a long call."""

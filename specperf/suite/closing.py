@@ -1,0 +1,122 @@
+"""How a suite run ends: on SIGTERM as on Ctrl-C, then closed by the process that owns it (the xdist
+controller merges its workers' run files): run.json, the history, the report, and the hooks told
+(pytest_specperf_run_finished) how it went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..messages import one_line
+from ..options import options
+from ..records import RunFile
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM (a CI job cancelled, a node drained) ends the run like Ctrl-C: results kept, report written."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt("SIGTERM")
+
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def run_history_url(config) -> str | None:
+    """The history database of this run (--history, $SPECPERF_HISTORY, else beside the reports); None: off."""
+    from ..history.database import history_url
+
+    return history_url(options(config).history, options(config).reports_dir)
+
+
+def worker_output(run, interrupted: bool) -> dict:
+    """An xdist worker's end of the run (run: run.session.RunSession): what it hands the controller."""
+    lines = run.finish(interrupted=interrupted)
+    return {"run_dir": str(run.run_dir), "lines": lines, "run": run.run_file(True, interrupted).to_json()}
+
+
+def close_run(config, run, interrupted: bool) -> dict:
+    """The end of a run without xdist workers (run: run.session.RunSession); returns write_report's."""
+    lines = run.finish(interrupted=interrupted)
+    finished = write_report(run.run_dir, run.run_file(True, interrupted), lines, run_history_url(config))
+    run_finished(config, finished)
+    return finished
+
+
+def close_workers_run(config, outputs: list[dict]) -> dict:
+    """The xdist controller's end of the run, from its workers' outputs (worker_output): one run file
+    from theirs, then the report; returns write_report's."""
+    from ..run.run_file import merge_run_files
+    from ..storage import write_record
+
+    run_dir = Path(outputs[0]["run_dir"])
+    merged = merge_run_files([RunFile.model_validate(o["run"]) for o in outputs])
+    write_record(run_dir / "run.json", merged)
+    lines = [line for o in outputs for line in o["lines"]]
+    finished = write_report(run_dir, merged, lines, run_history_url(config))
+    run_finished(config, finished)
+    return finished
+
+
+def record_history(url: str | None, run_dir: Path) -> list[str]:
+    """Record the finished run into the history; a database that fails is one line, the run folder stays."""
+    if url is None:
+        return []
+    from ..history import History, HistoryError
+
+    try:
+        with History(url) as history:
+            recorded = history.record_run_dir(run_dir)
+    except HistoryError as err:
+        return [f"{err}; not recorded, the run folder is kept: specperf history import {run_dir}"]
+    return [recorded.line()] + [f"history: skipped {problem}" for problem in recorded.problems]
+
+
+def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str | None = None) -> dict:
+    """Record the finished run into the history, then write its report (with trend lines from the
+    history); returns the run, its results, the report's path and the lines that close the terminal
+    summary."""
+    from ..report import add_trends, load_run, write_run_report
+    from ..run.run_file import summary_lines
+    from ..run.versions import reference_vllm_note
+    from ..storage import ResultFileError, read_run_dir
+
+    lines = lines + record_history(history_url, run_dir)
+    try:
+        data = add_trends(load_run([run_dir]), history_url)
+        lines += data.trends.problems
+        note = reference_vllm_note(
+            [r.scenario.vllm for r in data.results],
+            next((r.provenance.get("vllm") for r in data.results if r.provenance.get("vllm")), None),
+        )
+        lines += [note] if note else []
+        report = write_run_report(data, run_dir)
+    except Exception as err:  # noqa: BLE001 - results are on disk; `specperf report` can retry
+        try:  # the hooks still get whatever results can be read
+            results = read_run_dir(run_dir).results
+        except ResultFileError:
+            results = []
+        return {
+            "run": run,
+            "results": results,
+            "report": None,
+            "lines": summary_lines(run)
+            + lines
+            + [f"report not written ({one_line(err)}); results are kept: specperf report {run_dir}"],
+        }
+    return {
+        "run": run,
+        "results": data.results,
+        "report": report,
+        "lines": summary_lines(run, data.results) + lines + [f"report: {report}"],
+    }
+
+
+def run_finished(config, finished: dict) -> None:
+    config.hook.pytest_specperf_run_finished(
+        config=config, run=finished["run"], results=finished["results"], report=finished["report"]
+    )

@@ -1,6 +1,6 @@
 """The serving mode's load generator against vLLM's own `vllm bench serve`, on one running server.
 
-One server (run/server.py) of a profile scenario's model and method; the scenario's workload
+One server (run/serving/server.py) of a profile scenario's model and method; the scenario's workload
 prompts as text, greedy, the same output length and concurrency for both clients; the two take
 turns, `--repeats` times each, so the server's drift touches both.  Prints, per client, the
 medians over repeats of median TTFT, median TPOT, median ITL and output throughput, and the
@@ -25,7 +25,7 @@ FIGURES = ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughp
 
 
 def suite_round(url: str, model: str, prompts: list[str], output_len: int, concurrency: int) -> dict:
-    from specperf.run.load import run_round
+    from specperf.run.serving.load import run_round
 
     measured = run_round(url, model, prompts, output_len, concurrency)
     shown = measured.percentiles()
@@ -65,10 +65,10 @@ def main() -> int:
     from specperf.paths import dataset_dir
     from specperf.profiles import workloads
     from specperf.profiles.scenarios import load_profile
+    from specperf.run.builds.versions import installed_vllm
     from specperf.run.calls import CallPreparer, prompting
     from specperf.run.pool import engine_config
-    from specperf.run.server import Server
-    from specperf.run.versions import installed_vllm
+    from specperf.run.serving.server import Server
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-smoke")

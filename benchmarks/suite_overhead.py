@@ -8,7 +8,7 @@ scenario's calls once per round):
 - suite: the suite's `Engine`, its child process exactly as a run starts it; its round throughput is
   the one a run reports (output tokens over the engine-timed wall time of the round's calls).
 - bare: a plain process that builds `vllm.LLM` with the same kwargs and environment (the engine
-  process's own `engine_arguments`, run/vllm_arguments.py's mapping) and times `llm.generate` on the same
+  process's own `engine_arguments`, run/builds/arguments.py's mapping) and times `llm.generate` on the same
   token-id prompts with the same SamplingParams, and nothing else: no counters, no memory, no texts.
 
 Per scenario it prints the median of the per-pair throughput ratios suite/bare, the Hodges-Lehmann
@@ -55,8 +55,8 @@ NO_COUNTERS = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos"
 def serve_bare(fd: int, config_json: str, read_counters: bool) -> None:
     """Build `LLM` as the suite's engine does, then answer (prompts, max_tokens) with the time of
     `llm.generate` and the output token ids; None ends it."""
-    from specperf.run.engine import EngineConfig
-    from specperf.run.engine_process import engine_arguments, installed_facts, read_spec_counters
+    from specperf.run.engines.engine import EngineConfig
+    from specperf.run.engines.process import engine_arguments, installed_facts, read_spec_counters
 
     conn = Connection(fd)
     config = EngineConfig(**json.loads(config_json))
@@ -85,7 +85,7 @@ class BareEngine:
     effective_config: dict = {}
 
     def __init__(self, config, start_timeout_s: float, read_counters: bool = False):
-        from specperf.run.engine import EngineError
+        from specperf.run.engines.engine import EngineError
 
         self.config = config
         self._conn, theirs = Pipe()
@@ -113,8 +113,8 @@ class BareEngine:
         self._conn.recv()
 
     def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float):
-        from specperf.run.engine import EngineError
-        from specperf.run.protocol import Reply
+        from specperf.run.engines.engine import EngineError
+        from specperf.run.engines.protocol import Reply
 
         self._conn.send((prompts, max_tokens))
         try:
@@ -180,7 +180,7 @@ def main() -> int:
     from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import load_profile
     from specperf.run.calls import CallPreparer
-    from specperf.run.engine import Engine
+    from specperf.run.engines.engine import Engine
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
 

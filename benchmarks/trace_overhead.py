@@ -31,7 +31,7 @@ def main() -> int:
     from specperf.run.calls import CallPreparer
     from specperf.run.measurement import measure_rounds
     from specperf.run.pool import EnginePool
-    from specperf.run.tracing import build_trace
+    from specperf.run.tracing.trace import build_trace
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu-smoke")

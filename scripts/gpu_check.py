@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specperf.run import child, nvml  # noqa: E402 (the checkout's, see above); each check imports the rest it tests
+from specperf.run.engines import child
+from specperf.run.hardware import nvml
 
 GIB = 2**30
 SPAWN = multiprocessing.get_context("spawn")  # never fork: a forked child would share the parent's CUDA state
@@ -109,7 +110,7 @@ def missing(needs: tuple[str, ...], machine: Machine) -> str | None:
 # ------------------------------------------------------------------ child processes
 
 
-def _serve(conn, job, *args) -> None:
+def _answer_job(conn, job, *args) -> None:
     """A child's body: run job(conn, *args); a failure reaches the parent as {"error": ...}."""
     try:
         job(conn, *args)
@@ -122,7 +123,7 @@ def running(job, *args):
     """Start job(conn, *args) in a child of its own process group; yield (process, connection, its
     first message).  On leaving, the group is SIGKILLed as the suite kills an engine (child.kill_tree)."""
     parent_end, child_end = SPAWN.Pipe()
-    process = child.start(SPAWN, _serve, child_end, job, *args)
+    process = child.start(SPAWN, _answer_job, child_end, job, *args)
     child_end.close()
     try:
         if not parent_end.poll(CHILD_READY_TIMEOUT_S):
@@ -171,8 +172,8 @@ def hold_memory(conn, fill_to: float, at_least: int = 0) -> None:
 def check_device(machine: Machine, earlier: dict, options) -> dict:
     """The device as the suite describes it before a run (preflight, hardware key), the GPU
     requirements a test could state, and the GPUs an xdist worker would get.  About 1 s."""
-    from specperf.run import device as hardware  # needs pydantic, through the profiles' registry
-    from specperf.run import gpus
+    from specperf.run.hardware import device as hardware  # needs pydantic, through the profiles' registry
+    from specperf.run.hardware import gpus
 
     described = hardware.describe_device()
     visible = gpus.visible_gpu_ids()
@@ -255,16 +256,19 @@ def pid_verdict(child_pid: int, new_pids: set[int]) -> str:
 
 
 def suite_ownership(gpu_index: int, minor: int | None, processes: list, child_pids: set[int]) -> dict:
-    """What the suite's own foreign-process check (specperf.run.ownership) concludes, given all of
+    """What the suite's own foreign-process check (specperf.run.hardware.ownership) concludes, given all of
     NVML's `processes` on the GPU, for the child's entries among them (pids `child_pids`).
 
     The one place that asks the suite; where its check is not there to ask, the reason instead."""
     try:
-        from specperf.run import ownership
+        from specperf.run.hardware import ownership
     except ImportError as err:
-        return {"suite_verdict": None, "suite_verdict_reason": f"specperf.run.ownership: {err}"}
+        return {"suite_verdict": None, "suite_verdict_reason": f"specperf.run.hardware.ownership: {err}"}
     if not hasattr(getattr(ownership, "Ownership", None), "foreign_on"):
-        return {"suite_verdict": None, "suite_verdict_reason": "specperf.run.ownership has no Ownership.foreign_on"}
+        return {
+            "suite_verdict": None,
+            "suite_verdict_reason": "specperf.run.hardware.ownership has no Ownership.foreign_on",
+        }
     if not child_pids:
         return {"suite_verdict": None, "suite_verdict_reason": "NVML listed no process for the child"}
     judged = ownership.Ownership().foreign_on(gpu_index, minor, processes)
@@ -459,7 +463,7 @@ def check_sustained_load(machine: Machine, earlier: dict, options) -> dict:
     from this process: its summary, and the problems that would make a measurement invalid (given the
     foreign processes the device check saw at preflight, as the suite gives them).  --sustain-s
     seconds (default 240) plus about 10 s."""
-    from specperf.run import telemetry
+    from specperf.run.hardware import telemetry
 
     preflight = earlier.get("device", {}).get("description", {}).get("foreign_processes", [])
     preflight_pids = [p["pid"] for p in preflight]

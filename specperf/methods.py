@@ -3,7 +3,7 @@
 A profile names a method (`method = "eagle3"`); everything else (its pytest marker, how its draft
 is proposed, whose weights count as the draft's, whether vLLM's n-gram rule applies, how tracing,
 the cost fit, the simulator and the study's figures treat it) is read from its entry here.  Which
-vLLM release accepts it, and under which name, is the per-release table in run/vllm_methods.py.
+vLLM release accepts it, and under which name, is the per-release table in run/builds/methods.py.
 Adding a method is one entry in METHODS (and one in that table): docs/howto/add-a-method.md says
 which traits each kind of method sets, and who reads each.
 """

@@ -14,7 +14,7 @@ import pytest
 
 from .options import add_options, options
 from .profiles.registry import markers
-from .run.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
+from .run.builds.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .suite.benchmark import BenchmarkedRounds, choose_table_columns
 from .suite.checks import check_colocation, check_options, gate_environments
 from .suite.closing import (
@@ -135,8 +135,8 @@ def pytest_runtest_setup(item):
         return
     if (scenario := scenario_of(item)) is not None:  # tells the controller which reports are scenarios
         item.user_properties.append((SCENARIO_PROPERTY, scenario.id))
-    from .run.device import describe_device
-    from .run.gpus import unmet_requirement
+    from .run.hardware.device import describe_device
+    from .run.hardware.gpus import unmet_requirement
 
     for mark in item.iter_markers("requires_gpu"):
         if DEVICE_KEY not in item.config.stash:
@@ -150,6 +150,7 @@ def pytest_runtest_setup(item):
 def specperf_session(request):
     from .plan.progress import baseline_rows, builds_left_s, time_left_s
     from .run.session import RunSession
+    from .run.settings import Gating, Judging, Measuring, Progress, RunPlace
 
     config = request.config
     profile = chosen_profile(config)
@@ -175,34 +176,40 @@ def specperf_session(request):
         return time_left_s(profile, planned, known, finished, measured, elapsed_s, builds_left_s(planned))
 
     session = RunSession(
-        device=device,
-        on_result=lambda result, path: config.hook.pytest_specperf_result_written(
-            config=config, result=result, path=path
+        place=RunPlace(
+            profile=profile.name,
+            reports_dir=opts.reports_dir,
+            run_id=run_id(config),
+            resume_dir=opts.resume,
+            profile_path=str(profile.path),
+            scenario_hashes={s.id: s.hash for s in profile.scenarios},
+            owns_run_file=worker_input(config) is None,
         ),
-        profile=profile.name,
-        reports_dir=opts.reports_dir,
-        baseline_dir=opts.baseline_dir,
-        dataset_dir=opts.dataset_dir,
-        rounds=opts.rounds,
-        update_baselines=opts.update_baselines,
-        scenario_timeout_s=opts.scenario_timeout_s,
-        resume_dir=opts.resume,
-        profile_path=str(profile.path),
-        scenario_hashes={s.id: s.hash for s in profile.scenarios},
-        run_id=run_id(config),
-        owns_run_file=worker_input(config) is None,
-        log=log,
-        planned=len(planned),
-        time_left=time_left,
-        candidate_python=opts.candidate,
-        serve_url=opts.serve_url,
-        gate_blocks=opts.gate_blocks,
-        output_check=opts.output_check,
-        selection=tuple(planned),
-        environments=gate_environments(config),
-        history_url=run_history_url(config),
-        rolling_runs=opts.rolling_baseline,
-        two_strike=opts.two_strike,
+        judging=Judging(
+            baseline_dir=opts.baseline_dir,
+            update_baselines=opts.update_baselines,
+            history_url=run_history_url(config),
+            rolling_runs=opts.rolling_baseline,
+            two_strike=opts.two_strike,
+        ),
+        measuring=Measuring(
+            dataset_dir=opts.dataset_dir,
+            rounds=opts.rounds,
+            scenario_timeout_s=opts.scenario_timeout_s,
+            serve_url=opts.serve_url,
+            output_check=opts.output_check,
+            selection=tuple(planned),
+        ),
+        gating=Gating(opts.candidate, opts.gate_blocks, gate_environments(config)) if opts.candidate else None,
+        progress=Progress(
+            log=log,
+            planned=len(planned),
+            time_left=time_left,
+            on_result=lambda result, path: config.hook.pytest_specperf_result_written(
+                config=config, result=result, path=path
+            ),
+        ),
+        device=device,
     )
     config.stash[SESSION_KEY] = session
     if changes := config.stash.get(PROFILE_CHANGES_KEY, None):

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specperf.run import ownership
-from specperf.run.nvml import REASONS
+from specperf.run.hardware import ownership
+from specperf.run.hardware.nvml import REASONS
 
 MIB = 2**20
 FOREIGN_PID = 4_194_304  # pid_max is at most 2**22, so no process has this pid

@@ -13,8 +13,8 @@ import os
 import time
 
 from specperf.messages import one_line
-from specperf.run.engine import EngineConfig
-from specperf.run.protocol import Close, Failed, Ready
+from specperf.run.engines.engine import EngineConfig
+from specperf.run.engines.protocol import Close, Failed, Ready
 
 CONFIG = EngineConfig(model="none", tokenizer=None, tensor_parallel_size=1, seed=0, speculative_config=None)
 

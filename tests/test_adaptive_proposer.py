@@ -1,4 +1,4 @@
-"""The adaptive proposer's choice per row (run/adaptive_proposer.py), with a recorded draft model
+"""The adaptive proposer's choice per row (run/engines/adaptive_proposer.py), with a recorded draft model
 in place of the real one (the CPU tier runs it in a real engine: tests/cpu_tier/test_end_to_end.py,
 test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated)."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from specperf.profiles.schema import ProfileFile, problem
-from specperf.run.adaptive_proposer import AdaptiveProposer
-from specperf.run.vllm_methods import PROPOSER_OPTIONS_KEY
+from specperf.run.builds.methods import PROPOSER_OPTIONS_KEY
+from specperf.run.engines.adaptive_proposer import AdaptiveProposer
 
 
 class RecordedDraft:

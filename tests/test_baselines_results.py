@@ -12,7 +12,7 @@ from records import HARDWARE_KEY, make_record, reference_scenario, write_run
 
 from specperf.judge.baselines import baseline_from_result, baseline_path, load_baseline, write_baseline
 from specperf.records import Baseline, ScenarioResult
-from specperf.run import device as hardware
+from specperf.run.hardware import device as hardware
 from specperf.storage import (
     SCHEMA_VERSION,
     ResultFileError,

@@ -20,9 +20,9 @@ import psutil
 import pytest
 from spawning_answerer import CONFIG, answer_pipe_with_worker
 
-from specperf.run import child
-from specperf.run.engine import Engine
-from specperf.run.protocol import Failed
+from specperf.run.engines import child
+from specperf.run.engines.engine import Engine
+from specperf.run.engines.protocol import Failed
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -117,7 +117,7 @@ PARENT = """
 import json, sys, time
 import psutil
 from spawning_answerer import CONFIG, answer_pipe_with_worker
-from specperf.run.engine import Engine
+from specperf.run.engines.engine import Engine
 
 if __name__ == "__main__":
     engine = Engine(CONFIG, start_timeout_s=60, answer_pipe=answer_pipe_with_worker)

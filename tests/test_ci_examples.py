@@ -287,7 +287,7 @@ def test_gate_commands_start_every_engine_they_keep_alive(command):
     """vLLM starts an engine only when its gpu_memory_utilization share of the GPU is free: each
     command, with the profile it names, passes the suite's own check (the one that stops a run)."""
     from specperf.profiles.scenarios import load_profile
-    from specperf.run.colocation import colocation_problem
+    from specperf.run.gate.colocation import colocation_problem
 
     options = suite_options(command())
     assert options.profile and options.candidate, command()

@@ -1,4 +1,4 @@
-"""Engines alive together on one GPU set (run/colocation.py): how many, whether vLLM starts them all,
+"""Engines alive together on one GPU set (run/gate/colocation.py): how many, whether vLLM starts them all,
 and that the count is the one the measuring loop keeps alive."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from records import make_scenario, reference_scenario
 from test_gate import CANDIDATE, gate
 from test_session import Starter
 
-from specperf.run.colocation import COLOCATION_LIMIT, colocation_problem, engines_together
+from specperf.run.gate.colocation import COLOCATION_LIMIT, colocation_problem, engines_together
 
 SD, REF = make_scenario(), reference_scenario()
 

@@ -1,4 +1,4 @@
-"""What a live engine runs and uses (run/runner_facts.py, run/usage.py), read through stand-ins of
+"""What a live engine runs and uses (run/engines/runner_facts.py, run/engines/usage.py), read through stand-ins of
 vLLM's LLM whose collective_rpc sends the function to each tensor-parallel worker as vLLM's
 multiprocessing executor does: pickled, then called there with the worker (no vLLM, no GPU)."""
 
@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from specperf.run import usage
-from specperf.run.runner_facts import chosen_model_runner, runner_facts, worker_facts
+from specperf.run.engines import usage
+from specperf.run.engines.runner_facts import chosen_model_runner, runner_facts, worker_facts
 
 
 class TensorParallelLLM:

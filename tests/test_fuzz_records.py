@@ -18,7 +18,7 @@ from specperf.judge.stored import StoredJudge
 from specperf.records import ScenarioResult
 from specperf.report import write_report
 from specperf.run.resume import finished_results
-from specperf.run.run_file import summary_lines
+from specperf.run.tally import summary_lines
 from specperf.status import ERROR, SEVERITY, SUSPECT, UNSUPPORTED
 from specperf.storage import ResultFileError, read_record, read_run_dir, result_path
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 from records import make_scenario, reference_scenario
+from sessions import run_session
 from test_session import FakeEngine, Starter, canned_calls, fake_config
 
-from specperf.run.engine import EngineError
+from specperf.run.engines.engine import EngineError
 from specperf.run.pool import EnginePool
 from specperf.run.session import RunSession
 from specperf.status import OK, UNSUPPORTED
@@ -23,14 +24,11 @@ BOTH_SUPPORT = {"current": {"vllm": "0.29.0", "methods": {}}, "candidate": {"vll
 
 def gate(tmp_path, starter: Starter, environments=BOTH_SUPPORT, parallel_starts: int = 1, **kwargs) -> RunSession:
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=parallel_starts)
-    return RunSession(
-        profile="unit",
-        reports_dir=tmp_path / "reports",
-        baseline_dir=tmp_path / "baselines",
-        log=lambda line: None,
-        prepare=canned_calls,
+    return run_session(
+        tmp_path,
         pool=pool,
-        device=dict(DEVICE),
+        prepare=canned_calls,
+        device=DEVICE,
         candidate_python=CANDIDATE,
         environments=environments,
         **kwargs,
@@ -204,15 +202,7 @@ def test_paired_reference_measures_speedup_per_pair(tmp_path):
     paired = SD.replace(paired_reference=True)
     starter = Starter(nosd={"wall_s": 0.4})
     pool = EnginePool(start=starter, configure=fake_config, log=lambda line: None, parallel_starts=1)
-    run = RunSession(
-        profile="unit",
-        reports_dir=tmp_path / "r",
-        baseline_dir=tmp_path / "b",
-        log=lambda line: None,
-        prepare=canned_calls,
-        pool=pool,
-        device=dict(DEVICE),
-    )
+    run = run_session(tmp_path, pool=pool, prepare=canned_calls, device=DEVICE)
     result = run.run(paired)  # no reference scenario measured before it
     assert result.valid, result.validity
     assert result.metrics["speedup"].samples == pytest.approx([2.0] * 8)
@@ -223,7 +213,7 @@ def test_paired_reference_measures_speedup_per_pair(tmp_path):
 def test_an_environment_is_described_without_importing_vllm(tmp_path, monkeypatch):
     import sys
 
-    from specperf.run import environments
+    from specperf.run.builds import environments
 
     dist = tmp_path / "vllm-0.12.0.dist-info"
     dist.mkdir()
@@ -241,7 +231,7 @@ def test_an_environment_without_specperf_is_named(tmp_path):
     import stat
     import sys
 
-    from specperf.run import environments
+    from specperf.run.builds import environments
 
     bare = tmp_path / "python"  # this interpreter without site-packages: no specperf there
     bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')

@@ -16,8 +16,8 @@ import psutil
 import pytest
 from fake_nvml import FOREIGN_PID, MIB, box, install  # noqa: F401 (fixture)
 
-import specperf.run
-from specperf.run import device
+import specperf.run.hardware
+from specperf.run.hardware import device
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 CHECK_NAMES = ["device", "pids", "colocation", "batch_variance", "sustained_load", "release_lag"]
@@ -198,17 +198,19 @@ def test_suite_ownership_asks_the_suites_check_about_the_childs_entries(gpu_chec
 
 
 def test_suite_ownership_says_why_there_is_no_verdict_without_the_suites_check(gpu_check, monkeypatch):
-    from specperf.run import ownership
+    from specperf.run.hardware import ownership
 
     monkeypatch.delattr(ownership.Ownership, "foreign_on")
     assert gpu_check.suite_ownership(0, 0, [], {FOREIGN_PID}) == {
         "suite_verdict": None,
-        "suite_verdict_reason": "specperf.run.ownership has no Ownership.foreign_on",
+        "suite_verdict_reason": "specperf.run.hardware.ownership has no Ownership.foreign_on",
     }
-    monkeypatch.delattr(specperf.run, "ownership")
-    monkeypatch.setitem(sys.modules, "specperf.run.ownership", None)
+    monkeypatch.delattr(specperf.run.hardware, "ownership")
+    monkeypatch.setitem(sys.modules, "specperf.run.hardware.ownership", None)
     judged = gpu_check.suite_ownership(0, 0, [], {FOREIGN_PID})
-    assert judged["suite_verdict"] is None and judged["suite_verdict_reason"].startswith("specperf.run.ownership: ")
+    assert judged["suite_verdict"] is None and judged["suite_verdict_reason"].startswith(
+        "specperf.run.hardware.ownership: "
+    )
 
 
 def test_holds_gpu_device_file_matches_the_gpus_device_number(gpu_check):

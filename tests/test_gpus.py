@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 from fake_nvml import FOREIGN_PID, MIB, FakeMig, box, fake_nvml, install, no_nvml  # noqa: F401 (fixtures)
 
-from specperf.run import device as hardware
-from specperf.run import gpus, telemetry
-from specperf.run.nvml import REASONS, GpuIds, MigIds, decode_throttle_reasons, visible_devices
+from specperf.run.hardware import device as hardware
+from specperf.run.hardware import gpus, telemetry
+from specperf.run.hardware.nvml import REASONS, GpuIds, MigIds, decode_throttle_reasons, visible_devices
 
 # ------------------------------------------------------------------ preflight
 

@@ -24,7 +24,7 @@ HOWTO = CHECKOUT / "docs" / "howto"
 # says where.
 WHERE = {
     "specperf/methods.py": ["METHODS: dict[str, SDMethod] = {\n    m.name: m\n    for m in (\n"],
-    "specperf/run/vllm_methods.py": ["SPANS: tuple[Span, ...] = (\n"],
+    "specperf/run/builds/methods.py": ["SPANS: tuple[Span, ...] = (\n"],
     "specperf/judge/metrics.py": ["METRICS: dict[str, MetricSpec] = {\n    m.name: m\n    for m in (\n"],
     "specperf/run/summary.py": [
         '    values = {"throughput_tok_s": Metric(value=_median(throughputs), samples=throughputs)}\n'
@@ -129,7 +129,7 @@ PROMISES = {
         from specperf.profiles.scenarios import load_profile
         from specperf.profiles.registry import markers
         from specperf.methods import method_of
-        from specperf.run.vllm_methods import unsupported_reason
+        from specperf.run.builds.methods import unsupported_reason
         ids = sorted(s.id for s in load_profile("howto.toml").scenarios)
         assert ids == ["m-la-k3-bs1-gsm8k", "m-nosd-bs1-gsm8k"], ids
         assert "lookahead" in markers() and not method_of("lookahead").has_own_weights

@@ -1,4 +1,4 @@
-"""Hub checkpoints fetched into the cache before their engine starts (run/hub_fetch.py, run/pool.py):
+"""Hub checkpoints fetched into the cache before their engine starts (run/engines/hub_fetch.py, run/pool.py):
 which refs are hub ids, which files vLLM loads, and a download that is no part of the start."""
 
 from __future__ import annotations
@@ -11,14 +11,8 @@ from records import make_scenario
 from test_session import Starter
 
 import specperf.run.pool as pool_module
-from specperf.run.engine import EngineConfig
-from specperf.run.hub_fetch import (
-    HubCheckpoint,
-    fetch_checkpoint,
-    hub_checkpoints,
-    small_files,
-    weight_files,
-)
+from specperf.run.engines.engine import EngineConfig
+from specperf.run.engines.hub_fetch import HubCheckpoint, fetch_checkpoint, hub_checkpoints, small_files, weight_files
 from specperf.run.pool import EngineKeyFailed, EnginePool
 from specperf.status import ERROR_ENGINE
 

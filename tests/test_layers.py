@@ -21,7 +21,7 @@ LAYERS = [
     {"specperf.suite", "specperf.options", "specperf.hookspecs", "specperf.plan"},
     {"specperf.plugin", "specperf.cli"},
 ]
-MAX_LINES = 420
+MAX_LINES = 350
 
 
 def module_name(path: Path) -> str:

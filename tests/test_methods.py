@@ -12,12 +12,12 @@ import pytest
 
 from specperf.analysis import simulate
 from specperf.methods import HEAD, METHODS, MODEL_FREE, REFERENCE, method_of, token_tree
-from specperf.run import vllm_methods
+from specperf.run.builds import methods as vllm_methods
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
 # Where a method's name is the point: the registry, vLLM's per-release table, and the simulator's
 # own vocabulary (the study's trace files name their acceptance acc_ngram and acc_eagle).
-ALLOWED = {"methods.py", "run/vllm_methods.py", "analysis/simulate.py"}
+ALLOWED = {"methods.py", "run/builds/methods.py", "analysis/simulate.py"}
 NAMES = {m.name for m in METHODS.values()} | {m.marker for m in METHODS.values()} | {REFERENCE.marker}
 # Words that are a method's name but name something else there: the adaptive proposer's simulated
 # bound, a field of analysis/headroom.Headroom, its column and its key in the report's view.

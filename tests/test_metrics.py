@@ -19,7 +19,7 @@ from specperf.records import Counters
 
 
 def snapshot(drafts, draft_tokens, accepted, per_pos):
-    """vLLM's cumulative counters as run.engine_process.read_spec_counters reads them."""
+    """vLLM's cumulative counters as run.engines.process.read_spec_counters reads them."""
     return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
 
 

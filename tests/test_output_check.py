@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pytest
 from records import make_scenario, reference_scenario
+from sessions import run_session
 from test_session import DEVICE, FakeEngine, canned_calls, fake_config
 
 from specperf.records import OutputCheck
-from specperf.run.engine import EngineError
+from specperf.run.engines.engine import EngineError
 from specperf.run.output_check import BATCH_INVARIANT_ENV, CHECK_ENV, check_scenario, chosen_way
 from specperf.run.pool import EnginePool
 from specperf.run.session import RunSession
@@ -58,16 +59,7 @@ class Starter:
 
 def session(tmp_path, device=GPU, starter=None, **kwargs) -> RunSession:
     pool = EnginePool(start=starter or Starter(), configure=fake_config, log=lambda line: None, parallel_starts=1)
-    return RunSession(
-        profile="unit",
-        reports_dir=tmp_path / "reports",
-        baseline_dir=tmp_path / "baselines",
-        prepare=canned_calls,
-        pool=pool,
-        device=dict(device),
-        log=lambda line: None,
-        **kwargs,
-    )
+    return run_session(tmp_path, pool=pool, prepare=canned_calls, device=device, **kwargs)
 
 
 def test_on_a_cpu_the_timing_rounds_check_the_outputs_and_on_a_gpu_they_cannot(tmp_path):

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from fake_nvml import FOREIGN_PID, HOST_PID_BASE, MIB, box, engine, install  # noqa: F401 (fixtures)
 
-from specperf.run import gpus, ownership
-from specperf.run.ownership import BY_COUNT, BY_PID, Ownership, gpu_minors_held, own_pids
+from specperf.run.hardware import gpus, ownership
+from specperf.run.hardware.ownership import BY_COUNT, BY_PID, Ownership, gpu_minors_held, own_pids
 
 
 def listed(*processes):

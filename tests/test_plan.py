@@ -470,7 +470,7 @@ def test_h100_nightly_header_states_the_planners_figure():
 
 
 def test_a_cuda_visible_devices_entry_nvml_does_not_list_is_one_line(capsys, monkeypatch):
-    from specperf.run import device
+    from specperf.run.hardware import device
 
     def mig_unknown():
         raise ValueError("CUDA_VISIBLE_DEVICES: 'MIG-0000' names no MIG device NVML lists (MIG devices: none)")

@@ -188,7 +188,7 @@ def resumable_run(run_dir, profile_name: str, hardware_key: str, **extra) -> Non
 
 
 def test_resume_takes_the_profile_by_name_never_from_a_path_in_the_run(pytester, profile, tmp_path):
-    from specperf.run.device import describe_device
+    from specperf.run.hardware.device import describe_device
 
     here = describe_device()["hardware_key"]
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
@@ -216,7 +216,7 @@ def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):
 
 
 def test_resume_refuses_results_behind_a_symbolic_link(pytester, profile, tmp_path):
-    from specperf.run.device import describe_device
+    from specperf.run.hardware.device import describe_device
 
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
     resumable_run(run_dir, "plugin-test", describe_device()["hardware_key"])
@@ -271,7 +271,7 @@ def test_bad_shard_is_a_usage_error(pytester, profile):
 
 
 def test_gpu_profile_on_a_machine_without_gpu_skips_with_the_reason(pytester, profile, monkeypatch):
-    from specperf.run import device as hardware
+    from specperf.run.hardware import device as hardware
 
     monkeypatch.setattr(hardware, "describe_device", hardware.describe_cpu)
     gpu = profile.parent / "gpu-test.toml"
@@ -339,7 +339,7 @@ def test_sigterm_ends_a_run_as_an_interrupt(pytester, profile):
 def test_xdist_grouping_problem_is_refused_not_silent():
     from packaging.version import Version
 
-    from specperf.run.versions import installed_version, xdist_grouping_problem
+    from specperf.run.builds.versions import installed_version, xdist_grouping_problem
 
     assert xdist_grouping_problem(Version("9.2.0"), Version("3.8.0")) == (
         "pytest-xdist 3.8.0 does not keep xdist_group tests together under pytest 9.2.0 "

@@ -41,7 +41,7 @@ def test_markers_cover_methods_reference_datasets_and_the_serving_mode_with_one_
 
 
 def test_gpu_classes_are_the_ones_gpus_uses():
-    from specperf.run import gpus
+    from specperf.run.hardware import gpus
 
     assert gpus.GPU_CLASSES is registry.GPU_CLASSES
     assert registry.GPU_CLASSES.index("A100") < registry.GPU_CLASSES.index("H100")

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from specperf.run.engine import EngineError
-from specperf.run.remote import RunningServer, check_url, config_gauges, describe, hardware_key
-from specperf.run.server_metrics import serves_sd
+from specperf.run.engines.engine import EngineError
+from specperf.run.serving.remote import RunningServer, check_url, config_gauges, describe, hardware_key
+from specperf.run.serving.server_metrics import serves_sd
 
 SD_METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter

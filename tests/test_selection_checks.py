@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from test_plugin import PROFILE, collected_ids, usage_error
 
-import specperf.run.gate  # noqa: F401 - numpy imported here once: an in-process run cannot import it again
-from specperf.run import environments
+import specperf.run.gate.sides  # noqa: F401 - numpy imported here once: an in-process run cannot import it again
+from specperf.run.builds import environments
 from specperf.suite import checks
 from specperf.suite import gpus as suite_gpus
 

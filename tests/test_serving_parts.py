@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from specperf.judge.metrics import acceptance, counter_delta
-from specperf.run.engine import EngineConfig, EngineError
-from specperf.run.load import DONE, LoadRound, RequestTiming, parse_event, stream_request
-from specperf.run.server import SERVER_MODULE, Server, server_arguments, server_command
-from specperf.run.server_metrics import spec_counters
-from specperf.run.vllm_arguments import VllmFacts
+from specperf.run.builds.arguments import VllmFacts
+from specperf.run.engines.engine import EngineConfig, EngineError
+from specperf.run.serving.load import DONE, LoadRound, RequestTiming, parse_event, stream_request
+from specperf.run.serving.server import SERVER_MODULE, Server, server_arguments, server_command
+from specperf.run.serving.server_metrics import spec_counters
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 3, "prompt_lookup_max": 7}
 
@@ -277,7 +277,7 @@ def served_rounds(tpots_ms: list[float], tokens: int = 32) -> list:
 
 
 def test_a_serve_sd_scenario_gets_its_tpot_speedup_against_the_no_sd_servers_tpot(tmp_path):
-    from specperf.run.gate import reference_from_alternating_rounds
+    from specperf.run.gate.sides import reference_from_alternating_rounds
     from specperf.run.summary import Reference, summarise
 
     scenarios = {s.id: s for s in serving_profile(tmp_path).scenarios}
@@ -296,7 +296,7 @@ def test_a_serve_sd_scenario_gets_its_tpot_speedup_against_the_no_sd_servers_tpo
 
 
 def test_an_offline_reference_gives_no_tpot_speedup(tmp_path):
-    from specperf.run.gate import reference_from_alternating_rounds
+    from specperf.run.gate.sides import reference_from_alternating_rounds
     from specperf.run.summary import Reference
 
     assert Reference.of({}, []).tpot_ms is None
@@ -313,7 +313,7 @@ def test_a_server_launched_from_a_thread_that_ends_lives_on_and_dies_with_its_gr
     import threading
     import time
 
-    from specperf.run.server import launch
+    from specperf.run.serving.server import launch
 
     started = []
     thread = threading.Thread(target=lambda: started.append(launch(["sleep", "30"])))

@@ -1,6 +1,6 @@
 """The run session and its measuring loop, driven by a fake engine with canned replies.
 
-The fake stands in for run.engine.Engine only here, to reach every rule of the session (validity,
+The fake stands in for run.engines.engine.Engine only here, to reach every rule of the session (validity,
 resume, failed engine keys, timeouts, baselines) without a model; tests/cpu_tier runs real engines.
 """
 
@@ -11,17 +11,25 @@ import time
 
 import pytest
 from records import make_record, make_scenario, reference_scenario
+from sessions import run_session
 
 from specperf.judge.verdicts import MIN_ROUNDS
 from specperf.profiles.workloads import Request
 from specperf.records import RunFile, WorkloadFacts
 from specperf.run.calls import Calls
-from specperf.run.engine import GENERATE, START, EngineConfig, EngineError, EngineTimeout
+from specperf.run.engines.engine import (
+    DEFAULT_START_TIMEOUT_S,
+    GENERATE,
+    START,
+    EngineConfig,
+    EngineError,
+    EngineTimeout,
+)
+from specperf.run.engines.protocol import Reply
 from specperf.run.loop import measure, warm_up
-from specperf.run.pool import DEFAULT_START_TIMEOUT_S, EnginePool
-from specperf.run.protocol import Reply
-from specperf.run.run_file import merge_run_files, summary_lines
+from specperf.run.pool import EnginePool
 from specperf.run.session import RunSession
+from specperf.run.tally import merge_run_files, summary_lines
 from specperf.status import ERROR, ERROR_ENGINE, ERROR_TIMEOUT, NO_BASELINE, OK, PASS, REGRESSION, SKIPPED
 from specperf.storage import atomic_write_text, read_record, result_path, write_result
 
@@ -125,16 +133,7 @@ def session(tmp_path, starter=None, **kwargs) -> RunSession:
         parallel_starts=1,
         start_timeout_s=kwargs.get("start_timeout_s", DEFAULT_START_TIMEOUT_S),
     )
-    kwargs.setdefault("reports_dir", tmp_path / "reports")
-    kwargs.setdefault("log", lambda line: None)
-    return RunSession(
-        profile="unit",
-        baseline_dir=tmp_path / "baselines",
-        prepare=canned_calls,
-        pool=pool,
-        device=dict(DEVICE),
-        **kwargs,
-    )
+    return run_session(tmp_path, pool=pool, prepare=canned_calls, device=DEVICE, **kwargs)
 
 
 REF, SD = reference_scenario(), make_scenario()

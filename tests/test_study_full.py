@@ -124,8 +124,8 @@ def test_study_extra_holds_the_cells_the_study_did_not_run(study):
 
 def test_each_round_keeps_its_calls_and_the_result_the_studys_throughput():
     from specperf.records import CallTiming, Counters
+    from specperf.run.engines.protocol import Reply
     from specperf.run.loop import RoundResult, call_timing
-    from specperf.run.protocol import Reply
     from specperf.run.summary import study_throughput
 
     def reply(wall_s, tokens, reasons):

@@ -6,7 +6,7 @@ import time
 
 from fake_nvml import FOREIGN_PID, MIB, FakeMig, box, engine, install, no_nvml  # noqa: F401 (fixtures)
 
-from specperf.run import telemetry
+from specperf.run.hardware import telemetry
 
 THERMAL, POWER, LOW_UTILIZATION = 1, 0, 4  # NVML_PERF_POLICY_*
 

@@ -18,7 +18,7 @@ from specperf.profiles.scenarios import traced
 from specperf.profiles.workloads import Request
 from specperf.records import BaselineRef, RequestTrace, Trace, Verdict, WorkloadFacts
 from specperf.report.traces import scatter
-from specperf.run import tracing
+from specperf.run.tracing import trace as tracing
 from specperf.storage import atomic_write_json
 
 # ---------------------------------------------------------------- the plugin

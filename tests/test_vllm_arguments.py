@@ -1,4 +1,4 @@
-"""One mapping from an engine's config to vLLM's arguments (run/vllm_arguments.py): the offline
+"""One mapping from an engine's config to vLLM's arguments (run/builds/arguments.py): the offline
 engine and the server get the same speculative config, additional config and attention backend
 for every kind of method, and the facts of the vLLM they map for are read where it runs."""
 
@@ -10,11 +10,13 @@ import sys
 
 import pytest
 
-from specperf.run import engine_process, environments, vllm_methods
-from specperf.run.engine import EngineConfig, EngineError
-from specperf.run.server import server_arguments
-from specperf.run.vllm_arguments import VllmFacts, vllm_arguments
-from specperf.run.vllm_methods import ATTENTION_BACKEND_ENV, PROPOSER_CLASS, PROPOSER_OPTIONS_KEY, UnsupportedMethod
+from specperf.run.builds import environments
+from specperf.run.builds import methods as vllm_methods
+from specperf.run.builds.arguments import VllmFacts, vllm_arguments
+from specperf.run.builds.methods import ATTENTION_BACKEND_ENV, PROPOSER_CLASS, PROPOSER_OPTIONS_KEY, UnsupportedMethod
+from specperf.run.engines import process as engine_process
+from specperf.run.engines.engine import EngineConfig, EngineError
+from specperf.run.serving.server import server_arguments
 
 TARGET = "/ckpt/target"
 K3 = {"num_speculative_tokens": 3}

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from specperf.profiles.scenarios import load_profile
-from specperf.run import vllm_fields
+from specperf.run.builds import fields as vllm_fields
 from specperf.suite.profile import check_vllm_names
 
 ARG_UTILS = """
@@ -143,7 +143,7 @@ def test_without_vllm_only_the_suites_own_names_are_refused(tmp_path, monkeypatc
 
 def test_a_method_the_installed_vllm_cannot_run_is_not_checked(fake_vllm, tmp_path, monkeypatch):
     """Its scenarios are reported unsupported; a field only its later versions know is no usage error."""
-    from specperf.run import versions
+    from specperf.run.builds import versions
 
     draft = PROFILE + textwrap.dedent("""
         [methods.draft-k3]
@@ -160,7 +160,7 @@ def test_a_method_the_installed_vllm_cannot_run_is_not_checked(fake_vllm, tmp_pa
 
 
 def test_a_run_on_another_vllm_than_the_reference_figures_says_so():
-    from specperf.run.versions import reference_vllm_note
+    from specperf.run.builds.versions import reference_vllm_note
 
     assert reference_vllm_note([None, "0.32.0"], "0.32.0+cpu") is None
     assert reference_vllm_note(["0.10.1.1", "0.10.1.1", "0.11.1rc1", None], "0.32.0") == (

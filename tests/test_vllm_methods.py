@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specperf.run import vllm_methods
-from specperf.run.vllm_methods import (
+from specperf.run.builds import methods as vllm_methods
+from specperf.run.builds.methods import (
     PROPOSER_CLASS,
     UnsupportedMethod,
     proposer_options,

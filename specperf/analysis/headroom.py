@@ -1,7 +1,7 @@
 """Headroom of a run's traced scenarios: the study's oracle analysis on the suite's own traces.
 
 Per traced SD scenario whose acceptance is known at every output position (n-gram's from the prompt
-and the output, analysis/ngram.py; a draft model's from one pass over the output, run/draft_lm.py): the
+and the output, analysis/ngram.py; a draft model's from one pass over the output, run/engines/draft_lm.py): the
 speedup it measured; the speedup the simulator (analysis/simulate.py) gives for the same method and k
 under the step cost fitted on this run's traced steps (analysis/cost_fit.py), which checks the cost
 model; the method's oracle bound; the combined oracle (per step, the better of n-gram and the draft

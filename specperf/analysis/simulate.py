@@ -140,7 +140,7 @@ def switches(request: RequestAcceptance, path: Trajectory) -> int:
 
 
 def adaptive(request: RequestAcceptance) -> list[int]:
-    """The adaptive proposer's rule (run/adaptive_proposer.py): n-gram where it proposes, else the draft."""
+    """The adaptive proposer's rule (run/engines/adaptive_proposer.py): n-gram where it proposes, else the draft."""
     a, b = request.acc_len[NGRAM], request.acc_len[learned_key(request)]
     return [x if x > 0 else y for x, y in zip(a, b)]
 

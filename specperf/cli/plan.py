@@ -15,7 +15,7 @@ def run(args) -> int:
     from ..plan import Planner, make_plan
     from ..plan.view import plan_lines, select
     from ..profiles.scenarios import ProfileError, load_profile
-    from ..run import device
+    from ..run.hardware import device
 
     def error(message: str) -> int:
         print(f"specperf: error: {message}", file=sys.stderr)

@@ -43,7 +43,7 @@ class MetricSpec:
         return self.test == "threshold"
 
 
-# The latencies of a serve scenario (run/load.py), each judged at its p50 and p99.
+# The latencies of a serve scenario (run/serving/load.py), each judged at its p50 and p99.
 SERVED_LATENCIES = {
     "ttft": "time to first token",
     "tpot": "time per output token after the first",

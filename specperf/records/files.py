@@ -60,7 +60,7 @@ class GpuTelemetry(Record):
     foreign_pids: list[int] = Field(default_factory=list)
     foreign_processes: list[ForeignProcess] = Field(default_factory=list)
     ownership: str | None = None  # "pids", "counted" or None (ownership.BY_PID, BY_COUNT)
-    violation_ms: dict[str, float] | None = None  # NVML violation counters' growth (run/telemetry.py)
+    violation_ms: dict[str, float] | None = None  # NVML violation counters' growth (run/hardware/telemetry.py)
 
 
 class Environment(Record):
@@ -206,7 +206,7 @@ class RunFile(Record):
     engine_keys: list[str] = Field(default_factory=list)
     workers: int | None = None
     scenario_hashes: dict[str, str] = Field(default_factory=dict)  # the profile's, id -> content hash
-    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a gate's builds (run.environments)
+    environments: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a gate's builds (run.builds.environments)
     _environments_shape = field_validator("environments")(each_shaped_as(Environment))
 
 

@@ -12,7 +12,7 @@ from .base import Number, Record
 
 
 class Counters(Record):
-    """vLLM's spec-decode counters over some calls (see run.engine_process.read_spec_counters)."""
+    """vLLM's spec-decode counters over some calls (see run.engines.process.read_spec_counters)."""
 
     drafts: Number = 0
     draft_tokens: Number = 0
@@ -36,7 +36,7 @@ class Round(Record):
     calls: list[CallTiming] = Field(default_factory=list)
     cpu_s: float | None = None  # CPU time (user + system) of the engine's process tree
     engine_instance: int = 0  # in a paired run: the engine pair (cluster) the round ran on
-    latency: dict[str, float | None] | None = None  # serve: p50/p90/p99 of each latency in s (run/load.py)
+    latency: dict[str, float | None] | None = None  # serve: p50/p90/p99 of each latency in s (run/serving/load.py)
     errors: int = 0  # serve: requests of the round that failed
     client_bound: bool = False  # serve: the load generator kept a core busy, so it may have set the pace
 
@@ -137,7 +137,7 @@ class Timings(Record):
 
 class RequestTrace(Record):
     """One request of the traced round: draft tokens proposed and accepted at each verification step,
-    and what n-gram (analysis/ngram.py) and the scenario's draft model (run/draft_lm.py, draft-model and
+    and what n-gram (analysis/ngram.py) and the scenario's draft model (run/engines/draft_lm.py, draft-model and
     adaptive scenarios) would produce at every output position."""
 
     request_id: str
@@ -149,7 +149,7 @@ class RequestTrace(Record):
 
 
 class Trace(Record):
-    """Inside the steps of a traced scenario (run.tracing): per-step lists of its last measured
+    """Inside the steps of a traced scenario (run.tracing.trace): per-step lists of its last measured
     round, and totals over all its measured rounds.  Step times are microseconds; rest = total -
     draft - forward - sample (scheduling, input preparation, bookkeeping)."""
 
@@ -169,7 +169,7 @@ class Trace(Record):
 
 
 class ForeignProcess(Record):
-    """A process the suite did not start, computing on a GPU (run/ownership.py)."""
+    """A process the suite did not start, computing on a GPU (run/hardware/ownership.py)."""
 
     gpu_index: int
     pid: int  # as NVML gives it: the host's pid where NVML's pids are another PID namespace's

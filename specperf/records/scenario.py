@@ -80,14 +80,16 @@ class Scenario(Record):
     gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
     gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
     gate_blocks: int | None = None  # paired runs: blocks of this many rounds, one engine alive (run/measurement.py)
-    trace: bool = False  # per-step acceptance and step times (run/tracing.py)
+    trace: bool = False  # per-step acceptance and step times (run/tracing/trace.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
     prompt_form: str = "token_ids"  # how a request reaches the engine (workloads/prompts.py prompt_ids)
     mode: str = OFFLINE  # offline: LLM.generate in rounds of calls; serve: a server under streamed requests
-    concurrency: int | None = None  # serve: requests in flight at most (run/load.py)
+    concurrency: int | None = None  # serve: requests in flight at most (run/serving/load.py)
     request_rate: float | None = None  # serve: requests per second, Poisson; None: all at once
     chat: bool | None = None  # chat template on the prompts; None: the workload's default
-    env: dict[str, str] = Field(default_factory=dict)  # engine process environment, over run.engine.default_env()
+    env: dict[str, str] = Field(
+        default_factory=dict
+    )  # engine process environment, over run.engines.engine.default_env()
     vllm: str | None = None  # the vLLM its reference figures came from
     checkpoints: dict[str, str] = Field(default_factory=dict)  # builtin ref -> its recipe's version (a folder name)
     hash: str = ""  # the content hash; computed when not given
@@ -142,7 +144,7 @@ class Scenario(Record):
 
     @property
     def serves(self) -> bool:
-        """Measured behind vLLM's OpenAI-compatible server (run/served.py), not with LLM.generate."""
+        """Measured behind vLLM's OpenAI-compatible server (run/serving/served.py), not with LLM.generate."""
         return self.mode == SERVE
 
     def _id(self, method_label: str) -> str:

@@ -16,8 +16,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..analysis.traces import PART_NAMES
-from ..run.ownership import BY_COUNT, BY_PID
-from ..run.telemetry import BAD_THROTTLE_REASONS, SLOWDOWN_VIOLATIONS, foreign_process_text
+from ..run.hardware.ownership import BY_COUNT, BY_PID
+from ..run.hardware.telemetry import BAD_THROTTLE_REASONS, SLOWDOWN_VIOLATIONS, foreign_process_text
 from .analyses.acceptance import AcceptanceTable
 from .analyses.drift import config_drift
 from .analyses.study_figure import load_reference
@@ -98,7 +98,7 @@ OWNERSHIP_WAYS = {
 
 
 def _telemetry(telemetry: dict | None, preflight_pids: set[int]) -> dict | None:
-    """The GPU telemetry sampled during a scenario's measurement (run.telemetry summary()), None on CPU.
+    """The GPU telemetry sampled during a scenario's measurement (run.hardware.telemetry summary()), None on CPU.
 
     A result from before foreign_processes has its foreign processes' pids alone."""
     if not telemetry:

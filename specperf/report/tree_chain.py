@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..methods import method_of
 from ..records import ScenarioResult
-from ..run.vllm_methods import TREE_BACKEND
+from ..run.builds.methods import TREE_BACKEND
 from ..status import OK
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..analysis import traces
 from ..records import Device, ScenarioResult
-from ..run.telemetry import foreign_process_text
+from ..run.hardware.telemetry import foreign_process_text
 from ..status import (
     ERROR,
     FAILING,

@@ -10,7 +10,7 @@ from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import WorkloadFacts
-from .protocol import Load
+from .engines.protocol import Load
 
 
 @dataclass
@@ -79,7 +79,7 @@ class CallPreparer:
         )
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)
-        if scenario.serves:  # the round is one load of every prompt (run/served.py)
+        if scenario.serves:  # the round is one load of every prompt (run/serving/served.py)
             calls, call_requests = (
                 [Load(prompts, scenario.concurrency or 1, scenario.request_rate, scenario.seed)],
                 requests,

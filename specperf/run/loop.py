@@ -1,6 +1,6 @@
 """The measuring loop: warm-up, then timed rounds of a scenario's calls on one engine or several.
 
-An engine here is anything with `generate(prompts, max_tokens, timeout_s) -> reply` (run.engine's
+An engine here is anything with `generate(prompts, max_tokens, timeout_s) -> reply` (run.engines.engine's
 Engine, or a fake in unit tests).  A schedule, the caller's, names the engine of each round: with
 two engines, a balanced order (A B B A A B ...) lets slow drift of the machine cancel out of
 per-pair ratios.
@@ -15,9 +15,9 @@ from typing import Protocol
 
 from ..judge import metrics
 from ..records import CallTiming, Counters, Memory
-from . import tracing
-from .engine import EngineError
-from .protocol import Reply
+from .engines.engine import EngineError
+from .engines.protocol import Reply
+from .tracing import trace as tracing
 
 Label = Hashable  # an engine's name in a measurement, the caller's choice
 
@@ -37,7 +37,7 @@ class RoundResult:
     token_ids: list[list[int]]
     texts: list[str]
     memory: Memory = field(default_factory=Memory)  # peak memory after the round
-    trace: dict | None = None  # run.tracing's raw trace, from a traced engine
+    trace: dict | None = None  # run.tracing.trace's raw trace, from a traced engine
     calls: list[CallTiming] = field(default_factory=list)
     cpu_s: float | None = None  # CPU time of the engine's process tree over the round's calls
     instance: int = 0  # the engine pair (cluster) of a paired round

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..profiles.scenarios import Scenario
-from .engine import EngineError
+from .engines.engine import EngineError
+from .hardware.telemetry import TelemetrySampler
 from .loop import Label, RoundResult, measure, run_rounds, warm_up
 from .pool import EnginePool
-from .telemetry import TelemetrySampler
 
 
 class Instance(NamedTuple):

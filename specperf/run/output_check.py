@@ -33,7 +33,7 @@ from ..records import OutputCheck
 from ..records.scenario import OFFLINE
 from ..status import ERROR_ENGINE
 from .calls import Calls
-from .engine import EngineError
+from .engines.engine import EngineError
 from .pool import EnginePool
 from .summary import Checked
 

@@ -5,7 +5,7 @@ Scenarios arrive grouped by engine key, so each engine starts once; usually one 
 a few when a run pairs them (a gate's two builds, an SD engine and its no-SD reference).  A slot
 whose engine failed (start failure, crash, timeout) fails its later scenarios at once with the
 same one-line cause.  The hub checkpoints an engine loads are fetched into the Hugging Face cache
-before it starts (run/hub_fetch.py), so a download spends none of the start's limit.
+before it starts (run/engines/hub_fetch.py), so a download spends none of the start's limit.
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ from .. import checkpoints
 from ..messages import one_line
 from ..profiles.scenarios import Scenario
 from ..status import ERROR_ENGINE, ERROR_INPUT, ERROR_TIMEOUT
-from . import vllm_methods
-from .device import has_nvidia_gpu
-from .engine import Engine, EngineConfig, EngineError, EngineTimeout, default_env
-from .hub_fetch import HubCheckpoint, fetch_checkpoint, hub_checkpoints
-from .served import ServedEngine
-
-DEFAULT_START_TIMEOUT_S = 1800.0
+from .builds import methods as vllm_methods
+from .engines.engine import DEFAULT_START_TIMEOUT_S, Engine, EngineConfig, EngineError, EngineTimeout, default_env
+from .engines.hub_fetch import HubCheckpoint, fetch_checkpoint, hub_checkpoints
+from .hardware.device import has_nvidia_gpu
+from .serving.served import ServedEngine
 
 
 class EngineKeyFailed(EngineError):
@@ -88,13 +86,13 @@ class EnginePool:
         fetch: Callable[[HubCheckpoint], None] | None = None,
     ):
         self._start = start
-        # A hub checkpoint into the cache before its engine starts (run/hub_fetch.py).  By default only
+        # A hub checkpoint into the cache before its engine starts (run/engines/hub_fetch.py).  By default only
         # with the suite's own `configure`, whose refs are real checkpoints: a pool given a stand-in
         # `configure` fetches through the `fetch` it is given, or not at all.
         self._fetch = fetch or (fetch_checkpoint if configure is engine_config else None)
         self._fetched: set[HubCheckpoint] = set()
         self._serve = serve
-        self.serve_url = serve_url  # a running server that serve scenarios are measured on (run/remote.py)
+        self.serve_url = serve_url  # a running server that serve scenarios are measured on (run/serving/remote.py)
         self.logs_dir = logs_dir  # where servers keep their logs (the run directory's servers/)
         self._server_numbers = itertools.count(1)  # thread-safe enough: next() on a count is atomic in CPython
         # Engines wanted together start this many at a time: an engine start on the CPU tier is

@@ -15,12 +15,10 @@ from pathlib import Path
 
 from .. import checkpoints
 from ..judge.baselines import refresh_baselines
-from ..judge.gate import GateJudge
-from ..judge.stored import StoredJudge
 from ..judge.verdicts import Judge, Rules
 from ..messages import one_line
 from ..profiles import model_memory, workloads
-from ..profiles.scenarios import REFERENCE_METHOD, Scenario
+from ..profiles.scenarios import Scenario
 from ..records import Device, Figures, OutputCheck, RunFile, RunStats, ScenarioResult, Timings, Verdict
 from ..status import (
     ERROR,
@@ -33,60 +31,42 @@ from ..status import (
     UNSUPPORTED,
 )
 from ..storage import new_run_id, now_iso, suite_provenance, write_record, write_result
-from . import environments
+from .builds import environments
 from .calls import CallPreparer, Calls
-from .colocation import blocks_for
-from .device import describe_device
-from .engine import EngineError, EngineTimeout
-from .gate import (
+from .engines.engine import EngineError, EngineTimeout
+from .gate.colocation import blocks_for
+from .gate.sides import (
     CANDIDATE,
     CURRENT,
     Role,
     SideSummary,
     current_as_baseline,
+    engines_wanted,
     gate_record,
     reference_from_alternating_rounds,
+    unsupported_by,
 )
+from .hardware.device import describe_device
+from .hardware.telemetry import telemetry_problems
 from .loop import run_rounds
 from .measurement import measure_rounds
-from .output_check import AUTO, OutputChecks, chosen_way
-from .pool import DEFAULT_START_TIMEOUT_S, EngineKeyFailed, EnginePool
+from .output_check import OutputChecks, chosen_way
+from .pool import EngineKeyFailed, EnginePool
 from .resume import finished_results
+from .settings import Gating, Judging, Measuring, Progress, RunPlace
 from .summary import Reference, summarise, validity
-from .telemetry import telemetry_problems
 
 
 @dataclass
 class RunSession:
-    profile: str
-    reports_dir: Path
-    baseline_dir: Path
-    dataset_dir: Path | None = None
-    rounds: int | None = None  # overrides every scenario's rounds
-    update_baselines: bool = False
-    log: Callable[[str], None] = print
-    run_id: str | None = None
-    scenario_timeout_s: float | None = None  # warm-up and rounds of one scenario; None: no limit
-    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
-    resume_dir: Path | None = None  # an earlier run of this profile: keep its finished results
-    profile_path: str | None = None
-    candidate_python: str | None = None  # an upgrade gate: this other environment's vLLM is judged
-    gate_blocks: int | None = None  # alternate blocks of this many rounds, one engine alive
-    environments: dict | None = None  # a gate's builds by side (run.environments.describe)
-    serve_url: str | None = None  # serve scenarios measured on this running server (run/remote.py)
-    scenario_hashes: dict[str, str] = field(default_factory=dict)  # the profile's scenarios, for --resume
-    owns_run_file: bool = True  # False on pytest-xdist workers: the controller merges theirs
-    history_url: str | None = None  # the run history database (history.database.history_url)
-    rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
-    two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
-    planned: int = 0  # scenarios expected in this run, for progress lines
-    selection: tuple[Scenario, ...] = ()  # the run's scenarios, for the output checks per engine key
-    output_check: str = AUTO  # how greedy outputs are checked (run/output_check.py)
-    # Seconds the run has left (plan/progress.py), from the finished results, those of them measured
-    # in this run, and the seconds since it started.
-    time_left: Callable[[list[ScenarioResult], list[ScenarioResult], float], float | None] | None = None
-    on_result: Callable[[ScenarioResult, Path], None] | None = None  # each result once judged and written
-    # The parts, replaceable in unit tests (a fake engine, canned calls, a described device).
+    """One run: what it is told (run/settings.py), and the parts that do the work, replaceable in
+    unit tests (a fake pool, canned calls, a described device)."""
+
+    place: RunPlace
+    judging: Judging
+    measuring: Measuring = field(default_factory=Measuring)
+    gating: Gating | None = None  # an upgrade gate: the candidate build is judged against this one
+    progress: Progress = field(default_factory=Progress)
     prepare: Callable[[Scenario], Calls] | None = None
     pool: EnginePool | None = None
     device: dict | None = None
@@ -94,31 +74,31 @@ class RunSession:
 
     def __post_init__(self):
         self.device = self.device or describe_device()
-        if self.resume_dir is not None:
-            self.run_dir = Path(self.resume_dir)
+        self.log = self.progress.log
+        if self.place.resume_dir is not None:
+            self.run_dir = Path(self.place.resume_dir)
             self.run_id = self.run_dir.name
             self._finished = finished_results(self.run_dir, self.device["hardware_key"], self.log)
         else:
-            self.run_id = self.run_id or new_run_id(self.profile)
-            self.run_dir = Path(self.reports_dir) / self.run_id
+            self.run_id = self.place.run_id or new_run_id(self.place.profile)
+            self.run_dir = Path(self.place.reports_dir) / self.run_id
             self._finished = {}
-        self.prepare = self.prepare or CallPreparer(self.dataset_dir)
+        self.prepare = self.prepare or CallPreparer(self.measuring.dataset_dir)
         self.pool = self.pool or EnginePool(
-            start_timeout_s=self.start_timeout_s,
+            start_timeout_s=self.measuring.start_timeout_s,
             log=self.log,
             logs_dir=self.run_dir / "servers",
-            serve_url=self.serve_url,
+            serve_url=self.measuring.serve_url,
         )
         gpu = self.device.get("kind") == "gpu"
-        way = chosen_way(self.output_check, self.device)
-        self.checks = OutputChecks(way, self.pool, self.prepare, self.selection, gpu, self.log)
+        way = chosen_way(self.measuring.output_check, self.device)
+        self.checks = OutputChecks(way, self.pool, self.prepare, self.measuring.selection, gpu, self.log)
         self.history = None  # the run history, opened by the rolling judge on first use
         self._judge_made: Judge | None = None
-        if self.candidate_python and self.environments is None:
-            self.environments = {
-                CURRENT: environments.describe(),
-                CANDIDATE: environments.describe(self.candidate_python),
-            }
+        self.environments = self.gating and (
+            self.gating.environments
+            or {CURRENT: environments.describe(), CANDIDATE: environments.describe(self.gating.candidate_python)}
+        )
         self.provenance = suite_provenance()
         self.started = time.monotonic()
         self.started_at = now_iso()
@@ -132,21 +112,11 @@ class RunSession:
         """The paired gate's judge; else baselines from baselines/, or with rolling_runs from the
         history (opened on first use, for the rest of the run: constructing a session opens nothing)."""
         if self._judge_made is None:
-            self._judge_made = self._judge_from()
+            if self.gating is not None:
+                self._judge_made = self.gating.judge()
+            else:
+                self._judge_made, self.history = self.judging.judge(self.device["hardware_key"], self.run_id)
         return self._judge_made
-
-    def _judge_from(self) -> Judge:
-        if self.candidate_python:
-            return GateJudge()
-        if not self.rolling_runs:
-            return StoredJudge(self.baseline_dir, self.device["hardware_key"])
-        from ..history import History
-        from ..judge.rolling import RollingJudge
-
-        self.history = History(self.history_url)
-        return RollingJudge(
-            self.history.reader(), self.device["hardware_key"], self.rolling_runs, self.run_id, self.two_strike
-        )
 
     # ------------------------------------------------------------ one scenario
 
@@ -160,7 +130,8 @@ class RunSession:
         kept = self._finished.get(scenario.id)
         if kept is not None and kept.scenario.hash == scenario.hash:
             return self._keep(scenario, kept)
-        self.log(self._progress(scenario))
+        measured = [r for r in self.results if r.id not in self._finished]
+        self.log(self.progress.line(scenario, self.stats.scenarios, self.results, measured, self.started))
         result = ScenarioResult(
             scenario=scenario,
             status=OK,
@@ -168,9 +139,9 @@ class RunSession:
             device=Device.model_validate(self.device),
             provenance=self.provenance,
         )
-        if reason := self._unsupported(scenario):
+        if reason := unsupported_by(self.environments, scenario):
             return self._set_aside(result, reason)
-        wanted = self._wanted(scenario)
+        wanted = engines_wanted(scenario, self.gating and self.gating.candidate_python)
         try:
             self._measure(scenario, wanted, result, rounds_runner)
         except workloads.WorkloadUnavailable as err:
@@ -178,7 +149,7 @@ class RunSession:
         except EngineKeyFailed as err:
             self._error(result, str(err), err.kind)
         except EngineTimeout as err:
-            limit = self.scenario_timeout_s
+            limit = self.measuring.scenario_timeout_s
             message = (
                 f"timed out: the scenario did not finish within its {limit:g} s limit; engine killed"
                 if limit is not None
@@ -199,14 +170,6 @@ class RunSession:
             return result
         self._judge(result, scenario)
         return result
-
-    def _unsupported(self, scenario: Scenario) -> str | None:
-        """Why a build of the gate cannot run this scenario's method (None: both can)."""
-        for side, facts in (self.environments or {}).items():
-            reason = facts["methods"].get(scenario.method.name) if not scenario.method.is_reference else None
-            if reason:
-                return f"the {side} build (vLLM {facts['vllm']}): {reason}"
-        return None
 
     def _set_aside(self, result: ScenarioResult, reason: str) -> ScenarioResult:
         """A scenario a build of the gate cannot run: recorded and reported as unsupported, not an error."""
@@ -240,32 +203,22 @@ class RunSession:
         self._judge(result, scenario)
         return result
 
-    def _wanted(self, scenario: Scenario) -> dict[Role, tuple[Scenario, str | None]]:
-        """The engines a scenario runs on, by role: this build's (current), the gate's candidate,
-        and with paired_reference their no-SD references."""
-        sides = {CURRENT: None, **({CANDIDATE: self.candidate_python} if self.candidate_python else {})}
-        wanted = {Role(side): (scenario, python) for side, python in sides.items()}
-        if scenario.paired_reference and not scenario.method.is_reference:
-            reference = scenario.replace(method=REFERENCE_METHOD)
-            wanted |= {Role(side, reference=True): (reference, python) for side, python in sides.items()}
-        return wanted
-
     def _measure(
         self, scenario: Scenario, wanted: dict[Role, tuple[Scenario, str | None]], result: ScenarioResult, rounds_runner
     ) -> None:
         calls = self.prepare(scenario)
         result.workload = calls.facts
         checks = {role: self.checks.of(s, python, calls) for role, (s, python) in wanted.items()}
-        deadline = time.monotonic() + (self.scenario_timeout_s or float("inf"))
+        deadline = time.monotonic() + (self.measuring.scenario_timeout_s or float("inf"))
         measured = measure_rounds(
             self.pool,
             wanted,
             calls.calls,
             scenario.output_len,
             scenario.warmup,
-            self.rounds or scenario.rounds,
+            self.measuring.rounds or scenario.rounds,
             deadline=deadline,
-            blocks=blocks_for(scenario, self.gate_blocks),
+            blocks=blocks_for(scenario, self.gating and self.gating.gate_blocks),
             instances=scenario.gate_instances,
             sets=scenario.gate_engine_sets,
             gpus=self.engine_gpus(scenario),
@@ -278,7 +231,7 @@ class RunSession:
         self.stats.warmup_s += measured.warmup_s
         self.stats.measure_s += measured.measure_s
         preflight_pids = [p["pid"] for p in self.device.get("foreign_processes") or []]
-        running_server = self.serve_url is not None  # preflight saw the measured server's processes
+        running_server = self.measuring.serve_url is not None  # preflight saw the measured server's processes
         problems = [p for t in measured.telemetry for p in telemetry_problems(t, preflight_pids, running_server)]
         sides = {}
         for side in [side for side in (CURRENT, CANDIDATE) if Role(side) in wanted]:
@@ -297,7 +250,7 @@ class RunSession:
         result.validity = main.validity
         if CANDIDATE in sides:
             reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)
-            result.gate = gate_record(sides[CURRENT], main, measured, self.candidate_python, reference)
+            result.gate = gate_record(sides[CURRENT], main, measured, self.gating.candidate_python, reference)
             result.baseline = current_as_baseline(sides[CURRENT])
             self._remember_gate_reference(scenario, result)
 
@@ -336,18 +289,7 @@ class RunSession:
         self._written(result, write_result(self.run_dir, result))
 
     def _written(self, result: ScenarioResult, path: Path) -> None:
-        if self.on_result is not None:
-            self.on_result(result, path)
-
-    def _progress(self, scenario: Scenario) -> str:
-        done = self.stats.scenarios
-        line = f"[{done + 1}/{self.planned or '?'}] {scenario.id}"
-        measured = [r for r in self.results if r.id not in self._finished]
-        if self.time_left is not None and measured and self.planned > done:
-            left = self.time_left(self.results, measured, time.monotonic() - self.started)
-            if left is not None:
-                line += f" (about {left / 60:.1f} min left)"
-        return line
+        self.progress.written(result, path)
 
     # ------------------------------------------------------------ the end
 
@@ -362,11 +304,11 @@ class RunSession:
         if self.history is not None:
             self.history.close()
         lines = []
-        if self.update_baselines:
+        if self.judging.update_baselines:
             if interrupted:
                 lines.append("baselines not updated: the run was interrupted")
             else:
-                lines = refresh_baselines(self.baseline_dir, self.results, self.device["hardware_key"])
+                lines = refresh_baselines(self.judging.baseline_dir, self.results, self.device["hardware_key"])
         self.write_run_file(finished=True, interrupted=interrupted)
         return lines
 
@@ -382,8 +324,8 @@ class RunSession:
         )
         return RunFile(
             run_id=self.run_id,
-            profile=self.profile,
-            profile_path=self.profile_path,
+            profile=self.place.profile,
+            profile_path=self.place.profile_path,
             started_at=self.started_at,
             finished_at=now_iso() if finished else None,
             interrupted=interrupted,
@@ -391,11 +333,11 @@ class RunSession:
             provenance=self.provenance,
             stats=stats,
             engine_keys=sorted(self.pool.keys_seen),
-            scenario_hashes=self.scenario_hashes,
+            scenario_hashes=self.place.scenario_hashes,
             environments=self.environments or {},
         )
 
     def write_run_file(self, finished: bool, interrupted: bool = False) -> None:
-        if self.owns_run_file:
+        if self.place.owns_run_file:
             write_record(self.run_dir / "run.json", self.run_file(finished, interrupted))
         self._run_file_written = True

@@ -25,7 +25,7 @@ from ..records import (
     Validity,
 )
 from .loop import RoundResult
-from .tracing import build_trace, ngram_acceptance
+from .tracing.trace import build_trace, ngram_acceptance
 
 SHOWN_OUTPUTS = 3  # requests whose prompt and output text are kept for the report
 SHOWN_CHARS = 4000

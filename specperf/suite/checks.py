@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ..options import options
-from ..run.device import has_nvidia_gpu
+from ..run.hardware.device import has_nvidia_gpu
 from .closing import run_history_url
 from .profile import chosen_profile
 
@@ -60,7 +60,7 @@ def check_options(config) -> None:
             "--two-strike goes with --rolling-baseline N (it looks at the run before in the history)"
         )
     if has_nvidia_gpu():
-        from ..run.device import describe_device
+        from ..run.hardware.device import describe_device
 
         try:
             describe_device()  # CUDA_VISIBLE_DEVICES must name devices NVML lists
@@ -70,7 +70,7 @@ def check_options(config) -> None:
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")
     if opts.serve_url:
-        from ..run.remote import check_url
+        from ..run.serving.remote import check_url
 
         if problem := check_url(opts.serve_url):
             raise pytest.UsageError(f"--serve-url: {problem}")
@@ -86,11 +86,11 @@ def check_options(config) -> None:
 
 
 def check_colocation(config, scenarios) -> None:
-    """The engines each selected scenario keeps alive together fit in GPU memory (run/colocation.py):
+    """The engines each selected scenario keeps alive together fit in GPU memory (run/gate/colocation.py):
     else a usage error naming the profile file and the fix, before any engine starts.  Only where the
     engines run on a GPU: CPU engines size their KV cache by kv_cache_memory_bytes, and a running
     server (--serve-url) starts nothing."""
-    from ..run.colocation import colocation_problem
+    from ..run.gate.colocation import colocation_problem
 
     opts = options(config)
     if opts.serve_url or not has_nvidia_gpu():
@@ -105,8 +105,8 @@ def gate_environments(config) -> dict | None:
     if options(config).candidate is None:
         return None
     if ENVIRONMENTS_KEY not in config.stash:
-        from ..run import environments
-        from ..run.gate import CANDIDATE, CURRENT
+        from ..run.builds import environments
+        from ..run.gate.sides import CANDIDATE, CURRENT
 
         try:
             candidate = environments.describe(options(config).candidate)

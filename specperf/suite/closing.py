@@ -50,7 +50,7 @@ def close_run(config, run, interrupted: bool) -> dict:
 def close_workers_run(config, outputs: list[dict]) -> dict:
     """The xdist controller's end of the run, from its workers' outputs (worker_output): one run file
     from theirs, then the report; returns write_report's."""
-    from ..run.run_file import merge_run_files
+    from ..run.tally import merge_run_files
     from ..storage import write_record
 
     run_dir = Path(outputs[0]["run_dir"])
@@ -81,8 +81,8 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
     history); returns the run, its results, the report's path and the lines that close the terminal
     summary."""
     from ..report import add_trends, load_run, write_run_report
-    from ..run.run_file import summary_lines
-    from ..run.versions import reference_vllm_note
+    from ..run.builds.versions import reference_vllm_note
+    from ..run.tally import summary_lines
     from ..storage import ResultFileError, read_run_dir
 
     lines = lines + record_history(history_url, run_dir)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ..run.device import has_nvidia_gpu
+from ..run.hardware.device import has_nvidia_gpu
 from .scope import worker_input
 
 
@@ -15,11 +15,11 @@ def own_gpus(config, scenarios) -> None:
     """Give this process (an xdist worker, or the only one) its own GPUs before vLLM starts: as many
     as the largest TP size among the scenarios the run selected (after -k, -m and --shard; every
     worker collects the same selection, so their blocks of GPUs do not overlap).  The hardware key
-    names the GPU, not how many were reserved (run/device.py), so every selection files a scenario
+    names the GPU, not how many were reserved (run/hardware/device.py), so every selection files a scenario
     under the same key.  A worker
     leaves a selection that does not fit to the controller (check_worker_gpus), whose usage error
     ends the run before any test is scheduled: one raised on a worker would crash it."""
-    from ..run.gpus import visible_gpu_ids
+    from ..run.hardware.gpus import visible_gpu_ids
 
     if not has_nvidia_gpu() or not (visible := visible_gpu_ids()):
         return
@@ -37,7 +37,7 @@ def own_gpus(config, scenarios) -> None:
 def check_worker_gpus(config, scenarios, worker: dict) -> None:
     """In the xdist controller, once a worker has collected: its GPUs for the selection exist, else a
     usage error (the worker took none: own_gpus)."""
-    from ..run.gpus import visible_gpu_ids
+    from ..run.hardware.gpus import visible_gpu_ids
 
     if has_nvidia_gpu() and (visible := visible_gpu_ids()):
         try:
@@ -49,7 +49,7 @@ def check_worker_gpus(config, scenarios, worker: dict) -> None:
 def _process_gpus(visible: list[str], scenarios, worker: dict | None) -> str | None:
     """CUDA_VISIBLE_DEVICES for this worker (or the only process) and the selected scenarios; None
     when none is selected."""
-    from ..run.gpus import process_gpus
+    from ..run.hardware.gpus import process_gpus
 
     tp = max((s.model.tp for s in scenarios), default=None)
     if tp is None:

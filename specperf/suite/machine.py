@@ -12,7 +12,7 @@ from ..options import options
 
 def machine(config) -> dict:
     """This machine as results record it, with the facts conftest.py hooks add (hookspecs.py)."""
-    from ..run.device import describe_device
+    from ..run.hardware.device import describe_device
 
     device = describe_device()
     facts: dict = {}
@@ -25,7 +25,7 @@ def machine(config) -> dict:
     except (TypeError, ValueError) as err:
         raise pytest.UsageError(f"pytest_specperf_machine_facts: not JSON: {err}") from None
     if url := options(config).serve_url:  # what is measured is that server, not this machine
-        from ..run.remote import hardware_key
+        from ..run.serving.remote import hardware_key
 
         facts = {"serve_url": url, "client_hardware_key": device["hardware_key"]} | facts
         device = device | {"hardware_key": hardware_key(url)}

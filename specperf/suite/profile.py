@@ -10,7 +10,7 @@ import pytest
 from ..options import options
 from ..profiles.scenarios import Profile, ProfileError, available_profiles, load_profile, traced
 from ..records import RunFile
-from ..run.device import has_nvidia_gpu
+from ..run.hardware.device import has_nvidia_gpu
 
 PROFILE_KEY = pytest.StashKey[Profile]()
 
@@ -74,15 +74,15 @@ def check_vllm_names(profile: Profile) -> None:
     A method the installed vLLM cannot run is not checked: its scenarios are reported unsupported."""
     import tomllib
 
-    from ..run import vllm_methods
-    from ..run.versions import installed_vllm
-    from ..run.vllm_fields import (
+    from ..run.builds import methods as vllm_methods
+    from ..run.builds.fields import (
         SET_BY_THE_SUITE,
         SPECULATIVE_BY_THE_SUITE,
         engine_arg_names,
         problem_with,
         speculative_field_names,
     )
+    from ..run.builds.versions import installed_vllm
 
     data = tomllib.loads(profile.path.read_text(encoding="utf-8"))
     tables = [("profile.engine_args", data.get("profile", {}).get("engine_args", {}), "engine")]
@@ -117,7 +117,7 @@ def check_vllm_names(profile: Profile) -> None:
 
 
 def check_resumed_hardware(resume: str, run: RunFile) -> None:
-    from ..run.device import describe_device
+    from ..run.hardware.device import describe_device
 
     here = describe_device()["hardware_key"]
     if run.device.hardware_key != here:

@@ -17,6 +17,7 @@ LONGEST_FIRST = (
     "test_faults.py",
     "test_interrupt.py",
     "test_output_check_rounds.py",
+    "test_serve_adaptive.py",
     "test_engine.py",
     "test_live_engine_facts.py",
 )

@@ -1,4 +1,4 @@
-"""The suite's own run of a draft model (run/draft_lm.py) on SmolLM2's builtin draft: drafts from a
+"""The suite's own run of a draft model (run/engines/draft_lm.py) on SmolLM2's builtin draft: drafts from a
 reused key-value cache equal drafts from scratch, and the acceptance computed in one pass over a
 known output equals what drafting at each position would accept (no engine starts)."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specperf import checkpoints
-from specperf.run.draft_lm import DraftLM
+from specperf.run.engines.draft_lm import DraftLM
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -11,8 +11,10 @@ import psutil
 import pytest
 
 from specperf import checkpoints
-from specperf.run import engine_process, environments, vllm_methods
-from specperf.run.engine import Engine, EngineConfig, EngineError, default_env
+from specperf.run.builds import environments
+from specperf.run.builds import methods as vllm_methods
+from specperf.run.engines import process as engine_process
+from specperf.run.engines.engine import Engine, EngineConfig, EngineError, default_env
 
 pytestmark = pytest.mark.cpu_tier
 

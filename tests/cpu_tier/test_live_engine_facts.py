@@ -9,7 +9,7 @@ import importlib
 import pytest
 from test_engine import tiny_llama
 
-from specperf.run.engine import Engine, default_env
+from specperf.run.engines.engine import Engine, default_env
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -11,7 +11,7 @@ import pytest
 from suite import PROFILES, only_run_dir, read_results, run_suite
 
 from specperf.profiles.scenarios import load_profile
-from specperf.run.engine import Engine, EngineError
+from specperf.run.engines.engine import Engine, EngineError
 from specperf.run.output_check import check_scenario
 from specperf.run.pool import engine_config
 

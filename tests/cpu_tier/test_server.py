@@ -14,14 +14,14 @@ import pytest
 
 from specperf import checkpoints
 from specperf.judge.metrics import acceptance, counter_delta
-from specperf.run import load as load_module
-from specperf.run import server as server_module
-from specperf.run.engine import EngineConfig, default_env
-from specperf.run.environments import vllm_facts
-from specperf.run.load import run_round
-from specperf.run.server import Server, ServerError
-from specperf.run.server_metrics import read_spec_counters
-from specperf.run.versions import installed_vllm
+from specperf.run.builds.environments import vllm_facts
+from specperf.run.builds.versions import installed_vllm
+from specperf.run.engines.engine import EngineConfig, default_env
+from specperf.run.serving import load as load_module
+from specperf.run.serving import server as server_module
+from specperf.run.serving.load import run_round
+from specperf.run.serving.server import Server, ServerError
+from specperf.run.serving.server_metrics import read_spec_counters
 
 pytestmark = pytest.mark.cpu_tier
 

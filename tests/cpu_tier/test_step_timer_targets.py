@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from specperf.run import tracing
+from specperf.run.tracing import trace as tracing
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -12,7 +12,7 @@ from specperf.paths import dataset_dir
 from specperf.profiles.scenarios import load_profile
 from specperf.profiles.workloads import count_tokens, render_prompt
 from specperf.run.calls import CallPreparer
-from specperf.run.engine import Engine, EngineConfig, default_env
+from specperf.run.engines.engine import Engine, EngineConfig, default_env
 
 pytestmark = pytest.mark.cpu_tier
 

@@ -5,8 +5,9 @@ import pytest
 
 from specperf import checkpoints
 from specperf.profiles.scenarios import available_profiles, load_profile
-from specperf.run import engine_process, vllm_fields
-from specperf.run.engine import EngineConfig
+from specperf.run.builds import fields as vllm_fields
+from specperf.run.engines import process as engine_process
+from specperf.run.engines.engine import EngineConfig
 from specperf.suite.profile import check_vllm_names
 
 pytestmark = pytest.mark.cpu_tier

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...records import Device, ScenarioResult
-from ...run.telemetry import BAD_THROTTLE_REASONS
+from ...run.hardware.telemetry import BAD_THROTTLE_REASONS
 from ..format import distinct
 
 CPU_CLOCKS = "no GPU: clocks and throttling not measured (CPU tier)"
@@ -26,7 +26,7 @@ class Clocks:
 
 
 def clock_summary(results: list[ScenarioResult], devices: list[Device]) -> Clocks:
-    # gpu_telemetry is run.gpus.TelemetrySampler.summary(): a dict whose spreads may be None
+    # gpu_telemetry is run.hardware.telemetry.TelemetrySampler.summary(): a dict whose spreads may be None
     sampled = [(r.id, r.gpu_telemetry) for r in results if r.gpu_telemetry]
     if not sampled:
         kinds = {d.kind for d in devices}

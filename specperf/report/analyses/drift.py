@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...run.gate.sides import config_diff
+
 
 @dataclass(frozen=True)
 class Drift:
@@ -15,11 +17,8 @@ class Drift:
 
 
 def config_drift(current: dict | None, baseline: dict | None) -> list[Drift]:
-    """Effective-config keys whose value differs from the baseline's (defaults drift across vLLM versions)."""
+    """Effective-config keys whose value differs from the baseline's (defaults drift across vLLM
+    versions), found as a gate finds the settings that differ between its builds."""
     if current is None or baseline is None:
         return []
-    return [
-        Drift(k, baseline.get(k), current.get(k))
-        for k in sorted(set(current) | set(baseline))
-        if current.get(k) != baseline.get(k)
-    ]
+    return [Drift(key, was, now) for key, (was, now) in config_diff(baseline, current).items()]

@@ -20,7 +20,7 @@ import os
 import signal
 import time
 
-from specperf.run.after_import import after_import
+from specperf.run.tracing.after_import import after_import
 
 _calls = 0
 

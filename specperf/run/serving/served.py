@@ -1,5 +1,5 @@
 """A server as the measuring loop's engine: what run/engine.Engine is to LLM.generate, this is to
-vLLM's OpenAI-compatible server (run/server.py) under streamed load (run/load.py).
+vLLM's OpenAI-compatible server (run/serving/server.py) under streamed load (run/serving/load.py).
 
 The pool starts one per engine key of serve scenarios (its concurrencies and workloads share it).
 `generate(load, ...)` runs one round, a protocol.Load, and answers a protocol.Reply as the offline
@@ -13,17 +13,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..builds.environments import EnvironmentProblem, vllm_facts
+from ..engines.engine import EngineConfig, EngineError, EngineTimeout
+from ..engines.protocol import Load, Reply
 from . import remote
-from .engine import EngineConfig, EngineError, EngineTimeout
-from .environments import EnvironmentProblem, vllm_facts
 from .load import run_round
-from .protocol import Load, Reply
 from .server import Server
 from .server_metrics import read_spec_counters
 
 
 class ServedEngine:
-    """One started server (or, with `url`, one already running: run/remote.py), measured a Load at a time."""
+    """One started server (or, with `url`, one already running: run/serving/remote.py), measured a Load at a time."""
 
     def __init__(
         self,

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import vllm_methods
-from .engine import EngineConfig, EngineError, EngineTimeout, default_env
-from .vllm_arguments import VllmArguments, VllmFacts, vllm_arguments
+from ..builds import methods as vllm_methods
+from ..builds.arguments import VllmArguments, VllmFacts, vllm_arguments
+from ..engines.engine import EngineConfig, EngineError, EngineTimeout, default_env
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 HOST = "127.0.0.1"

@@ -1,14 +1,14 @@
 """Engines in processes of their own: the suite's side of an engine (its process is engine_process.py).
 
 Each engine lives in a child process of its own (one per engine key and build; a gate keeps two alive).
-The child imports vLLM, builds `LLM(...)` and answers `generate` requests over a pipe (run/protocol.py);
+The child imports vLLM, builds `LLM(...)` and answers `generate` requests over a pipe (run/engines/protocol.py);
 it times each call itself, so the pipe never enters a measurement.  A child process per engine returns
 all memory on exit, isolates crashes, lets a hung engine be killed, and avoids a vLLM bug of
 in-process mode (a second engine in one process fails once numba is imported).
 The process and everything it starts (vLLM's tensor-parallel workers) form one process group,
 killed as a whole (see child.py).  The child turns, by exec, into a fresh interpreter (this
 environment's, or the candidate's of an upgrade gate) that runs
-`python -m specperf.run.engine_process FD CONFIG`.  Every engine starts that one way: an engine run
+`python -m specperf.run.engines.process FD CONFIG`.  Every engine starts that one way: an engine run
 in the spawned child itself ran up to 3% slower than an exec'ed one of the same build, which
 is more than the gate must tell apart (two exec'ed engines agreed within 0.3%).
 """
@@ -25,9 +25,9 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from ..paths import PACKAGE_PARENT
+from ...paths import PACKAGE_PARENT
+from ..hardware.device import has_nvidia_gpu
 from . import child
-from .device import has_nvidia_gpu
 from .protocol import Close, Failed, Generate, Ready, Reply
 
 # Pinned as the study pins them; a profile's engine_args cannot override these.
@@ -49,6 +49,7 @@ class EngineTimeout(EngineError):
         self.phase = phase
 
 
+DEFAULT_START_TIMEOUT_S = 1800.0  # an engine's start: imports, weights, compilation, CUDA graphs
 START = "engine start"
 GENERATE = "generate"
 
@@ -64,8 +65,8 @@ class EngineConfig:
     speculative_config: dict | None
     engine_args: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
-    trace: bool = False  # run.tracing: per-step acceptance and step times with every call
-    serve: bool = False  # behind vLLM's OpenAI-compatible server (run/served.py), not LLM.generate
+    trace: bool = False  # run.tracing.trace: per-step acceptance and step times with every call
+    serve: bool = False  # behind vLLM's OpenAI-compatible server (run/serving/served.py), not LLM.generate
 
 
 SPECPERF_SOURCE = str(PACKAGE_PARENT)  # the folder this specperf package sits in
@@ -83,7 +84,7 @@ def _answer_pipe_in(python: str, conn, config: EngineConfig) -> None:
         "PYTHONPATH": os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")])),
     }
     os.execve(
-        python, [python, "-m", "specperf.run.engine_process", str(fd), json.dumps(dataclasses.asdict(config))], env
+        python, [python, "-m", "specperf.run.engines.process", str(fd), json.dumps(dataclasses.asdict(config))], env
     )
 
 
@@ -95,7 +96,11 @@ class Engine:
     in the spawned child instead."""
 
     def __init__(
-        self, config: EngineConfig, start_timeout_s: float = 1800.0, answer_pipe=None, python: str | None = None
+        self,
+        config: EngineConfig,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        answer_pipe=None,
+        python: str | None = None,
     ):
         self.config = config
         if answer_pipe is None:

@@ -1,6 +1,6 @@
 """What a Python environment holds, asked of its interpreter without importing vLLM (which takes 10 s).
 
-The interpreter runs this module (`python -m specperf.run.environments MODULE ...`, or
+The interpreter runs this module (`python -m specperf.run.builds.environments MODULE ...`, or
 `... --vllm-facts`): specperf must be installed there anyway, since that environment's engines run
 specperf's engine module.
 """
@@ -13,9 +13,9 @@ import platform
 import subprocess
 import sys
 
-from . import vllm_methods
+from . import methods as vllm_methods
+from .arguments import VllmFacts
 from .versions import installed_version, installed_vllm
-from .vllm_arguments import VllmFacts
 
 VLLM_FACTS = "--vllm-facts"  # the interpreter prints own_vllm_facts() instead of facts()
 
@@ -39,17 +39,17 @@ def facts(modules: list[str]) -> dict:
 
 def own_vllm_facts() -> dict:
     """This environment's vLLM as vllm_facts() needs it: its version and EngineArgs' names (from its source)."""
-    from .vllm_fields import engine_arg_names
+    from .fields import engine_arg_names
 
     installed = installed_vllm()
     return {"version": installed[1] if installed else None, "engine_args": sorted(engine_arg_names() or ())}
 
 
 def _ask(python: str, *args: str) -> dict:
-    """What `python -m specperf.run.environments ARGS` prints, read as JSON."""
+    """What `python -m specperf.run.builds.environments ARGS` prints, read as JSON."""
     try:
         done = subprocess.run(
-            [python, "-m", "specperf.run.environments", *args], capture_output=True, text=True, timeout=120
+            [python, "-m", "specperf.run.builds.environments", *args], capture_output=True, text=True, timeout=120
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EnvironmentProblem(f"{python}: cannot run it ({err})") from None

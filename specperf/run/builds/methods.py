@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 # The oldest release the table was read for; older ones are refused.
 OLDEST = "0.10.0"
-PROPOSER_CLASS = "specperf.run.adaptive_proposer.AdaptiveProposer"
+PROPOSER_CLASS = "specperf.run.engines.adaptive_proposer.AdaptiveProposer"
 PROPOSER_OPTIONS_KEY = "specperf_proposer"  # its options in vLLM's additional_config
 
 
@@ -98,7 +98,7 @@ SPANS: tuple[Span, ...] = (
     Span("mlp_speculator", OLDEST, "0.33.0", "mlp_speculator", "vllm/config/speculative.py v0.32.0, v0.33.0"),
     Span("ngram_gpu", "0.18.0", None, "ngram_gpu", "vllm/config/speculative.py v0.17.0 (absent), v0.18.0"),
     Span("custom_class", "0.22.0", None, "custom_class", "vllm/config/speculative.py v0.21.0 (absent), v0.22.0"),
-    # specperf's own proposer (run/adaptive_proposer.py) through that extension point; vLLM 0.22 to
+    # specperf's own proposer (run/engines/adaptive_proposer.py) through that extension point; vLLM 0.22 to
     # 0.33 call `propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, ...)` on it
     # (vllm/v1/worker/gpu_model_runner.py, propose_draft_token_ids).
     Span(

@@ -1,7 +1,7 @@
 """The engine process: the only module that imports vLLM.  It builds `LLM(...)` and answers the pipe
-protocol (run/protocol.py) until the suite closes the pipe.
+protocol (run/engines/protocol.py) until the suite closes the pipe.
 
-An Engine (run/engine.py) starts it by exec, as `python -m specperf.run.engine_process FD CONFIG`,
+An Engine (run/engines/engine.py) starts it by exec, as `python -m specperf.run.engines.process FD CONFIG`,
 in the interpreter of the engine's environment.  It times each generate() call itself, so the pipe
 never enters a measurement, and sends back with the outputs vLLM's SD counters, the process tree's
 peak memory and CPU time, and, for a traced scenario, what each step proposed and accepted.
@@ -16,14 +16,15 @@ import sys
 import time
 import traceback
 
-from ..messages import one_line
-from . import tracing, vllm_methods
+from ...messages import one_line
+from ..builds import methods as vllm_methods
+from ..builds.arguments import VllmFacts, vllm_arguments
+from ..builds.versions import installed_vllm
+from ..tracing import trace as tracing
 from .engine import EngineConfig
 from .protocol import Close, Failed, Ready, Reply
 from .runner_facts import chosen_model_runner, worker_facts
 from .usage import peak_memory, process_tree_cpu_s
-from .versions import installed_vllm
-from .vllm_arguments import VllmFacts, vllm_arguments
 
 SPEC_COUNTERS = {
     "vllm:spec_decode_num_drafts": "drafts",

@@ -6,16 +6,16 @@ on code editing, so it is taken whenever the context offers one, and the draft m
 steps where it does not.  It runs through vLLM's extension point for custom proposers
 (speculative_config method "custom_class", vLLM 0.22 and later: vLLM imports the class named by
 `model`, builds it with the VllmConfig, calls `load_model` and then `propose` every step).  Profiles
-name it method "adaptive" with an n-gram window and a draft model; run/vllm_methods.py maps that to
+name it method "adaptive" with an n-gram window and a draft model; run/builds/methods.py maps that to
 vLLM's config, the options travelling in `additional_config[PROPOSER_OPTIONS_KEY]`.  vLLM verifies its
 drafts as any other's, so it is lossless like them.
 """
 
 from __future__ import annotations
 
-from ..analysis import ngram
+from ...analysis import ngram
+from ..builds.methods import PROPOSER_OPTIONS_KEY
 from .draft_lm import DraftLM
-from .vllm_methods import PROPOSER_OPTIONS_KEY
 
 
 class AdaptiveProposer:

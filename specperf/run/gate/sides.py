@@ -5,11 +5,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..judge.metrics import output_hash
-from ..records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
-from .loop import RoundResult
-from .measurement import EngineFacts, Measured
-from .summary import Checked, Reference, Summary
+from ...judge.metrics import output_hash
+from ...profiles.scenarios import REFERENCE_METHOD, Scenario
+from ...records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
+from ..loop import RoundResult
+from ..measurement import EngineFacts, Measured
+from ..summary import Checked, Reference, Summary
 
 CURRENT = "current"  # this environment's vLLM (the interpreter running the suite)
 CANDIDATE = "candidate"  # the other environment's (--candidate PYTHON)
@@ -117,3 +118,24 @@ def gate_record(
         output_drift=output_drift(current.summary, candidate.summary),
         config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
     )
+
+
+def engines_wanted(scenario: Scenario, candidate_python: str | None) -> dict[Role, tuple[Scenario, str | None]]:
+    """The engines a scenario runs on, by role: this build's (current), a gate's candidate (the
+    interpreter `candidate_python`), and with paired_reference their no-SD references."""
+    sides = {CURRENT: None, **({CANDIDATE: candidate_python} if candidate_python else {})}
+    wanted = {Role(side): (scenario, python) for side, python in sides.items()}
+    if scenario.paired_reference and not scenario.method.is_reference:
+        reference = scenario.replace(method=REFERENCE_METHOD)
+        wanted |= {Role(side, reference=True): (reference, python) for side, python in sides.items()}
+    return wanted
+
+
+def unsupported_by(environments: dict | None, scenario: Scenario) -> str | None:
+    """Why a build of a gate (`environments`: run.builds.environments.describe by side) cannot run the
+    scenario's method; None where both can, or outside a gate."""
+    for side, facts in (environments or {}).items():
+        reason = facts["methods"].get(scenario.method.name) if not scenario.method.is_reference else None
+        if reason:
+            return f"the {side} build (vLLM {facts['vllm']}): {reason}"
+    return None

@@ -28,7 +28,7 @@ plugin there and nowhere else.  It wraps, once vLLM has imported them:
   taken off that batch's KV-cache tokens here, as a synchronous step would have counted them.
 
 Every step appends ``[total, draft, forward, sample]`` seconds and ``[tokens, kv_tokens,
-requests]`` to ``STEPS`` (the order run/tracing.py reads); ``drain()`` hands them over, and
+requests]`` to ``STEPS`` (the order run/tracing/trace.py reads); ``drain()`` hands them over, and
 ``drain_acceptance()`` the per-request counts, keyed by the engine's request id.  ``TIMED`` names
 the runners whose parts ran in this process, ``MISSING`` the hooks the installed vLLM lacks; the
 engine log says once which runner's parts are timed, or that none ran here.  The parts count where
@@ -44,7 +44,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from specperf.run.after_import import after_import
+from specperf.run.tracing.after_import import after_import
 
 STEP_FIELDS = ("total", "draft", "forward", "sample", "tokens", "kv_tokens", "requests")
 TOKENS, KV_TOKENS = STEP_FIELDS.index("tokens"), STEP_FIELDS.index("kv_tokens")

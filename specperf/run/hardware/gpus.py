@@ -13,7 +13,7 @@ import os
 import re
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
-from ..profiles.registry import GPU_CLASSES
+from ...profiles.registry import GPU_CLASSES
 from .nvml import (
     MIB,
     Device,

@@ -1,6 +1,6 @@
 """Hub checkpoints fetched into the Hugging Face cache before their engine starts, outside its start limit.
 
-An engine's start has a limit of its own (pool.DEFAULT_START_TIMEOUT_S), sized for what a start does:
+An engine's start has a limit of its own (engine.DEFAULT_START_TIMEOUT_S), sized for what a start does:
 imports, weights read from disk, compilation, CUDA graphs.  vLLM downloads a hub checkpoint it does
 not find in the cache inside that start, and the study's TP 4 targets weigh 140-220 GB.  So the pool
 fetches every hub checkpoint an engine names (its target, its draft model or head, a tokenizer given

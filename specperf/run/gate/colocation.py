@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..profiles.scenarios import Scenario
+from ...profiles.scenarios import Scenario
 
 # The shares of the engines alive together may add up to this much of a GPU: the rest is for the
 # starting process's CUDA context and NCCL's buffers (a few GiB of an 80 GiB H100), which its own

@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .engine_process import SPEC_COUNTERS, SPEC_PER_POSITION
+from ..engines.process import SPEC_COUNTERS, SPEC_PER_POSITION
 
 METRICS_TIMEOUT_S = 10.0
 

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis import ngram
-from ..methods import method_of
-from ..records import RequestTrace, Trace
+from ...analysis import ngram
+from ...methods import method_of
+from ...records import RequestTrace, Trace
 
 if TYPE_CHECKING:  # the engine process imports this module: it needs no workload code
-    from ..profiles.workloads import Request
+    from ...profiles.workloads import Request
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
 DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"

@@ -2,7 +2,7 @@
 
 The suite sends Generate or Close down the pipe; the engine answers Ready once it has started, a
 Reply to each Generate, and Failed when it cannot go on (then it exits).  Both ends import this
-module from the same source (run/engine.py puts this checkout first on the engine's path), so
+module from the same source (run/engines/engine.py puts this checkout first on the engine's path), so
 the records pickle across the pipe whatever vLLM the engine's environment holds.
 """
 
@@ -23,7 +23,7 @@ class Generate:
 @dataclass(frozen=True)
 class Load:
     """A serve scenario's round as one call: its prompts sent as streamed requests to a server, at
-    most `concurrency` in flight, arriving all at once or at `request_rate` per second (run/load.py).
+    most `concurrency` in flight, arriving all at once or at `request_rate` per second (run/serving/load.py).
     Iterates over its prompts, as an offline call does."""
 
     prompts: list[list[int]]
@@ -47,7 +47,7 @@ class Close:
 class Ready:
     start_s: float  # from the process's start to a loaded LLM
     pid: int
-    provenance: dict[str, Any]  # vllm, torch, ... (run.engine_process.vllm_provenance)
+    provenance: dict[str, Any]  # vllm, torch, ... (run.engines.process.vllm_provenance)
     effective_config: dict[str, Any]  # what vLLM made of the engine arguments
 
 
@@ -59,13 +59,13 @@ class Reply:
     output_tokens: int
     token_ids: list[list[int]]
     texts: list[str]
-    counters_before: dict[str, Any]  # vLLM's cumulative SD counters (run.engine_process.read_spec_counters)
+    counters_before: dict[str, Any]  # vLLM's cumulative SD counters (run.engines.process.read_spec_counters)
     counters_after: dict[str, Any]
     cpu_s: float | None = None  # CPU time of the engine's process tree over the call
     finish_reasons: list[str | None] = field(default_factory=list)  # per request: "stop" (EOS), "length", ...
-    memory: dict[str, Any] = field(default_factory=dict)  # peak memory (run.telemetry.peak_memory)
-    trace: dict[str, Any] | None = None  # run.tracing's raw trace of a traced engine
-    latency: dict[str, float | None] | None = None  # a served Load: p50/p90/p99 of each latency (run/load.py)
+    memory: dict[str, Any] = field(default_factory=dict)  # peak memory (run.engines.usage.peak_memory)
+    trace: dict[str, Any] | None = None  # run.tracing.trace's raw trace of a traced engine
+    latency: dict[str, float | None] | None = None  # a served Load: p50/p90/p99 of each latency (run/serving/load.py)
     client_bound: bool = False  # a served Load: the client, not the server, may have set the pace
     errors: int = 0  # a served Load: requests that failed
 

@@ -1,5 +1,5 @@
 """A server that is already running (`--serve-url`, a team's staging deployment): measured as a
-server the suite started is (run/served.py), but nothing is started or stopped, and the record says
+server the suite started is (run/serving/served.py), but nothing is started or stopped, and the record says
 what the server says about itself (/v1/models, /version, the `*_info` gauges of /metrics) instead of
 engine arguments.  Its results file under a hardware key of their own, one per server address."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .engine import EngineError
+from ..engines.engine import EngineError
 from .server import healthy
 from .server_metrics import read_metrics, serves_sd
 

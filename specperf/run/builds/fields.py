@@ -14,7 +14,7 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
-from .engine import PINNED_ENGINE_ARGS
+from ..engines.engine import PINNED_ENGINE_ARGS
 
 # Set by the suite from the scenario (model, tokenizer, seed, TP, SD method): never from engine_args.
 SET_BY_THE_SUITE = frozenset(

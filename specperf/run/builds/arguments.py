@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import vllm_methods
-from .engine import PINNED_ENGINE_ARGS, EngineConfig, EngineError
+from ..engines.engine import PINNED_ENGINE_ARGS, EngineConfig, EngineError
+from . import methods as vllm_methods
 
 
 @dataclass(frozen=True)

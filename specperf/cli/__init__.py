@@ -1,4 +1,4 @@
-"""The `specperf` command: one module per subcommand (report, compare, noise, simulate, history, plan).
+"""The `specperf` command: one module per subcommand (report, compare, noise, simulate, history, plan, tune).
 
 Measuring is pytest's job (`pytest tests_perf --profile NAME`); these commands only read run
 directories (or acceptance traces), so a crashed, sharded or old run can still be reported and
@@ -14,9 +14,9 @@ import sys
 
 from ..messages import PrintableStream
 from ..storage import ResultFileError
-from . import compare, history, noise, plan, report, simulate
+from . import compare, history, noise, plan, report, simulate, tune
 
-COMMANDS = (report, compare, noise, simulate, history, plan)
+COMMANDS = (report, compare, noise, simulate, history, plan, tune)
 EXIT_CODES = "exit codes: 0 all is well, 1 a regression, 2 bad input or usage"
 
 

@@ -19,9 +19,11 @@ from pydantic import ValidationError
 from .. import paths
 from ..checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from ..records.scenario import REFERENCE_METHOD, SERVE, Method, Model, Scenario
+from ..schedule import FIELD as SCHEDULE_FIELD
 from .fields import check_slug
 from .registry import NO_SD_LABEL
 from .schema import CellTable, ProfileFile, ProfileTable, problem
+from .sweeps import with_k
 
 __all__ = ["REFERENCE_METHOD", "Method", "Model", "Profile", "ProfileError", "Scenario", "load_profile", "scenario"]
 
@@ -136,14 +138,20 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
     ordered = [REFERENCE_METHOD] + [
         Method(label=label, name=methods[label].method, params=methods[label].params()) for label in labels
     ]
+    sweep = cell.num_speculative_tokens is not None  # each k its own method, paired with its no-SD reference
+    if sweep:
+        ordered = [REFERENCE_METHOD] + [with_k(m, k) for m in ordered[1:] for k in cell.num_speculative_tokens]
     if common["mode"] == SERVE:  # one request per call; the server is never traced
         loads = [{"batch_size": 1, "concurrency": c, "trace": False} for c in cell.concurrencies or ()]
     else:
         loads = [{"batch_size": b} for b in cell.batch_sizes or ()]
     for method in ordered:
+        # a sweep's k and a schedule are judged by their speedup's interval: rounds alternate with no-SD's
+        dynamic = SCHEDULE_FIELD in method.params
+        paired = {"paired_reference": True} if not method.is_reference and (sweep or dynamic) else {}
         for load in loads:
             for dataset in cell.datasets:
-                yield scenario(method=method, dataset=dataset, **{**common, **load})
+                yield scenario(method=method, dataset=dataset, **{**common, **load, **paired})
 
 
 def settings(profile: ProfileTable, cell: CellTable) -> dict:

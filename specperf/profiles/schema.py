@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..messages import field_path
 from ..methods import METHODS, method_of, token_tree
 from ..records.scenario import SERVE, Model, Scenario
+from ..schedule import FIELD as SCHEDULE_FIELD
+from ..schedule import check_schedule
 from .fields import (
     Batching,
     BatchSize,
@@ -48,6 +50,7 @@ from .fields import (
     _optional,
 )
 from .registry import NO_SD_LABEL
+from .sweeps import sweep_problem
 
 
 def _as_scenario(name: str, description: str, record: type[BaseModel] = Scenario) -> Any:
@@ -180,6 +183,11 @@ class MethodTable(_Table):
                     (key,),
                     f"required for method {self.method!r} (it needs {', '.join(method_of(self.method).requires)})",
                 )
+        if SCHEDULE_FIELD in extra:
+            try:
+                check_schedule(extra[SCHEDULE_FIELD], self.num_speculative_tokens)
+            except ValueError as err:
+                raise Invalid((SCHEDULE_FIELD,), str(err)) from None
         tree = extra.get("speculative_token_tree")
         if tree is not None:
             if not method_of(self.method).tree_of:
@@ -222,6 +230,11 @@ class CellTable(_Table):
     concurrencies: Annotated[list[Concurrency], Field(min_length=1)] = _optional("serve cells: requests in flight")
     request_rate: Annotated[float, Field(gt=0, le=1e6)] = _optional(
         "serve cells: requests per second arriving as a seeded Poisson process; default: all at once"
+    )
+    num_speculative_tokens: Annotated[list[DraftTokens], Field(min_length=1)] = _optional(
+        "a k sweep: each method of the cell once per k, each k an engine of its own and its label's "
+        "-kN naming it (ngram-k3 becomes ngram-k1, ngram-k5); swept scenarios run paired with their "
+        "no-SD reference (paired_reference), so that each k's speedup is a ratio per pair of rounds"
     )
     mode: Mode = _optional("default: [profile] mode")
     datasets: Annotated[list[Dataset], Field(min_length=1)]
@@ -269,6 +282,12 @@ class ProfileFile(_Table):
                     raise Invalid(
                         ("cells", i, "methods", j), f"unknown method {label!r} (declared: {', '.join(declared)})"
                     )
+            methods = self.methods_of(cell.model)
+            swept = {
+                label: (methods[label].model_extra or {}) if label != NO_SD_LABEL else {} for label in cell.methods
+            }
+            if cell.num_speculative_tokens and (bad := sweep_problem(cell.num_speculative_tokens, swept)):
+                raise Invalid(("cells", i, *bad[0]), bad[1])
         return self
 
     def _mode_settings(self, i: int, cell: CellTable) -> None:

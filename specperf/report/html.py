@@ -226,6 +226,7 @@ def render_html(view: ReportView) -> str:
             acceptance=view.acceptance,
             acceptance_rows=_acceptance(view.acceptance, colors),
             pays=view.pays,
+            best_k=view.best_k,
             trees=view.trees,
             memory=view.memory,
             gate=view.gate,

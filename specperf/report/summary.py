@@ -78,4 +78,5 @@ def summary_json(view: ReportView) -> dict:
         "problems": header.problems,
         "scenarios": scenarios,
         "traces": view.traces.to_json(),
+        "best_k": [row.to_json() for row in view.best_k],
     }

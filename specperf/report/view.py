@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis import traces
+from ..analysis.best_k import KChoice, best_k_table
 from ..records import Device, ScenarioResult
 from ..run.hardware.telemetry import foreign_process_text
 from ..status import (
@@ -292,6 +293,7 @@ class ReportView:
     traces: TraceViews = field(default_factory=TraceViews)
     serving: ServeTables = field(default_factory=lambda: ServeTables([], []))
     trees: list[TreeVsChain] = field(default_factory=list)  # the study's tree against chain
+    best_k: list[KChoice] = field(default_factory=list)  # the measured best k of each sweep
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -311,4 +313,5 @@ def build_view(data: RunData) -> ReportView:
         trace_views(data.results),
         serve_tables(data.results),
         tree_vs_chain(data.results),
+        best_k_table(data.results),
     )

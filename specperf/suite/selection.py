@@ -24,8 +24,11 @@ def model_marker(model_name: str) -> str:
 
 def worker_group(scenario: Scenario) -> str:
     """Scenarios that must share a pytest-xdist worker: one model's, offline or served (an SD
-    scenario's no-SD reference is of the same model and mode), so each engine starts once."""
-    return scenario.model.name + ("-serve" if scenario.serves else "")
+    scenario's no-SD reference is of the same model and mode), so each engine starts once.  SD
+    scenarios paired with their reference (`paired_reference`) start its engine beside their own and
+    need no result of it: each SD engine's form a group of their own, which another worker may take."""
+    paired = scenario.paired_reference and not scenario.is_reference
+    return scenario.model.name + (f"-{scenario.method.label}" if paired else "") + ("-serve" if scenario.serves else "")
 
 
 def marks(scenario: Scenario, profile: Profile) -> list:

@@ -14,6 +14,7 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
+from ...schedule import FIELD as SCHEDULE_FIELD
 from ..engines.engine import PINNED_ENGINE_ARGS
 
 # Set by the suite from the scenario (model, tokenizer, seed, TP, SD method): never from engine_args.
@@ -57,6 +58,10 @@ def _init_keywords(path: Path, class_name: str) -> set[str]:
     return set()
 
 
+# Fields the suite knows from later vLLM releases: what their absence means, rather than a typo's guess.
+OF_LATER_RELEASES = {SCHEDULE_FIELD: "dynamic SD needs a release whose SpeculativeConfig has it"}
+
+
 @lru_cache(maxsize=1)
 def engine_arg_names() -> frozenset[str] | None:
     """Keyword arguments `LLM(...)` accepts in the installed vLLM; None when that cannot be known."""
@@ -87,6 +92,8 @@ def problem_with(name: str, known: frozenset[str] | None, set_by_suite: frozense
         return "set by the suite itself; a profile cannot override it"
     if known is None or name in known:
         return None
+    if name in OF_LATER_RELEASES:
+        return f"not an argument of the installed vLLM: {OF_LATER_RELEASES[name]}"
     close = difflib.get_close_matches(name, sorted(known), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"not an argument of the installed vLLM{hint}"

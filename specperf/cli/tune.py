@@ -1,0 +1,92 @@
+"""`specperf tune RUN_DIR...`: the measured best k per batch size, as vLLM's dynamic SD schedule
+(analysis/tune.py), printed as a speculative config and a profile method table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..storage import atomic_write_text, load_results
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """ "instructcoder=3,gsm8k=1" -> weights by dataset; ValueError naming what is wrong."""
+    mix = {}
+    for part in text.split(","):
+        name, _, weight = part.partition("=")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if not name.strip() or not value > 0 or value == float("inf"):
+            raise ValueError(f"--mix: {part!r} is not DATASET=WEIGHT with a positive weight")
+        mix[name.strip()] = value
+    return mix
+
+
+def _interval(speedup) -> str:
+    return f"{speedup.speedup:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]" + ("" if speedup.paired else " unpaired")
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value)  # strings, numbers, booleans and lists of them read the same in TOML
+
+
+def print_tuned(tuned) -> None:
+    print(f"\n{tuned.model} / {tuned.method} / {tuned.dataset}")
+    for row in tuned.rows:
+        measured = ", ".join(f"k{s.k} {_interval(s)}" for s in row.ks if s.k > 0)
+        print(f"  bs{row.batch_size}: best k{row.best}, run k{row.chosen}   ({measured})")
+    if not tuned.pays:
+        print("  schedule: none; no k is shown to beat no SD at any measured batch size")
+        return
+    config = tuned.speculative_config()
+    print(f"  schedule: {json.dumps(config['num_speculative_tokens_per_batch_size'])}")
+    print(f"  vllm serve ... --speculative-config '{json.dumps(config)}'")
+    print(f"  profile:  [methods.{tuned.method}-tuned]")
+    for name, value in config.items():
+        print(f"            {name} = {_toml_value(value)}")
+
+
+def run(args) -> int:
+    from ..analysis.tune import tune
+
+    try:
+        mix = parse_mix(args.mix) if args.mix else None
+    except ValueError as err:
+        print(f"specperf: error: {err}", file=sys.stderr)
+        return 2
+    run_dirs = [Path(d) for d in args.run_dirs]
+    results = [r for d in run_dirs for r in load_results(d)]
+    tuned = tune(results, mix)
+    if not tuned:
+        wanted = f" on every dataset of the mix ({', '.join(mix)})" if mix else ""
+        print(
+            f"specperf: error: no k sweep in {', '.join(map(str, run_dirs))}: a schedule needs two or more k "
+            f"measured with their speedup at one batch size{wanted}",
+            file=sys.stderr,
+        )
+        return 2
+    print("k per batch size: each k's speedup over no SD with its 95% interval; 'best' is the k best shown")
+    print("(the highest lower bound), 'run' the smallest k shown within 3% of it (docs/tuning.md);")
+    print("between measured sizes, the k of the nearer measured size on a log2 scale")
+    for t in tuned:
+        print_tuned(t)
+    if args.json:
+        atomic_write_text(Path(args.json), json.dumps([t.to_json() for t in tuned], indent=2) + "\n")
+        print(f"\nwritten: {args.json}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    tune = sub.add_parser("tune", help="the k to run at each batch size, as vLLM's dynamic SD schedule")
+    tune.add_argument("run_dirs", nargs="+", help="run directories holding k sweeps (reports/<run-id>); several merge")
+    tune.add_argument("--json", metavar="FILE", help="also write the schedules and what they rest on as JSON")
+    tune.add_argument(
+        "--mix",
+        metavar="DATASET=WEIGHT,...",
+        help="one schedule per model and method for this mix of workloads, weighted by output tokens",
+    )
+    tune.set_defaults(func=run)

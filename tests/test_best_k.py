@@ -1,0 +1,162 @@
+"""The measured best k (analysis/best_k.py), the schedule `specperf tune` builds from it
+(analysis/tune.py, cli/tune.py), on constructed results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specperf.analysis.best_k import best_k_table
+from specperf.analysis.tune import tune
+from specperf.cli import main
+from specperf.profiles.scenarios import Method
+from tests.records import make_record, reference_scenario, write_run
+from tests.records import make_scenario as unit_scenario
+
+REFERENCE = 100.0  # no-SD tokens/s
+
+
+def ngram(k: int) -> Method:
+    return Method(
+        label=f"ngram-k{k}",
+        name="ngram",
+        params={"num_speculative_tokens": k, "prompt_lookup_min": 3, "prompt_lookup_max": 7},
+    )
+
+
+def swept(k: int, speedups: list[float], batch_size: int = 1, dataset: str = "gsm8k", **kwargs):
+    """The result of k at one batch size whose paired rounds measured `speedups` over no SD."""
+    scenario = unit_scenario(ngram(k), batch_size=batch_size, dataset=dataset).replace(paired_reference=True)
+    return make_record(scenario, throughput=[REFERENCE * s for s in speedups], reference_throughput=REFERENCE, **kwargs)
+
+
+def reference(batch_size: int = 1, dataset: str = "gsm8k", throughput: float = REFERENCE):
+    return make_record(reference_scenario(batch_size=batch_size, dataset=dataset), throughput=[throughput] * 5)
+
+
+TIGHT = [-0.01, 0.0, 0.01, 0.005, -0.005]  # round-to-round spread around a speedup
+NOISY = [-0.3, 0.3, -0.2, 0.2, 0.0]
+
+
+def around(value: float, spread: list[float] = TIGHT) -> list[float]:
+    return [value + d for d in spread]
+
+
+def test_the_fastest_k_is_best_and_run_when_it_is_clearly_fastest():
+    [row] = best_k_table([swept(1, around(1.2)), swept(3, around(1.5)), swept(5, around(1.3))])
+    assert (row.model, row.method, row.dataset, row.batch_size) == ("tiny-llama", "ngram", "gsm8k", 1)
+    assert [s.k for s in row.ks] == [0, 1, 3, 5]
+    assert (row.best, row.chosen) == (3, 3)
+    k3 = row.speedup_of(3)
+    assert k3.low < 1.5 < k3.high and k3.high - k3.low < 0.05 and k3.paired
+
+
+def test_a_noisy_k_is_not_picked_on_the_strength_of_its_noise():
+    [row] = best_k_table([swept(1, around(1.2)), swept(3, around(1.5)), swept(5, around(1.6, NOISY))])
+    assert row.speedup_of(5).speedup > row.speedup_of(3).speedup
+    assert (row.best, row.chosen) == (3, 3)
+
+
+def test_the_smallest_k_shown_within_the_gate_tolerance_of_the_best_is_run():
+    [row] = best_k_table([swept(1, around(1.2)), swept(3, around(1.5)), swept(5, around(1.51))])
+    assert (row.best, row.chosen) == (5, 3)
+    [row] = best_k_table([swept(1, around(1.2)), swept(3, around(1.5)), swept(5, around(1.6))])
+    assert (row.best, row.chosen) == (5, 5)  # 6% apart: more than the tolerance
+
+
+@pytest.mark.parametrize(
+    "speedups, best, chosen",
+    [
+        ((around(0.8), around(0.7)), 0, 0),  # SD loses: no SD is best
+        ((around(1.05, NOISY), around(1.02, NOISY)), 0, 0),  # faster by a margin within the noise
+    ],
+)
+def test_no_sd_is_chosen_where_no_k_is_shown_to_beat_it(speedups, best, chosen):
+    [row] = best_k_table([swept(1, speedups[0]), swept(3, speedups[1])])
+    assert (row.best, row.chosen) == (best, chosen)
+
+
+def test_only_usable_results_of_two_or_more_k_make_a_row():
+    results = [
+        swept(1, around(1.2)),
+        swept(3, around(1.5), reasons=["a foreign process used the GPU"]),  # invalid
+        swept(5, around(1.3), status="error", error="engine died"),
+        swept(3, around(1.4), batch_size=4),  # one k at bs4: nothing to choose between
+        reference(),
+    ]
+    assert best_k_table(results) == []
+    results.append(swept(5, around(1.3), batch_size=4))
+    [row] = best_k_table(results)
+    assert (row.batch_size, [s.k for s in row.ks]) == (4, [0, 3, 5])
+
+
+def sweep_results(dataset: str = "gsm8k", at_bs1=(1.2, 1.5, 1.6), at_bs4=(1.1, 1.3, 1.0)):
+    results = [reference(1, dataset), reference(4, dataset)]
+    for batch_size, speedups in ((1, at_bs1), (4, at_bs4)):
+        results += [swept(k, around(s), batch_size, dataset) for k, s in zip((1, 3, 5), speedups)]
+    return results
+
+
+def test_tune_hands_vllm_the_chosen_k_per_batch_size_as_one_schedule():
+    [tuned] = tune(sweep_results())
+    assert [r.chosen for r in tuned.rows] == [5, 3]
+    assert tuned.schedule == [(1, 2, 5), (3, 4, 3)]
+    config = tuned.speculative_config()
+    assert config == {
+        "method": "ngram",
+        "prompt_lookup_min": 3,
+        "prompt_lookup_max": 7,
+        "num_speculative_tokens": 5,
+        "num_speculative_tokens_per_batch_size": [[1, 2, 5], [3, 4, 3]],
+    }
+
+
+def test_a_mix_of_workloads_weighs_each_by_its_share_of_the_time():
+    code = sweep_results("instructcoder", at_bs1=(1.1, 2.0, 1.5), at_bs4=(1.1, 2.0, 1.5))
+    chat = sweep_results("sharegpt", at_bs1=(1.1, 0.7, 0.6), at_bs4=(1.1, 0.7, 0.6))
+    even = tune(code + chat, {"instructcoder": 1, "sharegpt": 1})
+    [row] = even[0].rows[:1]
+    # half the tokens each at 100 tok/s without SD: k3 takes .5/200 + .5/70 of the time, k1 1/110
+    assert row.speedup_of(3).speedup == pytest.approx(0.01 / (0.5 / 200 + 0.5 / 70), rel=1e-3)
+    assert row.speedup_of(1).speedup == pytest.approx(1.1, rel=1e-3)
+    assert (row.best, row.chosen) == (1, 1)
+    mostly_code = tune(code + chat, {"instructcoder": 9, "sharegpt": 1})
+    assert mostly_code[0].rows[0].best == 3
+    assert mostly_code[0].dataset == "mix instructcoder 90%, sharegpt 10%"
+    assert tune(code + chat, {"instructcoder": 1, "gsm8k": 1}) == []  # gsm8k was not measured
+
+
+def test_specperf_tune_prints_the_config_and_writes_json(tmp_path, capsys):
+    run_dir = write_run(tmp_path / "run", sweep_results())
+    out = tmp_path / "tuned.json"
+    assert main(["tune", str(run_dir), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "bs1: best k5, run k5" in printed
+    assert '"num_speculative_tokens_per_batch_size": [[1, 2, 5], [3, 4, 3]]' in printed
+    assert "[methods.ngram-tuned]" in printed
+    [written] = json.loads(out.read_text())
+    assert written["schedule"] == [[1, 2, 5], [3, 4, 3]]
+    assert [m["chosen_k"] for m in written["measured"]] == [5, 3]
+
+
+def test_specperf_tune_says_in_one_line_when_there_is_nothing_to_tune(tmp_path, capsys):
+    run_dir = write_run(tmp_path / "run", [reference(), swept(3, around(1.5))])
+    assert main(["tune", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no k sweep in" in err
+    assert main(["tune", str(run_dir), "--mix", "gsm8k=-1"]) == 2
+    assert "--mix: 'gsm8k=-1' is not DATASET=WEIGHT" in capsys.readouterr().err
+
+
+def test_the_report_shows_each_k_with_its_interval_and_the_json_holds_them(tmp_path):
+    from specperf.report import write_report
+
+    run_dir = write_run(tmp_path / "run", sweep_results())
+    page = write_report([run_dir]).read_text()
+    assert 'id="best-k"' in page and "k5: 1.60x [" in page
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = {row["batch_size"]: row for row in summary["best_k"]}
+    assert (rows[1]["best_k"], rows[1]["chosen_k"], rows[4]["chosen_k"]) == (5, 5, 3)
+    low, high = rows[1]["ks"][2]["interval"]
+    assert low < 1.6 < high

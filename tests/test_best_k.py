@@ -160,3 +160,44 @@ def test_the_report_shows_each_k_with_its_interval_and_the_json_holds_them(tmp_p
     assert (rows[1]["best_k"], rows[1]["chosen_k"], rows[4]["chosen_k"]) == (5, 5, 3)
     low, high = rows[1]["ks"][2]["interval"]
     assert low < 1.6 < high
+
+
+def dynamic(speedups: list[float], batch_size: int, schedule=((1, 1, 5), (2, 4, 3))):
+    method = Method(
+        label="ngram-dynamic",
+        name="ngram",
+        params={
+            "num_speculative_tokens": 5,
+            "prompt_lookup_min": 3,
+            "prompt_lookup_max": 7,
+            "num_speculative_tokens_per_batch_size": [list(r) for r in schedule],
+        },
+    )
+    scenario = unit_scenario(method, batch_size=batch_size).replace(paired_reference=True)
+    return make_record(scenario, throughput=[REFERENCE * s for s in speedups], reference_throughput=REFERENCE)
+
+
+def test_a_dynamic_schedule_is_set_against_the_best_fixed_k_and_the_k_it_runs():
+    from specperf.analysis.dynamic_sd import dynamic_against_fixed
+
+    results = sweep_results(at_bs1=(1.2, 1.5, 1.6), at_bs4=(1.1, 1.3, 1.45))
+    results += [dynamic(around(1.6), 1), dynamic(around(1.3), 4)]
+    at_1, at_4 = dynamic_against_fixed(results)
+    assert (at_1.batch_size, at_1.k_run, at_1.best.against_k, at_1.same_k.against_k) == (1, 5, 5, 5)
+    assert at_1.best.low < 1.0 < at_1.best.high and not at_1.best.shown_slower
+    # at batch 4 the schedule runs k 3, which the sweep shows 10% slower than k 5
+    assert (at_4.k_run, at_4.best.against_k, at_4.same_k.against_k) == (3, 5, 3)
+    assert at_4.best.value == pytest.approx(1.3 / 1.45, rel=0.01) and at_4.best.shown_slower
+    assert at_4.same_k.low < 1.0 < at_4.same_k.high and not at_4.same_k.shown_slower
+    assert dynamic_against_fixed(sweep_results()[:2] + [dynamic(around(1.6), 1)]) == []  # no sweep beside it
+
+
+def test_the_report_sets_a_dynamic_schedule_against_the_fixed_k(tmp_path):
+    from specperf.report import write_report
+
+    results = sweep_results(at_bs1=(1.2, 1.5, 1.6), at_bs4=(1.1, 1.3, 1.45)) + [dynamic(around(1.3), 4)]
+    run_dir = write_run(tmp_path / "run", results)
+    page = write_report([run_dir]).read_text()
+    assert "Dynamic SD against the fixed k" in page and "vs k5" in page
+    [row] = json.loads((run_dir / "summary.json").read_text())["dynamic_sd"]
+    assert (row["k_run"], row["against_best"]["k"], row["against_best"]["slower"]) == (3, 5, True)

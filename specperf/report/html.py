@@ -227,6 +227,7 @@ def render_html(view: ReportView) -> str:
             acceptance_rows=_acceptance(view.acceptance, colors),
             pays=view.pays,
             best_k=view.best_k,
+            dynamic=view.dynamic,
             trees=view.trees,
             memory=view.memory,
             gate=view.gate,

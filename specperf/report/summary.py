@@ -79,4 +79,5 @@ def summary_json(view: ReportView) -> dict:
         "scenarios": scenarios,
         "traces": view.traces.to_json(),
         "best_k": [row.to_json() for row in view.best_k],
+        "dynamic_sd": [row.to_json() for row in view.dynamic],
     }

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..analysis import traces
 from ..analysis.best_k import KChoice, best_k_table
+from ..analysis.dynamic_sd import DynamicAgainstFixed, dynamic_against_fixed
 from ..records import Device, ScenarioResult
 from ..run.hardware.telemetry import foreign_process_text
 from ..status import (
@@ -294,6 +295,7 @@ class ReportView:
     serving: ServeTables = field(default_factory=lambda: ServeTables([], []))
     trees: list[TreeVsChain] = field(default_factory=list)  # the study's tree against chain
     best_k: list[KChoice] = field(default_factory=list)  # the measured best k of each sweep
+    dynamic: list[DynamicAgainstFixed] = field(default_factory=list)  # dynamic SD against the fixed k
 
     @property
     def attention(self) -> list[ScenarioView]:
@@ -314,4 +316,5 @@ def build_view(data: RunData) -> ReportView:
         serve_tables(data.results),
         tree_vs_chain(data.results),
         best_k_table(data.results),
+        dynamic_against_fixed(data.results),
     )

@@ -92,14 +92,17 @@ def test_ngram_accepts_more_on_code_editing_than_on_math(first_run):
 
 def test_the_dynamic_schedule_drafts_the_k_of_the_running_batch(first_run):
     """ngram-dynamic's schedule [[1, 1, 5], [2, 4, 3]]: vLLM's counters show k 5 alone and k 3 at
-    batch 4, accepting exactly what the fixed k of the sweep accept there."""
-    _, _, results = first_run
+    batch 4, accepting exactly what the fixed k of the sweep accept there; the report sets each
+    against the sweep's fixed k."""
+    _, run_dir, results = first_run
     for batch_size, k in ((1, 5), (4, 3)):
         dynamic = results[f"smollm2-135m-ngram-dynamic-bs{batch_size}-instructcoder-traced"]
         fixed = results[f"smollm2-135m-ngram-k{k}-bs{batch_size}-instructcoder-traced"]
         assert dynamic["counters"]["draft_tokens"] == k * dynamic["counters"]["drafts"] > 0
         assert dynamic["counters"]["accepted"] == fixed["counters"]["accepted"]
         assert dynamic["metrics"]["speedup"]["value"] > 1.0
+    summary = json.loads((run_dir / "summary.json").read_text())["dynamic_sd"]
+    assert [(d["batch_size"], d["k_run"], d["against_same_k"]["k"]) for d in summary] == [(1, 5, 5), (4, 3, 3)]
 
 
 def test_tune_turns_the_sweep_into_a_schedule_per_workload(first_run, tmp_path):

@@ -1,0 +1,118 @@
+"""A dynamic SD scenario (a method with `num_speculative_tokens_per_batch_size`) against the fixed
+k of its sweep: at the same model, method parameters, dataset and batch size, the ratio of its
+speedup to the best fixed k's and to the fixed k its schedule runs there, each with its 95%
+interval (the two paired speedups' log errors in quadrature).
+
+The schedule is shown slower than the best fixed k where the ratio is beyond the gate's tolerance
+below 1 and its interval excludes 1: the gate's own rule (judge/paired.py) for a paired change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..methods import K_FIELD
+from ..records import ScenarioResult
+from ..records.scenario import GATE_TOLERANCE
+from ..schedule import FIELD as SCHEDULE_FIELD
+from ..schedule import k_at
+from .best_k import KChoice, KSpeedup, best_k_table, k_speedup
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """Dynamic over fixed speedup, with its 95% interval."""
+
+    against_k: int
+    value: float
+    low: float
+    high: float
+
+    @property
+    def shown_slower(self) -> bool:
+        return self.value < 1 - GATE_TOLERANCE and self.high < 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "k": self.against_k,
+            "ratio": self.value,
+            "interval": [self.low, self.high],
+            "slower": self.shown_slower,
+        }
+
+
+@dataclass(frozen=True)
+class DynamicAgainstFixed:
+    scenario_id: str
+    model: str
+    method: str  # the dynamic method's label
+    dataset: str
+    batch_size: int
+    schedule: list[list[int]]
+    k_run: int  # the k the schedule runs at this batch size
+    speedup: KSpeedup
+    best: Ratio  # against the best fixed k (k 0: against no SD)
+    same_k: Ratio | None  # against the fixed k the schedule runs here, where the sweep measured it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario_id": self.scenario_id,
+            "model": self.model,
+            "method": self.method,
+            "dataset": self.dataset,
+            "batch_size": self.batch_size,
+            "schedule": self.schedule,
+            "k_run": self.k_run,
+            "speedup": self.speedup.to_json(),
+            "against_best": self.best.to_json(),
+            "against_same_k": self.same_k.to_json() if self.same_k else None,
+        }
+
+
+def _ratio(dynamic: KSpeedup, fixed: KSpeedup) -> Ratio:
+    change = dynamic.change.minus(fixed.change)
+    low, high = change.interval()
+    return Ratio(fixed.k, math.exp(change.log_change), math.exp(low), math.exp(high))
+
+
+def _matches(row: KChoice, result: ScenarioResult) -> bool:
+    s = result.scenario
+    params = {k: v for k, v in s.method.params.items() if k not in (K_FIELD, SCHEDULE_FIELD)}
+    where = (s.model.name, s.dataset, s.batch_size, s.batching, s.trace)
+    config = {"method": s.method.name, **params}
+    return (row.model, row.dataset, row.batch_size, row.batching, row.traced) == where and row.config == config
+
+
+def dynamic_against_fixed(results: list[ScenarioResult]) -> list[DynamicAgainstFixed]:
+    """Every usable offline dynamic result whose sweep was measured at its batch size, in id order."""
+    table = best_k_table(results)
+    compared = []
+    for result in sorted(results, key=lambda r: r.id):
+        s = result.scenario
+        if not (result.ok and result.valid and SCHEDULE_FIELD in s.method.params) or s.serves:
+            continue
+        speedup = k_speedup(result)
+        row = next((row for row in table if _matches(row, result)), None)
+        if speedup is None or row is None:
+            continue
+        schedule = s.method.params[SCHEDULE_FIELD]
+        k_run = min(k_at([tuple(r) for r in schedule], s.batch_size), s.method.params[K_FIELD])
+        best = next(fixed for fixed in row.ks if fixed.k == row.best)
+        same = row.speedup_of(k_run)
+        compared.append(
+            DynamicAgainstFixed(
+                result.id,
+                s.model.name,
+                s.method.label,
+                s.dataset,
+                s.batch_size,
+                schedule,
+                k_run,
+                speedup,
+                _ratio(speedup, best),
+                _ratio(speedup, same) if same is not None else None,
+            )
+        )
+    return compared

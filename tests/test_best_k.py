@@ -201,3 +201,29 @@ def test_the_report_sets_a_dynamic_schedule_against_the_fixed_k(tmp_path):
     assert "Dynamic SD against the fixed k" in page and "vs k5" in page
     [row] = json.loads((run_dir / "summary.json").read_text())["dynamic_sd"]
     assert (row["k_run"], row["against_best"]["k"], row["against_best"]["slower"]) == (3, 5, True)
+
+
+def test_the_profile_tune_writes_runs_each_schedule_beside_the_fixed_k(tmp_path, capsys):
+    """Switching at batch 3, the schedule [[1, 2, 5], [3, 4, 3]] runs at 1, 2, 3 and 4, and so does
+    the sweep beside it (4 references, 12 fixed, 4 dynamic), paired, with the sweep's settings."""
+    from specperf.profiles.scenarios import load_profile
+
+    run_dir = write_run(tmp_path / "run", sweep_results())
+    out = tmp_path / "tuned.toml"
+    assert main(["tune", str(run_dir), "--profile-out", str(out)]) == 0
+    assert f"profile written: {out} (20 scenarios)" in capsys.readouterr().out
+    profile = load_profile(str(out))
+    assert (profile.name, profile.tier) == ("tuned-unit", "cpu")
+    by_id = {s.id: s for s in profile.scenarios}
+    for size in (1, 2, 3, 4):
+        dynamic = by_id[f"tiny-llama-ngram-tuned-gsm8k-bs{size}-gsm8k"]
+        assert dynamic.method.speculative_config()["num_speculative_tokens_per_batch_size"] == [[1, 2, 5], [3, 4, 3]]
+        assert dynamic.paired_reference and dynamic.engine_args == {"enforce_eager": True}
+        for k in (1, 3, 5):
+            fixed = by_id[f"tiny-llama-ngram-k{k}-bs{size}-gsm8k"]
+            assert fixed.paired_reference and fixed.method.params["prompt_lookup_max"] == 7
+            assert fixed.num_requests == 2 and fixed.output_len == 32
+    assert len({s.engine_key for s in profile.scenarios}) == 5  # no SD, k 1, 3, 5 and the schedule
+    losing = write_run(tmp_path / "losing", sweep_results(at_bs1=(0.9, 0.8, 0.7), at_bs4=(0.9, 0.8, 0.7)))
+    assert main(["tune", str(losing), "--profile-out", str(tmp_path / "none.toml")]) == 2
+    assert "--profile-out: no schedule to run" in capsys.readouterr().err

@@ -77,6 +77,30 @@ def run(args) -> int:
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([t.to_json() for t in tuned], indent=2) + "\n")
         print(f"\nwritten: {args.json}")
+    if args.profile_out:
+        return write_profile(Path(args.profile_out), tuned, results)
+    return 0
+
+
+def write_profile(path: Path, tuned, results) -> int:
+    """The profile that runs the schedules back beside the sweep's fixed k (profiles/tuned.py)."""
+    from ..profiles.scenarios import ProfileError, load_profile
+    from ..profiles.tuned import tuned_profile
+
+    source = results[0].scenario.profile
+    tier = "cpu" if all(r.device is None or r.device.kind == "cpu" for r in results) else "gpu"
+    try:
+        text = tuned_profile(f"tuned-{source}", tier, tuned, results)
+    except ValueError as err:
+        print(f"specperf: error: --profile-out: {err}", file=sys.stderr)
+        return 2
+    atomic_write_text(path, text)
+    try:
+        scenarios = load_profile(str(path)).scenarios  # what it runs, and a check that it reads
+    except ProfileError as err:
+        print(f"specperf: error: {err}", file=sys.stderr)
+        return 2
+    print(f"\nprofile written: {path} ({len(scenarios)} scenarios): pytest tests_perf -n 2 --profile {path}")
     return 0
 
 
@@ -88,5 +112,11 @@ def add_parser(sub) -> None:
         "--mix",
         metavar="DATASET=WEIGHT,...",
         help="one schedule per model and method for this mix of workloads, weighted by output tokens",
+    )
+    tune.add_argument(
+        "--profile-out",
+        metavar="FILE.toml",
+        help="write a profile that runs each schedule as a dynamic method beside the sweep's fixed k, "
+        "at the measured batch sizes and each switch point and its neighbours",
     )
     tune.set_defaults(func=run)

@@ -1,9 +1,10 @@
 """The suite end to end on real vLLM engines (CPU build): the cpu-smoke profile, twice.
 
-The first run, the main job's (two pytest-xdist workers), stores its results as baselines in a
-temporary store; the second run, of part of the same scenarios on two workers too, is judged
-against them (an A/A test: no regression may be reported) and must come back as one run directory
-with one report.
+The first run stores its results as baselines in a temporary store, on one pytest process: CI runs
+this module beside others that measure speed, and the main job's two workers would take both
+cores from them.  The second run, of part of the same scenarios on two pytest-xdist workers, is
+judged against them (an A/A test: no regression may be reported) and must come back as one run
+directory with one report.
 """
 
 import json
@@ -33,7 +34,7 @@ def store(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, store):
     reports = tmp_path_factory.mktemp("reports-a")
-    done = run_suite("cpu-smoke", reports, store, "--update-baselines", "-n", "2", "--history", history_url(store))
+    done = run_suite("cpu-smoke", reports, store, "--update-baselines", "--history", history_url(store))
     run_dir = only_run_dir(reports)
     return done, run_dir, read_results(run_dir)
 
@@ -57,8 +58,9 @@ def test_every_scenario_of_the_profile_ran(first_run):
 
 
 def engine_starts_at_most(scenarios) -> int:
-    """Engine starts of a run on xdist workers, each worker group starting every engine its scenarios
-    use (a paired scenario's no-SD engine too); fewer where a worker's next group finds one alive."""
+    """Engine starts of a run, at most: each worker group starting every engine its scenarios use (a
+    paired scenario's no-SD engine too); fewer where the next group finds one alive (one process
+    runs the no-SD references first, then restarts a no-SD engine its paired scenarios need beside)."""
     from specperf.profiles.scenarios import REFERENCE_METHOD
     from specperf.suite.selection import worker_group
 

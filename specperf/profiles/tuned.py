@@ -1,0 +1,100 @@
+"""A profile that runs `specperf tune`'s schedules back (`specperf tune RUN_DIR --profile-out FILE`).
+
+Per tuned schedule (one model, method and dataset), two cells in one run: the sweep's k again and
+the schedule as a dynamic method, both at every measured batch size and at each switch point and
+its two neighbours, where a schedule that switches k badly would show.  Measured side by side, each
+paired with its no-SD reference, they fill the report's "Dynamic SD against the fixed k" table
+without a second run's drift.  The scenarios keep the settings the sweep was measured with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..analysis.tune import Tuned
+from ..methods import K_FIELD
+from ..records import ScenarioResult
+from ..records.scenario import Scenario
+from ..schedule import switch_points
+
+# Cell settings copied from a sweep's scenario (profiles/schema.py CellTable).
+CELL_SETTINGS = ("num_requests", "output_len", "rounds", "batching", "selection", "prompt_form", "chat", "trace")
+
+
+def batch_sizes(tuned: Tuned) -> list[int]:
+    """The measured batch sizes, and each switch point with its two neighbours."""
+    sizes = {row.batch_size for row in tuned.rows}
+    for point in switch_points(tuned.schedule):
+        sizes |= {point - 1, point, point + 1}
+    return sorted(size for size in sizes if size >= 1)
+
+
+def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[ScenarioResult]) -> str:
+    """The profile's TOML text; only schedules of one dataset (not a mix) and that pay are run."""
+    by_id = {r.id: r.scenario for r in results}
+    lines = [
+        "# Written by `specperf tune --profile-out`: each tuned schedule as a dynamic method beside its",
+        "# sweep's fixed k, at every measured batch size and at each switch point and its neighbours.",
+        "",
+        "[profile]",
+        f"name = {_value(name)}",
+        f"tier = {_value(tier)}",
+    ]
+    models: dict[str, Scenario] = {}
+    methods: dict[str, dict[str, dict[str, Any]]] = {}  # model -> label -> its table
+    cells: list[str] = []
+    for t in tuned:
+        source = next((by_id[s.scenario_id] for s in t.rows[0].ks if s.scenario_id in by_id), None)
+        if not t.pays or source is None or source.dataset != t.dataset:  # a mix, or no SD to run
+            continue
+        models.setdefault(source.model.name, source)
+        label = f"{t.method}-tuned-{t.dataset}".replace("_", "-")
+        methods.setdefault(source.model.name, {})[label] = t.speculative_config()
+        methods[source.model.name][t.method] = {**t.config, K_FIELD: 1}
+        ks = sorted({s.k for row in t.rows for s in row.ks if s.k > 0})
+        common = {"model": source.model.name, "batch_sizes": batch_sizes(t), "datasets": [t.dataset]}
+        common |= _settings(source)
+        cells += _table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
+        cells += _table("[cells]", {**common, "methods": [label]})
+    if not cells:
+        raise ValueError("no schedule to run: every tuned schedule is of a mix or runs no SD")
+    first = next(iter(models.values()))
+    lines += [f"{key} = {_value(getattr(first, key))}" for key in ("warmup", "seed", "informational")]
+    for name, scenario in models.items():
+        lines += _model_table(scenario)
+        for label, table in methods[name].items():
+            lines += _table(f"models.{_key(name)}.methods.{_key(label)}", table)
+    return "\n".join(lines + cells) + "\n"
+
+
+def _model_table(scenario: Scenario) -> list[str]:
+    fields = {"path": scenario.model.path, "tokenizer": scenario.model.tokenizer, "tp": scenario.model.tp}
+    fields["thinking"] = scenario.model.thinking
+    return _table(f"models.{_key(scenario.model.name)}", fields)
+
+
+def _settings(scenario: Scenario) -> dict[str, Any]:
+    values = {key: getattr(scenario, key) for key in CELL_SETTINGS}
+    values |= {key: getattr(scenario, key) for key in ("engine_args", "env", "tolerances") if getattr(scenario, key)}
+    return values
+
+
+def _table(header: str, fields: dict[str, Any]) -> list[str]:
+    """A TOML table ("[cells]" makes an array entry); None values are left out (TOML has no null)."""
+    return ["", f"[{header}]", *(f"{_key(k)} = {_value(v)}" for k, v in fields.items() if v is not None)]
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)  # numbers; strings, whose JSON escapes TOML reads the same

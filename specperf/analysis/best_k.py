@@ -38,15 +38,25 @@ NO_SD = PairedChange(0.0, 0.0, 1.0, None, None, 1, 1)  # k = 0: no SD, speedup 1
 
 @dataclass(frozen=True)
 class KSpeedup:
-    """One k's measured speedup: the estimate, its 95% interval, whether its rounds were paired."""
+    """One k's measured speedup (its log change over no SD), whether its rounds were paired."""
 
     k: int
-    speedup: float
-    low: float
-    high: float
-    paired: bool
-    scenario_id: str | None  # None: k = 0, no SD
     change: PairedChange
+    paired: bool
+    scenario_id: str | None  # None: k = 0, no SD, or a mix of datasets
+
+    @property
+    def speedup(self) -> float:
+        return math.exp(self.change.log_change)
+
+    @property
+    def low(self) -> float:
+        """The 95% interval's lower bound."""
+        return math.exp(self.change.interval()[0])
+
+    @property
+    def high(self) -> float:
+        return math.exp(self.change.interval()[1])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +66,9 @@ class KSpeedup:
             "paired": self.paired,
             "scenario_id": self.scenario_id,
         }
+
+
+NO_SD_SPEEDUP = KSpeedup(0, NO_SD, True, None)
 
 
 @dataclass(frozen=True)
@@ -82,10 +95,6 @@ class KChoice:
     def speedup_of(self, k: int) -> KSpeedup | None:
         return next((s for s in self.ks if s.k == k), None)
 
-    @property
-    def all_paired(self) -> bool:
-        return all(s.paired for s in self.ks)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -110,16 +119,7 @@ def k_speedup(result: ScenarioResult) -> KSpeedup | None:
     paired = scenario.paired_reference and len(result.rounds) == len(samples)
     clusters = [r.engine_instance for r in result.rounds] if paired else None
     change = paired_change([math.log(s) for s in samples], clusters, scenario.gate_engine_offset)
-    low, high = change.interval()
-    return KSpeedup(
-        scenario.method.params[K_FIELD],
-        math.exp(change.log_change),
-        math.exp(low),
-        math.exp(high),
-        paired,
-        result.id,
-        change,
-    )
+    return KSpeedup(scenario.method.params[K_FIELD], change, paired, result.id)
 
 
 def sweep_key(result: ScenarioResult) -> SweepKey | None:
@@ -168,7 +168,7 @@ def best_k_table(results: list[ScenarioResult]) -> list[KChoice]:
             by_k.setdefault(speedup.k, speedup)
         if len(by_k) < 2:
             continue
-        ks = [KSpeedup(0, 1.0, 1.0, 1.0, True, None, NO_SD), *(by_k[k] for k in sorted(by_k))]
+        ks = [NO_SD_SPEEDUP, *(by_k[k] for k in sorted(by_k))]
         best, chosen = choose(ks)
         model, method, name, params, dataset, batch_size, batching, traced = key
         config = {"method": name, **json.loads(params)}

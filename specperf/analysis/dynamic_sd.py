@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..judge.paired import PairedChange
 from ..methods import K_FIELD
 from ..records import ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
@@ -23,12 +24,22 @@ from .best_k import KChoice, KSpeedup, best_k_table, k_speedup
 
 @dataclass(frozen=True)
 class Ratio:
-    """Dynamic over fixed speedup, with its 95% interval."""
+    """Dynamic over fixed speedup: the log difference of the two, with its 95% interval."""
 
     against_k: int
-    value: float
-    low: float
-    high: float
+    change: PairedChange
+
+    @property
+    def value(self) -> float:
+        return math.exp(self.change.log_change)
+
+    @property
+    def low(self) -> float:
+        return math.exp(self.change.interval()[0])
+
+    @property
+    def high(self) -> float:
+        return math.exp(self.change.interval()[1])
 
     @property
     def shown_slower(self) -> bool:
@@ -72,9 +83,7 @@ class DynamicAgainstFixed:
 
 
 def _ratio(dynamic: KSpeedup, fixed: KSpeedup) -> Ratio:
-    change = dynamic.change.minus(fixed.change)
-    low, high = change.interval()
-    return Ratio(fixed.k, math.exp(change.log_change), math.exp(low), math.exp(high))
+    return Ratio(fixed.k, dynamic.change.minus(fixed.change))
 
 
 def _matches(row: KChoice, result: ScenarioResult) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 from ..judge.paired import PairedChange
 from ..records import ScenarioResult
 from ..schedule import FIELD, Schedule, as_config, from_points
-from .best_k import NO_SD, KChoice, KSpeedup, Series, best_k_table, choose
+from .best_k import NO_SD_SPEEDUP, KChoice, KSpeedup, Series, best_k_table, choose
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,14 @@ def _mix_row(at_size: dict[str, KChoice], mix: dict[str, float], throughputs: di
     weights = {d: mix[d] / total for d in at_size}
     plain = sum(weights[d] / reference[d] for d in at_size)  # the mix's time per token without SD
     measured_on_all = set.intersection(*({s.k for s in row.ks if s.k > 0} for row in at_size.values()))
-    speedups = [KSpeedup(0, 1.0, 1.0, 1.0, True, None, NO_SD)]
+    speedups = [NO_SD_SPEEDUP]
     for k in sorted(measured_on_all):
         per = {d: s for d, row in at_size.items() if (s := row.speedup_of(k)) is not None}
         times = {d: weights[d] / (reference[d] * per[d].speedup) for d in at_size}
         spent = sum(times.values())
         se = math.sqrt(sum((times[d] / spent * per[d].change.se) ** 2 for d in at_size))
         change = PairedChange(math.log(plain / spent), se, min(p.change.df for p in per.values()), None, None, 0, 0)
-        low, high = change.interval()
-        paired = all(p.paired for p in per.values())
-        speedups.append(KSpeedup(k, plain / spent, math.exp(low), math.exp(high), paired, None, change))
+        speedups.append(KSpeedup(k, change, all(p.paired for p in per.values()), None))
     best, chosen = choose(speedups)
     first = next(iter(at_size.values()))
     return KChoice(

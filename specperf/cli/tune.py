@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from ..storage import atomic_write_text, load_results
 
@@ -30,10 +29,6 @@ def _interval(speedup) -> str:
     return f"{speedup.speedup:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]" + ("" if speedup.paired else " unpaired")
 
 
-def _toml_value(value: Any) -> str:
-    return json.dumps(value)  # strings, numbers, booleans and lists of them read the same in TOML
-
-
 def print_tuned(tuned) -> None:
     print(f"\n{tuned.model} / {tuned.method} / {tuned.dataset}")
     for row in tuned.rows:
@@ -45,9 +40,12 @@ def print_tuned(tuned) -> None:
     config = tuned.speculative_config()
     print(f"  schedule: {json.dumps(config['num_speculative_tokens_per_batch_size'])}")
     print(f"  vllm serve ... --speculative-config '{json.dumps(config)}'")
-    print(f"  profile:  [methods.{tuned.method}-tuned]")
-    for name, value in config.items():
-        print(f"            {name} = {_toml_value(value)}")
+    from ..profiles.tuned import toml_table
+
+    header, *fields = toml_table(f"methods.{tuned.method}-tuned", config)[1:]
+    print(f"  profile:  {header}")
+    for line in fields:
+        print(f"            {line}")
 
 
 def run(args) -> int:

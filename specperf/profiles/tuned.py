@@ -39,8 +39,8 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
         "# sweep's fixed k, at every measured batch size and at each switch point and its neighbours.",
         "",
         "[profile]",
-        f"name = {_value(name)}",
-        f"tier = {_value(tier)}",
+        f"name = {toml_value(name)}",
+        f"tier = {toml_value(tier)}",
     ]
     models: dict[str, Scenario] = {}
     methods: dict[str, dict[str, dict[str, Any]]] = {}  # model -> label -> its table
@@ -56,23 +56,23 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
         ks = sorted({s.k for row in t.rows for s in row.ks if s.k > 0})
         common = {"model": source.model.name, "batch_sizes": batch_sizes(t), "datasets": [t.dataset]}
         common |= _settings(source)
-        cells += _table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
-        cells += _table("[cells]", {**common, "methods": [label]})
+        cells += toml_table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
+        cells += toml_table("[cells]", {**common, "methods": [label]})
     if not cells:
         raise ValueError("no schedule to run: every tuned schedule is of a mix or runs no SD")
     first = next(iter(models.values()))
-    lines += [f"{key} = {_value(getattr(first, key))}" for key in ("warmup", "seed", "informational")]
+    lines += [f"{key} = {toml_value(getattr(first, key))}" for key in ("warmup", "seed", "informational")]
     for name, scenario in models.items():
         lines += _model_table(scenario)
         for label, table in methods[name].items():
-            lines += _table(f"models.{_key(name)}.methods.{_key(label)}", table)
+            lines += toml_table(f"models.{_key(name)}.methods.{_key(label)}", table)
     return "\n".join(lines + cells) + "\n"
 
 
 def _model_table(scenario: Scenario) -> list[str]:
     fields = {"path": scenario.model.path, "tokenizer": scenario.model.tokenizer, "tp": scenario.model.tp}
     fields["thinking"] = scenario.model.thinking
-    return _table(f"models.{_key(scenario.model.name)}", fields)
+    return toml_table(f"models.{_key(scenario.model.name)}", fields)
 
 
 def _settings(scenario: Scenario) -> dict[str, Any]:
@@ -81,20 +81,20 @@ def _settings(scenario: Scenario) -> dict[str, Any]:
     return values
 
 
-def _table(header: str, fields: dict[str, Any]) -> list[str]:
+def toml_table(header: str, fields: dict[str, Any]) -> list[str]:
     """A TOML table ("[cells]" makes an array entry); None values are left out (TOML has no null)."""
-    return ["", f"[{header}]", *(f"{_key(k)} = {_value(v)}" for k, v in fields.items() if v is not None)]
+    return ["", f"[{header}]", *(f"{_key(k)} = {toml_value(v)}" for k, v in fields.items() if v is not None)]
 
 
 def _key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
-def _value(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)  # numbers; strings, whose JSON escapes TOML reads the same

@@ -21,6 +21,7 @@ from .suite.closing import (
     close_run,
     close_workers_run,
     run_history_url,
+    schedules_slower,
     terminate_as_interrupt,
     worker_output,
 )
@@ -46,6 +47,7 @@ FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
 NOTHING_COUNTS_KEY = pytest.StashKey[str]()
+SLOWER_KEY = pytest.StashKey[list[str]]()  # dynamic SD schedules shown slower than the best fixed k
 
 
 def pytest_addhooks(pluginmanager):
@@ -269,6 +271,10 @@ def pytest_sessionfinish(session, exitstatus):
         config.stash[FINISHED_KEY] = close_run(config, run, interrupted)
     elif config.stash.get(WORKERS_KEY, None):
         config.stash[FINISHED_KEY] = close_workers_run(config, config.stash[WORKERS_KEY])
+    if FINISHED_KEY in config.stash and (slower := schedules_slower(config, config.stash[FINISHED_KEY])):
+        config.stash[SLOWER_KEY] = slower
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -279,5 +285,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("specperf")
     if nothing_counts:
         terminalreporter.write_line(nothing_counts, red=True)
+    for line in terminalreporter.config.stash.get(SLOWER_KEY, []):
+        terminalreporter.write_line(line, red=True)
     for line in (finished or {}).get("lines", []):
         terminalreporter.write_line(line)

@@ -545,7 +545,8 @@ def test_informational_metrics_are_validated_and_carried(tmp_path):
 
 
 def test_cpu_smoke_gates_on_deterministic_metrics_only():
-    speed = speed_metrics()
+    """Speed is shown, and so is its hand-written dynamic schedule against the fixed k."""
+    speed = speed_metrics() | {"dynamic_vs_best_k"}
     assert all(set(s.informational) == speed for s in load_profile("cpu-smoke").scenarios)
 
 

@@ -5,6 +5,8 @@ interval (the two paired speedups' log errors in quadrature).
 
 The schedule is shown slower than the best fixed k where the ratio is beyond the gate's tolerance
 below 1 and its interval excludes 1: the gate's own rule (judge/paired.py) for a paired change.
+That fails the run (a tuned schedule that loses to a fixed k, or collapses where it switches, is a
+regression), except in a profile that lists DYNAMIC_VS_BEST_K among its informational names.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..judge.metrics import DYNAMIC_VS_BEST_K
 from ..judge.paired import PairedChange
 from ..methods import K_FIELD
-from ..records import ScenarioResult
+from ..records import Scenario, ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
 from ..schedule import FIELD as SCHEDULE_FIELD
 from ..schedule import k_at
@@ -125,3 +128,15 @@ def dynamic_against_fixed(results: list[ScenarioResult]) -> list[DynamicAgainstF
             )
         )
     return compared
+
+
+def slower_than_fixed(rows: list[DynamicAgainstFixed], profile_scenarios: dict[str, Scenario]) -> list[str]:
+    """One line per dynamic scenario shown slower than the best fixed k, except where the profile in
+    force (its scenarios by id; never the result file's own) keeps DYNAMIC_VS_BEST_K informational."""
+    return [
+        f"dynamic SD slower than the best fixed k: {row.scenario_id} runs k {row.k_run} at batch "
+        f"{row.batch_size}, {row.best.value:.3f}x [{row.best.low:.3f}, {row.best.high:.3f}] of k {row.best.against_k}"
+        for row in rows
+        if row.best.shown_slower
+        and DYNAMIC_VS_BEST_K not in getattr(profile_scenarios.get(row.scenario_id), "informational", ())
+    ]

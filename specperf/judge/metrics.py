@@ -141,6 +141,10 @@ METRICS: dict[str, MetricSpec] = {
     )
 }
 
+# Judged across the scenarios of a run when it ends, not per round (analysis/dynamic_sd.py: a dynamic
+# SD schedule against the best fixed k); a profile may keep it informational as it does a metric.
+DYNAMIC_VS_BEST_K = "dynamic_vs_best_k"
+
 
 def known_metric(metric: str) -> bool:
     return metric in METRICS or metric.startswith("acceptance_pos")

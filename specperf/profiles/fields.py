@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainValidator
 
 from ..checkpoints import BUILTINS, builtin_recipe, is_builtin
-from ..judge.metrics import METRICS
+from ..judge.metrics import DYNAMIC_VS_BEST_K, METRICS
 from ..records.scenario import MODES
 from .registry import (
     BATCHING_MODES,
@@ -122,6 +122,7 @@ MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])
 SDMethodName = _checked(_sd_method, Literal[method_names()])
 Dataset = _name_in("dataset", workload_names())
 MetricName = _name_in("metric", tuple(METRICS))
+InformationalName = _name_in("metric", (*METRICS, DYNAMIC_VS_BEST_K))  # DYNAMIC_VS_BEST_K: judged across scenarios
 GpuClass = _name_in("GPU class", GPU_CLASSES)
 Tier = _name_in("tier", TIERS)
 Batching = _name_in("batching mode", BATCHING_MODES)

@@ -30,8 +30,8 @@ from .fields import (
     GateEngines,
     GpuClass,
     GpuCount,
+    InformationalName,
     MethodLabel,
-    MetricName,
     Mode,
     NonNegativeInt,
     OutputLen,
@@ -116,8 +116,8 @@ class ProfileTable(_Table):
     env: EngineEnv = {}
     vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}
-    informational: list[MetricName] = Field(
-        [], description="metrics judged and shown whose regression does not fail a case"
+    informational: list[InformationalName] = Field(
+        [], description="metrics (and dynamic_vs_best_k) judged and shown whose regression fails nothing"
     )
     requires_gpu: GpuClass = _optional("oldest GPU class that may run the gpu tier; default: any")
     paired_reference: bool = _as_scenario(

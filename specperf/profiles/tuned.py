@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ..analysis.tune import Tuned
+from ..judge.metrics import DYNAMIC_VS_BEST_K
 from ..methods import K_FIELD
 from ..records import ScenarioResult
 from ..records.scenario import Scenario
@@ -61,7 +62,9 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
     if not cells:
         raise ValueError("no schedule to run: every tuned schedule is of a mix or runs no SD")
     first = next(iter(models.values()))
-    lines += [f"{key} = {toml_value(getattr(first, key))}" for key in ("warmup", "seed", "informational")]
+    lines += [f"{key} = {toml_value(getattr(first, key))}" for key in ("warmup", "seed")]
+    # the sweep's profile may show a hand-written schedule without failing on it; a tuned one gates
+    lines += [f"informational = {toml_value([m for m in first.informational if m != DYNAMIC_VS_BEST_K])}"]
     for name, scenario in models.items():
         lines += _model_table(scenario)
         for label, table in methods[name].items():

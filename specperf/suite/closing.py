@@ -116,6 +116,16 @@ def write_report(run_dir: Path, run: RunFile, lines: list[str], history_url: str
     }
 
 
+def schedules_slower(config, finished: dict) -> list[str]:
+    """The run-level verdict: each dynamic SD scenario shown slower than its sweep's best fixed k
+    (analysis/dynamic_sd.py), judged by the profile in force."""
+    from ..analysis.dynamic_sd import dynamic_against_fixed, slower_than_fixed
+    from .profile import chosen_profile
+
+    by_id = {s.id: s for s in chosen_profile(config).scenarios}
+    return slower_than_fixed(dynamic_against_fixed(finished["results"]), by_id)
+
+
 def run_finished(config, finished: dict) -> None:
     config.hook.pytest_specperf_run_finished(
         config=config, run=finished["run"], results=finished["results"], report=finished["report"]

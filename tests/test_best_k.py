@@ -205,13 +205,15 @@ def test_the_report_sets_a_dynamic_schedule_against_the_fixed_k(tmp_path):
 
 def test_the_profile_tune_writes_runs_each_schedule_beside_the_fixed_k(tmp_path, capsys):
     """Switching at batch 3, the schedule [[1, 2, 5], [3, 4, 3]] runs at 1, 2, 3 and 4, and so does
-    the sweep beside it (4 references, 12 fixed, 4 dynamic), paired, with the sweep's settings."""
+    the sweep beside it (4 references, 12 fixed, 4 dynamic), paired, with the sweep's settings;
+    behind the server at the same concurrencies (20 more), and under Poisson arrivals at
+    concurrency 4 (5 more) at the no-SD service rate of batch 4, the measured size nearest the switch."""
     from specperf.profiles.scenarios import load_profile
 
     run_dir = write_run(tmp_path / "run", sweep_results())
     out = tmp_path / "tuned.toml"
     assert main(["tune", str(run_dir), "--profile-out", str(out)]) == 0
-    assert f"profile written: {out} (20 scenarios)" in capsys.readouterr().out
+    assert f"profile written: {out} (45 scenarios)" in capsys.readouterr().out
     profile = load_profile(str(out))
     assert (profile.name, profile.tier) == ("tuned-unit", "cpu")
     by_id = {s.id: s for s in profile.scenarios}
@@ -223,7 +225,56 @@ def test_the_profile_tune_writes_runs_each_schedule_beside_the_fixed_k(tmp_path,
             fixed = by_id[f"tiny-llama-ngram-k{k}-bs{size}-gsm8k"]
             assert fixed.paired_reference and fixed.method.params["prompt_lookup_max"] == 7
             assert fixed.num_requests == 2 and fixed.output_len == 32
-    assert len({s.engine_key for s in profile.scenarios}) == 5  # no SD, k 1, 3, 5 and the schedule
+    served = [s for s in profile.scenarios if s.serves]
+    assert {(s.concurrency, s.request_rate) for s in served} == {(1, None), (2, None), (3, None), (4, None), (4, 3.12)}
+    assert all(s.num_requests == 2 * 4 and not s.trace for s in served)  # as many sequences as batch 4 held
+    poisson = [s for s in served if s.request_rate]
+    assert sorted(s.method.label for s in poisson) == ["ngram-k1", "ngram-k3", "ngram-k5", "ngram-tuned-gsm8k", "nosd"]
+    assert len({s.engine_key for s in profile.scenarios}) == 10  # no SD, k 1, 3, 5 and the schedule; served too
     losing = write_run(tmp_path / "losing", sweep_results(at_bs1=(0.9, 0.8, 0.7), at_bs4=(0.9, 0.8, 0.7)))
     assert main(["tune", str(losing), "--profile-out", str(tmp_path / "none.toml")]) == 2
     assert "--profile-out: no schedule to run" in capsys.readouterr().err
+
+
+def served(method: Method, speedups: list[float], concurrency: int, rate: float | None = None):
+    """A served result at `concurrency` (Poisson arrivals at `rate`): its throughput speedup, or at a
+    rate its TPOT speedup, is `speedups`; the other is 1 (a rate's throughput follows the arrivals)."""
+    from specperf.records import Metric
+
+    scenario = unit_scenario(method, batch_size=1).replace(
+        mode="serve", concurrency=concurrency, request_rate=rate, paired_reference=True
+    )
+    throughput = [REFERENCE] * len(speedups) if rate else [REFERENCE * s for s in speedups]
+    record = make_record(scenario, throughput=throughput, reference_throughput=REFERENCE)
+    if rate:
+        record.metrics["tpot_speedup"] = Metric(value=sorted(speedups)[len(speedups) // 2], samples=speedups)
+    return record
+
+
+def test_behind_the_server_the_concurrency_is_the_batch_and_poisson_sweeps_go_by_tpot():
+    from specperf.analysis.dynamic_sd import dynamic_against_fixed
+
+    results = [
+        served(ngram(k), around(s), c) for c, row in ((1, (1.2, 1.6)), (4, (1.3, 1.1))) for k, s in zip((1, 5), row)
+    ]
+    results += [served(ngram(k), around(s), 4, rate=2.0) for k, s in zip((1, 5), (1.05, 1.4))]
+    results += sweep_results()  # offline, a series of its own
+    rows = {(r.served, r.request_rate, r.batch_size): r for r in best_k_table(results)}
+    assert (rows[True, 0.0, 1].chosen, rows[True, 0.0, 4].chosen, rows[True, 2.0, 4].chosen) == (5, 1, 5)
+    assert rows[True, 2.0, 4].load == "served c4 at 2 req/s" and rows[False, 0.0, 4].load == "bs4"
+    assert rows[True, 2.0, 4].speedup_of(5).speedup == pytest.approx(1.4, rel=0.01)  # TPOT's, not throughput's
+    schedules = {(t.rows[0].served, t.rows[0].request_rate): t.schedule for t in tune(results)}
+    assert schedules == {
+        (True, 0.0): [(1, 2, 5), (3, 4, 1)],
+        (True, 2.0): [(1, 4, 5)],
+        (False, 0.0): [(1, 2, 5), (3, 4, 3)],
+    }
+    [at_4] = dynamic_against_fixed(results + [served(dynamic(around(1.0), 4).scenario.method, around(1.1), 4)])
+    assert (at_4.served, at_4.batch_size, at_4.k_run, at_4.best.against_k, at_4.load) == (
+        True,
+        4,
+        3,
+        1,
+        "concurrency 4",
+    )
+    assert at_4.same_k is None  # k 3 was not swept behind the server

@@ -3,7 +3,9 @@
 Each k of a sweep (profiles: a cell's `num_speculative_tokens` list) runs paired with its no-SD
 reference, rounds alternating, so each k's speedup is a ratio per pair of rounds and drift of the
 machine cancels out of it; its estimate and 95% interval come from judge/paired.py, as a gate's do.
-No SD (k = 0) is a candidate too, with speedup 1 exactly.
+No SD (k = 0) is a candidate too, with speedup 1 exactly.  Behind the server (serve scenarios) the
+concurrency is the batch axis, and sweeps at a Poisson request rate are judged on TPOT speedup: their
+throughput follows the arrivals.
 
 Two answers per group, both asking what the rounds show, so that a k is never picked on the
 strength of its noise (a few disturbed rounds on a shared machine can put a k's point estimate
@@ -31,8 +33,8 @@ from ..records import ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
 from ..schedule import FIELD as SCHEDULE_FIELD
 
-SweepKey = tuple[str, str, str, str, str, int, str, bool]  # what the k of one sweep share (sweep_key)
-Series = tuple[str, str, str, str, bool]  # what one schedule's rows share: all but the batch size
+SweepKey = tuple[str, str, str, str, str, int, str, bool, bool, float]  # what the k of one sweep share (sweep_key)
+Series = tuple[str, str, str, str, bool, bool, float]  # what one schedule's rows share: all but the batch size
 NO_SD = PairedChange(0.0, 0.0, 1.0, None, None, 1, 1)  # k = 0: no SD, speedup 1 exactly
 
 
@@ -78,7 +80,7 @@ class KChoice:
     model: str
     method: str  # the label without its -kN ("ngram")
     dataset: str
-    batch_size: int
+    batch_size: int  # served: the concurrency
     ks: list[KSpeedup]  # k = 0 first, then ascending
     best: int
     chosen: int
@@ -86,11 +88,20 @@ class KChoice:
     traced: bool = False
     config: dict[str, Any] = field(default_factory=dict)  # the speculative config but k ({"method": "ngram", ...})
     reference_id: str = ""  # the no-SD scenario the speedups divide by
+    served: bool = False  # behind the server, at concurrency batch_size
+    request_rate: float = 0.0  # served: Poisson arrivals per second; 0: all at once
 
     @property
     def series(self) -> Series:
         """What the rows of one schedule share: all but the batch size."""
-        return (self.model, self.method, self.dataset, self.batching, self.traced)
+        return (self.model, self.method, self.dataset, self.batching, self.traced, self.served, self.request_rate)
+
+    @property
+    def load(self) -> str:
+        """Where it was measured: "bs4", "served c4", "served c4 at 2 req/s"."""
+        if not self.served:
+            return f"bs{self.batch_size}"
+        return f"served c{self.batch_size}" + (f" at {self.request_rate:g} req/s" if self.request_rate else "")
 
     def speedup_of(self, k: int) -> KSpeedup | None:
         return next((s for s in self.ks if s.k == k), None)
@@ -103,15 +114,22 @@ class KChoice:
             "batch_size": self.batch_size,
             "batching": self.batching,
             "traced": self.traced,
+            "served": self.served,
+            "request_rate": self.request_rate or None,
             "best_k": self.best,
             "chosen_k": self.chosen,
             "ks": [s.to_json() for s in self.ks if s.k > 0],
         }
 
 
+def speedup_metric(scenario) -> str:
+    """The speedup a sweep is judged on: TPOT's at a Poisson request rate, else throughput's."""
+    return "tpot_speedup" if scenario.serves and scenario.request_rate else "speedup"
+
+
 def k_speedup(result: ScenarioResult) -> KSpeedup | None:
     """A fixed-k SD result's speedup with its interval; None without usable speedup rounds."""
-    metric = result.metrics.get("speedup")
+    metric = result.metrics.get(speedup_metric(result.scenario))
     samples = [s for s in metric.samples if isinstance(s, (int, float)) and s > 0] if metric is not None else []
     if len(samples) < 2 or len(samples) != len(metric.samples if metric is not None else []):
         return None
@@ -123,11 +141,11 @@ def k_speedup(result: ScenarioResult) -> KSpeedup | None:
 
 
 def sweep_key(result: ScenarioResult) -> SweepKey | None:
-    """What the k of one sweep share (all but k); None for a result no sweep takes (no-SD, served,
-    a dynamic schedule, a token tree)."""
+    """What the k of one sweep share (all but k); None for a result no sweep takes (no-SD, a dynamic
+    schedule, a token tree)."""
     s = result.scenario
     params = dict(s.method.params)
-    if s.is_reference or s.serves or SCHEDULE_FIELD in params or "speculative_token_tree" in params:
+    if s.is_reference or SCHEDULE_FIELD in params or "speculative_token_tree" in params:
         return None
     params.pop(K_FIELD, None)
     return (
@@ -136,9 +154,11 @@ def sweep_key(result: ScenarioResult) -> SweepKey | None:
         s.method.name,
         json.dumps(params, sort_keys=True),
         s.dataset,
-        s.batch_size,
+        s.concurrency if s.serves and s.concurrency else s.batch_size,
         s.batching,
         s.trace,
+        s.serves,
+        s.request_rate or 0.0,
     )
 
 
@@ -170,9 +190,23 @@ def best_k_table(results: list[ScenarioResult]) -> list[KChoice]:
             continue
         ks = [NO_SD_SPEEDUP, *(by_k[k] for k in sorted(by_k))]
         best, chosen = choose(ks)
-        model, method, name, params, dataset, batch_size, batching, traced = key
+        model, method, name, params, dataset, batch_size, batching, traced, served, rate = key
         config = {"method": name, **json.loads(params)}
         table.append(
-            KChoice(model, method, dataset, batch_size, ks, best, chosen, batching, traced, config, references[key])
+            KChoice(
+                model,
+                method,
+                dataset,
+                batch_size,
+                ks,
+                best,
+                chosen,
+                batching,
+                traced,
+                config,
+                references[key],
+                served,
+                rate,
+            )  # fmt: skip
         )
     return table

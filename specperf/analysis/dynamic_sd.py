@@ -1,5 +1,6 @@
 """A dynamic SD scenario (a method with `num_speculative_tokens_per_batch_size`) against the fixed
-k of its sweep: at the same model, method parameters, dataset and batch size, the ratio of its
+k of its sweep: at the same model, method parameters, dataset and batch size (behind the server:
+concurrency and request rate; analysis/best_k.py says which speedup), the ratio of its
 speedup to the best fixed k's and to the fixed k its schedule runs there, each with its 95%
 interval (the two paired speedups' log errors in quadrature).
 
@@ -63,12 +64,17 @@ class DynamicAgainstFixed:
     model: str
     method: str  # the dynamic method's label
     dataset: str
-    batch_size: int
+    batch_size: int  # served: the concurrency
     schedule: list[list[int]]
     k_run: int  # the k the schedule runs at this batch size
     speedup: KSpeedup
     best: Ratio  # against the best fixed k (k 0: against no SD)
     same_k: Ratio | None  # against the fixed k the schedule runs here, where the sweep measured it
+    served: bool = False  # behind the server: batch_size is the concurrency
+
+    @property
+    def load(self) -> str:
+        return f"concurrency {self.batch_size}" if self.served else f"batch {self.batch_size}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +83,7 @@ class DynamicAgainstFixed:
             "method": self.method,
             "dataset": self.dataset,
             "batch_size": self.batch_size,
+            "served": self.served,
             "schedule": self.schedule,
             "k_run": self.k_run,
             "speedup": self.speedup.to_json(),
@@ -89,28 +96,35 @@ def _ratio(dynamic: KSpeedup, fixed: KSpeedup) -> Ratio:
     return Ratio(fixed.k, dynamic.change.minus(fixed.change))
 
 
+def batch_axis(scenario: Scenario) -> int:
+    """The size a schedule picks k by: the batch size, or a served scenario's concurrency."""
+    return scenario.concurrency if scenario.serves and scenario.concurrency else scenario.batch_size
+
+
 def _matches(row: KChoice, result: ScenarioResult) -> bool:
     s = result.scenario
     params = {k: v for k, v in s.method.params.items() if k not in (K_FIELD, SCHEDULE_FIELD)}
-    where = (s.model.name, s.dataset, s.batch_size, s.batching, s.trace)
+    where = (s.model.name, s.dataset, batch_axis(s), s.batching, s.trace, s.serves, s.request_rate or 0.0)
     config = {"method": s.method.name, **params}
-    return (row.model, row.dataset, row.batch_size, row.batching, row.traced) == where and row.config == config
+    row_where = (row.model, row.dataset, row.batch_size, row.batching, row.traced, row.served, row.request_rate)
+    return row_where == where and row.config == config
 
 
 def dynamic_against_fixed(results: list[ScenarioResult]) -> list[DynamicAgainstFixed]:
-    """Every usable offline dynamic result whose sweep was measured at its batch size, in id order."""
+    """Every usable dynamic result whose sweep was measured at its batch size (served: at its
+    concurrency and request rate), in id order."""
     table = best_k_table(results)
     compared = []
     for result in sorted(results, key=lambda r: r.id):
         s = result.scenario
-        if not (result.ok and result.valid and SCHEDULE_FIELD in s.method.params) or s.serves:
+        if not (result.ok and result.valid and SCHEDULE_FIELD in s.method.params):
             continue
         speedup = k_speedup(result)
         row = next((row for row in table if _matches(row, result)), None)
         if speedup is None or row is None:
             continue
         schedule = s.method.params[SCHEDULE_FIELD]
-        k_run = min(k_at([tuple(r) for r in schedule], s.batch_size), s.method.params[K_FIELD])
+        k_run = min(k_at([tuple(r) for r in schedule], batch_axis(s)), s.method.params[K_FIELD])
         best = next(fixed for fixed in row.ks if fixed.k == row.best)
         same = row.speedup_of(k_run)
         compared.append(
@@ -119,12 +133,13 @@ def dynamic_against_fixed(results: list[ScenarioResult]) -> list[DynamicAgainstF
                 s.model.name,
                 s.method.label,
                 s.dataset,
-                s.batch_size,
+                batch_axis(s),
                 schedule,
                 k_run,
                 speedup,
                 _ratio(speedup, best),
                 _ratio(speedup, same) if same is not None else None,
+                s.serves,
             )
         )
     return compared
@@ -134,8 +149,8 @@ def slower_than_fixed(rows: list[DynamicAgainstFixed], profile_scenarios: dict[s
     """One line per dynamic scenario shown slower than the best fixed k, except where the profile in
     force (its scenarios by id; never the result file's own) keeps DYNAMIC_VS_BEST_K informational."""
     return [
-        f"dynamic SD slower than the best fixed k: {row.scenario_id} runs k {row.k_run} at batch "
-        f"{row.batch_size}, {row.best.value:.3f}x [{row.best.low:.3f}, {row.best.high:.3f}] of k {row.best.against_k}"
+        f"dynamic SD slower than the best fixed k: {row.scenario_id} runs k {row.k_run} at {row.load}, "
+        f"{row.best.value:.3f}x [{row.best.low:.3f}, {row.best.high:.3f}] of k {row.best.against_k}"
         for row in rows
         if row.best.shown_slower
         and DYNAMIC_VS_BEST_K not in getattr(profile_scenarios.get(row.scenario_id), "informational", ())

@@ -88,10 +88,10 @@ def mix_name(mix: dict[str, float]) -> str:
 
 def _mixes(series: dict[Series, list[KChoice]], mix: dict[str, float], throughputs: dict[str, float]) -> list[Tuned]:
     """Per model and method, the mix's rows at every batch size measured on all its datasets."""
-    by_method: dict[tuple[str, str, str, bool], dict[str, list[KChoice]]] = {}
-    for (model, method, dataset, batching, traced), rows in series.items():
+    by_method: dict[tuple, dict[str, list[KChoice]]] = {}
+    for (model, method, dataset, *rest), rows in series.items():
         if dataset in mix:
-            by_method.setdefault((model, method, batching, traced), {})[dataset] = rows
+            by_method.setdefault((model, method, *rest), {})[dataset] = rows
     tuned = []
     for datasets in by_method.values():
         if set(datasets) != set(mix):
@@ -129,5 +129,5 @@ def _mix_row(at_size: dict[str, KChoice], mix: dict[str, float], throughputs: di
     first = next(iter(at_size.values()))
     return KChoice(
         first.model, first.method, mix_name(mix), first.batch_size, speedups, best, chosen,
-        first.batching, first.traced, first.config,
+        first.batching, first.traced, first.config, "", first.served, first.request_rate,
     )  # fmt: skip

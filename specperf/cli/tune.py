@@ -30,10 +30,17 @@ def _interval(speedup) -> str:
 
 
 def print_tuned(tuned) -> None:
-    print(f"\n{tuned.model} / {tuned.method} / {tuned.dataset}")
+    first = tuned.rows[0]
+    served = (
+        ""
+        if not first.served
+        else " (served: concurrency as the batch size"
+        + (f", Poisson arrivals at {first.request_rate:g} req/s, TPOT speedup)" if first.request_rate else ")")
+    )
+    print(f"\n{tuned.model} / {tuned.method} / {tuned.dataset}{served}")
     for row in tuned.rows:
         measured = ", ".join(f"k{s.k} {_interval(s)}" for s in row.ks if s.k > 0)
-        print(f"  bs{row.batch_size}: best k{row.best}, run k{row.chosen}   ({measured})")
+        print(f"  {row.load}: best k{row.best}, run k{row.chosen}   ({measured})")
     if not tuned.pays:
         print("  schedule: none; no k is shown to beat no SD at any measured batch size")
         return

@@ -1,15 +1,24 @@
 """A profile that runs `specperf tune`'s schedules back (`specperf tune RUN_DIR --profile-out FILE`).
 
-Per tuned schedule (one model, method and dataset), two cells in one run: the sweep's k again and
-the schedule as a dynamic method, both at every measured batch size and at each switch point and
-its two neighbours, where a schedule that switches k badly would show.  Measured side by side, each
-paired with its no-SD reference, they fill the report's "Dynamic SD against the fixed k" table
-without a second run's drift.  The scenarios keep the settings the sweep was measured with.
+Per tuned schedule (one model, method and dataset), pairs of cells in one run: the sweep's k again
+and the schedule as a dynamic method, both at every measured batch size and at each switch point
+and its two neighbours, where a schedule that switches k badly would show.  Measured side by side,
+each paired with its no-SD reference, they fill the report's "Dynamic SD against the fixed k"
+table without a second run's drift, and a schedule shown slower than the best fixed k fails the
+run.  The scenarios keep the settings the sweep was measured with.
+
+An offline sweep's schedule also runs behind the server: at the same sizes as concurrencies (each
+round num_requests x the largest size requests, as many as the largest batch held), and under
+seeded Poisson arrivals at the largest concurrency, where the running batch changes under load.
+Their rate is the no-SD service rate at the measured size nearest the first switch point (the
+middle measured size without one): its no-SD throughput over output_len requests per second, so
+that by Little's law the batch hovers about that size and crosses the switch.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -55,10 +64,10 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
         methods.setdefault(source.model.name, {})[label] = t.speculative_config()
         methods[source.model.name][t.method] = {**t.config, K_FIELD: 1}
         ks = sorted({s.k for row in t.rows for s in row.ks if s.k > 0})
-        common = {"model": source.model.name, "batch_sizes": batch_sizes(t), "datasets": [t.dataset]}
-        common |= _settings(source)
-        cells += toml_table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
-        cells += toml_table("[cells]", {**common, "methods": [label]})
+        for cell in _loads(t, source, results):
+            common = {"model": source.model.name, "datasets": [t.dataset], **cell}
+            cells += toml_table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
+            cells += toml_table("[cells]", {**common, "methods": [label]})
     if not cells:
         raise ValueError("no schedule to run: every tuned schedule is of a mix or runs no SD")
     first = next(iter(models.values()))
@@ -70,6 +79,36 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
         for label, table in methods[name].items():
             lines += toml_table(f"models.{_key(name)}.methods.{_key(label)}", table)
     return "\n".join(lines + cells) + "\n"
+
+
+def _loads(tuned: Tuned, source: Scenario, results: list[ScenarioResult]) -> list[dict[str, Any]]:
+    """The settings of each pair of cells: where the sweep ran, and an offline sweep's serve loads."""
+    sizes = batch_sizes(tuned)
+    settings = _settings(source)
+    if source.serves:
+        return [{**settings, "mode": "serve", "concurrencies": sizes, "request_rate": source.request_rate}]
+    served = {k: v for k, v in settings.items() if k != "trace"} | {
+        "mode": "serve",
+        "num_requests": source.num_requests * max(row.batch_size for row in tuned.rows),
+    }
+    loads = [{**settings, "batch_sizes": sizes}, {**served, "concurrencies": sizes}]
+    if rate := poisson_rate(tuned, source, results):
+        loads.append({**served, "concurrencies": [max(sizes)], "request_rate": rate})
+    return loads
+
+
+def poisson_rate(tuned: Tuned, source: Scenario, results: list[ScenarioResult]) -> float | None:
+    """Requests per second of the Poisson cells (the module's rule); None without the no-SD throughput."""
+    measured = sorted(row.batch_size for row in tuned.rows)
+    points = switch_points(tuned.schedule)
+    target = points[0] if points else measured[len(measured) // 2]
+    size = min(measured, key=lambda b: (abs(math.log2(b) - math.log2(target)), b))
+    row = next(row for row in tuned.rows if row.batch_size == size)
+    reference = next((r for r in results if r.id == row.reference_id and r.ok), None)
+    throughput = reference.value("throughput_tok_s") if reference else None
+    if not isinstance(throughput, (int, float)) or throughput <= 0:
+        return None
+    return float(f"{throughput / source.output_len:.3g}")
 
 
 def _model_table(scenario: Scenario) -> list[str]:

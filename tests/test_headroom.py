@@ -50,6 +50,14 @@ def run():
     ]
 
 
+DRAFT_K1 = Method(label="draft-k1", name="draft_model", params={"num_speculative_tokens": 1, "model": "d"})
+
+
+def swept_run():
+    """run() with the draft model also at k 1: a traced sweep, which the held-out check needs."""
+    return run() + [with_requests(traced(DRAFT_K1, seed=5), 0.95)]
+
+
 def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds():
     results = run()
     rows = {row.scenario_id: row for row in headroom.headroom(results)}
@@ -58,7 +66,7 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
     requests = headroom.request_acceptance(results[2])
     cost = headroom.fit_costs(results)[0].step_cost("draft_model")
     assert draft.simulated == pytest.approx(
-        simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", known_misses=True)[4]
+        simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", True, simulate.MEASURED_FORM)[4]
     )
     assert draft.measured == 0.9 and draft.oracle > draft.simulated
     assert draft.combined >= draft.oracle and draft.adaptive is not None
@@ -67,7 +75,8 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
     assert draft.within_error == (abs(draft.simulated / 0.9 - 1) <= draft.speedup_error)
     assert set(draft.curve) == {4} and set(draft.curve[4]) == {"simulated", "oracle", "combined", "adaptive"}
     assert draft.k == 3
-    assert draft.best_k == simulate.best_k(requests, "draft", (4,), cost, "gsm8k", known_misses=True)[4]
+    assert draft.best_k == simulate.best_k(requests, "draft", (4,), cost, "gsm8k", True, simulate.MEASURED_FORM)[4]
+    assert draft.held_out is None  # no other k of its sweep
     assert draft.best_k.speedup >= draft.simulated and draft.best_k.oracle == draft.oracle
     ngram = rows[results[1].id]  # no draft model's acceptance: no combined bound
     assert ngram.simulated is not None and ngram.combined is None and ngram.oracle >= ngram.simulated
@@ -78,18 +87,20 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
 
 
 def test_the_report_shows_headroom_and_draws_the_bounds():
-    views = trace_views(run())
-    assert len(views.headroom) == 4 and views.to_json()["headroom"][0]["id"]
+    views = trace_views(swept_run())
+    assert len(views.headroom) == 5 and views.to_json()["headroom"][0]["id"]
     draft = next(h for h in views.headroom if "-draft-k3-" in h["id"])
-    assert draft["k"] == 3 and 1 <= draft["best_k"]["k"] <= 5
+    assert draft["k"] == 3 and 1 <= draft["best_k"]["k"] <= 5 and draft["held_out"] is not None
     from specperf import report
     from specperf.report.loading import RunData
 
-    results = run()
-    page = report.render_html(report.build_view(RunData(run_dirs=[], results=results)))
-    assert "<th>best k (simulated)</th>" in page and f"k={draft['best_k']['k']}: " in page
+    page = report.render_html(report.build_view(RunData(run_dirs=[], results=swept_run())))
+    assert "<th>best k (simulated)</th>" in page and "<th>held-out error</th>" in page
+    assert f"k={draft['best_k']['k']}: " in page and "(held-out error " in page
+    page = report.render_html(report.build_view(RunData(run_dirs=[], results=run())))
+    assert "not shown: no held-out error" in page and "(held-out error " not in page  # no sweep: no best k
     curves = views.bound_curves()
-    assert all(curve for curve in curves.values()) and len(curves) == 3  # EAGLE-3 has no curve
+    assert all(curve for curve in curves.values()) and len(curves) == 4  # EAGLE-3 has no curve
 
 
 def test_the_adaptive_rule_takes_ngram_where_it_proposes_and_prices_each_step_by_its_drafter():
@@ -131,10 +142,33 @@ def test_specperf_simulate_prints_the_best_k_beside_each_headroom_row(tmp_path, 
 
     from specperf import cli
 
-    results = run()
+    results = swept_run()
     assert cli.main(["simulate", "--fit-from", str(make_run(tmp_path / "run", results))]) == 0
     out = capsys.readouterr().out
     rows = {row.scenario_id: row for row in headroom.headroom(results)}
     draft = rows[results[2].id]
     line = next(line for line in out.splitlines() if line.startswith(results[2].id))
     assert f"k{draft.best_k.k} {draft.best_k.speedup:.2f}x" in line and "best k" in out
+    assert f"{draft.held_out:+.1%}" in line
+    ngram = next(line for line in out.splitlines() if line.startswith(results[1].id))
+    assert ngram.split()[3] == "-" and "k" not in ngram.split()[-2]  # no held-out error, no best k
+
+
+def test_the_simulator_is_checked_on_a_k_it_did_not_see():
+    """Each k of a traced sweep predicted from the other's steps and acceptance alone: the k 1 run's
+    own steps may be anything, its prediction from k 3 stays the same."""
+    from specperf.analysis.held_out import held_out, worst_error
+
+    results = swept_run()
+    k3, k1 = results[2], results[5]
+    rows = {(r.scenario_id, r.fit_k): r for r in held_out(results)}
+    assert set(rows) == {(k1.id, 3), (k3.id, 1)}
+    cost = headroom.fit_costs([k3, results[0]])[0].step_cost("draft_model")
+    expected = simulate.speedups(
+        headroom.request_acceptance(k3), "draft", "k1", [4], cost, "gsm8k", True, simulate.MEASURED_FORM
+    )[4]
+    row = rows[k1.id, 3]
+    assert row.simulated == pytest.approx(expected) and row.measured == 0.95
+    assert row.error == pytest.approx(expected / 0.95 - 1) and worst_error(list(rows.values()), k1.id) == row.error
+    k1.trace.step_us = {name: [v * 3 for v in values] for name, values in k1.trace.step_us.items()}
+    assert {r.scenario_id: r.simulated for r in held_out(results)}[k1.id] == pytest.approx(expected)

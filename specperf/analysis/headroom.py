@@ -6,7 +6,9 @@ speedup it measured; the speedup the simulator (analysis/simulate.py) gives for 
 under the step cost fitted on this run's traced steps (analysis/cost_fit.py), which checks the cost
 model; the method's oracle bound; the combined oracle (per step, the better of n-gram and the draft
 model); the adaptive proposer's rule simulated; and the k from 1 to 5 the simulator finds fastest
-for the method at the scenario's batch size, a recommendation beside the k it ran.  The suite's
+for the method at the scenario's batch size, a recommendation beside the k it ran.  Speedups are
+simulated in the form the suite measures them (simulate.MEASURED_FORM), and where the scenario's k
+is one of a traced sweep, with the simulator's held-out error on it (held_out.py).  The suite's
 traces mark where n-gram proposed nothing, so nothing is drawn at random.  EAGLE and MTP heads
 draft from the target's hidden states, which a finished request does not give back: their
 acceptance is known only where they drafted, so they get no headroom (said in a note).
@@ -35,6 +37,7 @@ class Headroom:
     adaptive: float | None = None  # the adaptive proposer's rule, simulated
     k: int | None = None  # the k it ran with
     best_k: simulate.BestK | None = None  # the fastest k from 1 to 5 the simulator finds at this batch size
+    held_out: float | None = None  # the simulator's worst error on this k, fitted on another k of its sweep (held_out.py)
     step_error: float | None = None  # the cost model's RMS relative error on this scenario's steps
     reference_error: float | None = None  # ... and on its no-SD reference's steps
     curve: dict[int, dict[str, float]] = field(default_factory=dict)  # batch size -> the simulated values
@@ -134,15 +137,20 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         if has_draft:
             modes |= {"combined": (simulate.COMBINED, "oracle"), "adaptive": (simulate.ADAPTIVE, f"k{k}")}
         for name, (which, mode) in modes.items():
-            values = simulate.speedups(requests, which, mode, sizes, cost, s.dataset, known_misses=True)
+            values = simulate.speedups(requests, which, mode, sizes, cost, s.dataset, True, simulate.MEASURED_FORM)
             for size, value in values.items():
                 row.curve.setdefault(size, {})[name] = value
             setattr(row, name, values[s.batch_size])
-        row.best_k = simulate.best_k(requests, proposer, (s.batch_size,), cost, s.dataset, known_misses=True)[
-            s.batch_size
-        ]
+        row.best_k = simulate.best_k(
+            requests, proposer, (s.batch_size,), cost, s.dataset, True, simulate.MEASURED_FORM
+        )[s.batch_size]
         row.step_error = step_error(result, cost)
         reference = by_id.get(s.reference_id)
         if reference is not None and reference.trace is not None:
             row.reference_error = step_error(reference, costs[s.model.name].step_cost(reference.scenario.method.name))
+    from .held_out import held_out, worst_error  # held_out.py builds on this module
+
+    checks = held_out(results)
+    for row in rows:
+        row.held_out = worst_error(checks, row.scenario_id)
     return rows

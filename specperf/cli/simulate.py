@@ -43,6 +43,8 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
 # simulate.Speedup's fields as the study's simulator prints them; the first is the one it returns
 SPEEDUP_WAYS = {"throughput": "throughput", "per_request": "request mean", "latency": "latency"}
 AGREE = {True: "yes", False: "no", None: "-"}  # simulated within the cost model's error of measured
+# held-out: the simulator's worst error on the scenario's k fitted on another k of its traced sweep
+# (analysis/held_out.py); a simulated best k is printed only with it
 
 
 def print_headroom(run_dirs: list[Path]) -> None:
@@ -54,14 +56,15 @@ def print_headroom(run_dirs: list[Path]) -> None:
 
     rows = headroom([r for d in run_dirs for r in load_results(d) if r.ok])
     print(
-        f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'error':>6} {'oracle':>7} {'combined':>8} "
-        f"{'adaptive':>8} {'best k':>10}  agree"
+        f"\n{'scenario':<52} {'measured':>9} {'simulated':>9} {'held-out':>8} {'error':>6} {'oracle':>7} "
+        f"{'combined':>8} {'adaptive':>8} {'best k':>10}  agree"
     )
     for h in rows:
         error = f"{h.speedup_error:.0%}" if h.speedup_error is not None else "-"
-        best = f"k{h.best_k.k} {h.best_k.speedup:.2f}x" if h.best_k else "-"
+        held = f"{h.held_out:+.1%}" if h.held_out is not None else "-"
+        best = f"k{h.best_k.k} {h.best_k.speedup:.2f}x" if h.best_k and h.held_out is not None else "-"
         print(
-            f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {error:>6} {x(h.oracle):>7} "
+            f"{h.scenario_id:<52} {x(h.measured):>9} {x(h.simulated):>9} {held:>8} {error:>6} {x(h.oracle):>7} "
             f"{x(h.combined):>8} {x(h.adaptive):>8} {best:>10}  {AGREE[h.within_error]:<5}"
             + (f"  ({h.note})" if h.note else "")
         )

@@ -164,6 +164,7 @@ def trace_views(results: list[ScenarioResult]) -> TraceViews:
                 "measured": row.measured,
                 "simulated": row.simulated,
                 "speedup_error": row.speedup_error,
+                "held_out": row.held_out,
                 "within_error": row.within_error,
                 "oracle": row.oracle,
                 "combined": row.combined,

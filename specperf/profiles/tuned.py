@@ -46,7 +46,8 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
     by_id = {r.id: r.scenario for r in results}
     lines = [
         "# Written by `specperf tune --profile-out`: each tuned schedule as a dynamic method beside its",
-        "# sweep's fixed k, at every measured batch size and at each switch point and its neighbours.",
+        "# sweep's fixed k, at every measured batch size and at each switch point and its neighbours;",
+        "# an offline sweep's also behind the server, at those concurrencies and under Poisson arrivals.",
         "",
         "[profile]",
         f"name = {toml_value(name)}",

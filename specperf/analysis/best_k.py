@@ -122,6 +122,11 @@ class KChoice:
         }
 
 
+def batch_axis(scenario) -> int:
+    """The size a schedule picks k by: the batch size, or a served scenario's concurrency."""
+    return scenario.concurrency if scenario.serves and scenario.concurrency else scenario.batch_size
+
+
 def speedup_metric(scenario) -> str:
     """The speedup a sweep is judged on: TPOT's at a Poisson request rate, else throughput's."""
     return "tpot_speedup" if scenario.serves and scenario.request_rate else "speedup"
@@ -154,7 +159,7 @@ def sweep_key(result: ScenarioResult) -> SweepKey | None:
         s.method.name,
         json.dumps(params, sort_keys=True),
         s.dataset,
-        s.concurrency if s.serves and s.concurrency else s.batch_size,
+        batch_axis(s),
         s.batching,
         s.trace,
         s.serves,

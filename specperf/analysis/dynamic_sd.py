@@ -23,7 +23,7 @@ from ..records import Scenario, ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
 from ..schedule import FIELD as SCHEDULE_FIELD
 from ..schedule import k_at
-from .best_k import KChoice, KSpeedup, best_k_table, k_speedup
+from .best_k import KChoice, KSpeedup, batch_axis, best_k_table, k_speedup
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,6 @@ class DynamicAgainstFixed:
 
 def _ratio(dynamic: KSpeedup, fixed: KSpeedup) -> Ratio:
     return Ratio(fixed.k, dynamic.change.minus(fixed.change))
-
-
-def batch_axis(scenario: Scenario) -> int:
-    """The size a schedule picks k by: the batch size, or a served scenario's concurrency."""
-    return scenario.concurrency if scenario.serves and scenario.concurrency else scenario.batch_size
 
 
 def _matches(row: KChoice, result: ScenarioResult) -> bool:

@@ -37,7 +37,7 @@ class Headroom:
     adaptive: float | None = None  # the adaptive proposer's rule, simulated
     k: int | None = None  # the k it ran with
     best_k: simulate.BestK | None = None  # the fastest k from 1 to 5 the simulator finds at this batch size
-    held_out: float | None = None  # the simulator's worst error on this k, fitted on another k of its sweep (held_out.py)
+    held_out: float | None = None  # the worst error on this k, fitted on another k of its sweep (held_out.py)
     step_error: float | None = None  # the cost model's RMS relative error on this scenario's steps
     reference_error: float | None = None  # ... and on its no-SD reference's steps
     curve: dict[int, dict[str, float]] = field(default_factory=dict)  # batch size -> the simulated values

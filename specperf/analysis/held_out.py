@@ -80,9 +80,7 @@ def held_out(results: list[ScenarioResult]) -> list[HeldOut]:
                     requests, proposer, f"k{k}", (size,), step_cost, fit.scenario.dataset, True, simulate.MEASURED_FORM
                 )
                 rows.append(
-                    HeldOut(
-                        other.id, fit.id, fit.scenario.method.params[K_FIELD], k, _measured(other), value[size]
-                    )  # type: ignore[arg-type]
+                    HeldOut(other.id, fit.id, fit.scenario.method.params[K_FIELD], k, _measured(other), value[size])  # type: ignore[arg-type]
                 )
     return sorted(rows, key=lambda r: (r.scenario_id, r.fit_k))
 

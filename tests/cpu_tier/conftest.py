@@ -16,6 +16,7 @@ LONGEST_FIRST = (
     "test_server.py",
     "test_faults.py",
     "test_interrupt.py",
+    "test_served_schedule.py",
     "test_output_check_rounds.py",
     "test_serve_adaptive.py",
     "test_engine.py",

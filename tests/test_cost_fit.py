@@ -20,8 +20,7 @@ TRUE = {
     "token": 5e-4,
     "fixed": 3e-3,
     "draft_kv": 1e-6,
-    "draft_token": 2e-4,
-    "draft_fixed": 1e-3,
+    "draft_token": 2e-3,  # per drafted token: a learned drafter's k passes one after another
     "share": 0.02,
     "rest": 4e-4,
 }
@@ -36,7 +35,7 @@ def traced(method: Method, noise: float = 0.0, seed: int = 0):
     tokens, kv = requests * per_request, 400 + np.cumsum(requests * per_request)
     forward = TRUE["kv"] * kv + TRUE["token"] * tokens + TRUE["fixed"]
     draft = {"none": 0 * kv, "ngram": TRUE["share"] * forward}.get(
-        method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * per_request + TRUE["draft_fixed"]
+        method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * (per_request - 1)
     )
     forward, draft = forward * (1 + noise * rng.standard_normal(40)), draft * (1 + noise * rng.standard_normal(40))
     sample, rest = np.full(40, 1e-4), np.full(40, TRUE["rest"])
@@ -66,17 +65,16 @@ def test_the_fit_recovers_a_known_step_cost():
     assert (kv, token, fixed) == pytest.approx((TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3)
     assert fitted.forward.error < 1e-3 and fitted.forward.steps == 123  # the prefill steps too
     assert fitted.drafts["ngram"].coefficients == pytest.approx((TRUE["share"],), rel=1e-3)
-    assert fitted.drafts["eagle3"].coefficients == pytest.approx(
-        (TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3
-    )
+    assert fitted.drafts["eagle3"].coefficients == pytest.approx((TRUE["draft_kv"], TRUE["draft_token"]), rel=1e-3)
     cost = fitted.step_cost("eagle3")
     assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)  # sampling is part of the rest
     # every learned coefficient lands in its own StepCost field
     assert (cost.target_kv, cost.target_token, cost.target_fixed) == pytest.approx(
         (TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3
     )
+    # per drafted token, in the study's form: per verified token, less one token's cost
     assert (cost.draft_kv, cost.draft_token, cost.draft_fixed) == pytest.approx(
-        (TRUE["draft_kv"], TRUE["draft_token"], TRUE["draft_fixed"]), rel=1e-3
+        (TRUE["draft_kv"], TRUE["draft_token"], -TRUE["draft_token"]), rel=1e-3
     )
     assert cost.ngram_share == pytest.approx(TRUE["share"], rel=1e-3)  # the combined oracle drafts at its cost
     ngram = fitted.step_cost("ngram")
@@ -118,7 +116,7 @@ def test_specperf_simulate_prints_the_fit_of_a_run(tmp_path, capsys):
     assert cli.main(["simulate", "--fit-from", str(run)]) == 0
     out = capsys.readouterr().out
     assert "tiny-llama: target forward = 2e-06 s x KV tokens + 0.0005 s x tokens + 0.003 s (error 0.0%" in out
-    assert "drafting, eagle3: 1e-06 s x KV tokens + 0.0002 s x tokens per request + 0.001 s" in out
+    assert "drafting, eagle3: 1e-06 s x KV tokens + 0.002 s x drafted tokens per request" in out
     plain = make_run(tmp_path / "plain", [make_record()])
     assert cli.main(["simulate", "--fit-from", str(plain)]) == 2
     assert "no traced results with per-step batch counts in" in capsys.readouterr().err

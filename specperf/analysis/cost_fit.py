@@ -1,7 +1,13 @@
 """A step-cost model fitted from traced steps, in the study's simulator's form (simulate.StepCost):
 the target forward as a function of the batch's KV-cache tokens and the tokens it verifies, a
-learned drafter as a function of KV-cache tokens and tokens per request (n-gram: a share of the
-forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.  Each part is
+learned drafter as a function of KV-cache tokens and the tokens it drafts per request (n-gram: a
+share of the forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.
+
+A learned drafter drafts k tokens in k passes one after another, so its time is fitted per drafted
+token, without a constant: fitted on the steps of one k, a constant and a per-token cost cannot be
+told apart, and the study's form (per verified token plus a constant) then priced k 5 from k 1's
+steps a fifth too cheap.  On SmolLM2's draft model, steps of k 1, 3 and 5 pooled: 14 ms a drafted
+token, 7% error (22.9% in the study's form); each k alone gives 13.6-15.7 ms.  Each part is
 a least-squares fit with
 non-negative coefficients (more work never costs less) over the decode steps of every traced
 scenario of one target model, and comes with its error: the root-mean-square relative error of
@@ -68,7 +74,7 @@ class FittedCost:
     model: str
     forward: LinearFit  # kv_tokens, tokens
     rest: LinearFit  # constant
-    drafts: dict[str, LinearFit]  # method: learned (kv_tokens, tokens per request); ngram: share
+    drafts: dict[str, LinearFit]  # method: learned (kv_tokens, drafted tokens per request); ngram: share
 
     def step_cost(self, method: str) -> StepCost:
         """The study's StepCost for one of the fitted methods.  n-gram's share comes with every one
@@ -77,9 +83,11 @@ class FittedCost:
         kv, token, fixed = self.forward.coefficients
         traits = method_of(method)
         learned_fit = self.drafts.get(traits.fit_from or method)
-        learned = (
-            learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0, 0.0)
+        kv_cost, per_draft = (
+            learned_fit.coefficients if learned_fit is not None and traits.drafting_fit != "share" else (0.0, 0.0)
         )
+        # per drafted token in the study's form, per verified token (drafts + 1): less one token's cost
+        learned = (kv_cost, per_draft, -per_draft)
         ngram = next((fit for name, fit in self.drafts.items() if _ngram_share(name)), None)
         share = ngram.coefficients[0] if ngram is not None else 0.0
         return StepCost(
@@ -114,7 +122,8 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
             if method_of(method).drafting_fit == "share":  # a share of the forward
                 drafts[method] = fit_linear(steps["forward"][:, None], steps["draft"], constant=False)
             else:
-                drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], steps["per_request"]]), steps["draft"])
+                drafted = steps["per_request"] - 1  # a step verifies the drafts and one token more
+                drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], drafted]), steps["draft"], constant=False)
         fitted.append(
             FittedCost(
                 model=model,

@@ -34,7 +34,7 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
             formula = (
                 f"{fit.coefficients[0]:.3g} x the forward"
                 if method_of(method).drafting_fit == "share"
-                else "{:.3g} s x KV tokens + {:.3g} s x tokens per request + {:.3g} s".format(*fit.coefficients)
+                else "{:.3g} s x KV tokens + {:.3g} s x drafted tokens per request".format(*fit.coefficients)
             )
             print(f"    drafting, {method}: {formula} (error {fit.error:.1%} over {fit.steps} steps)")
     return 0

@@ -123,7 +123,8 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
                 drafts[method] = fit_linear(steps["forward"][:, None], steps["draft"], constant=False)
             else:
                 drafted = steps["per_request"] - 1  # a step verifies the drafts and one token more
-                drafts[method] = fit_linear(np.column_stack([steps["kv_tokens"], drafted]), steps["draft"], constant=False)
+                features = np.column_stack([steps["kv_tokens"], drafted])
+                drafts[method] = fit_linear(features, steps["draft"], constant=False)
         fitted.append(
             FittedCost(
                 model=model,

@@ -9,6 +9,7 @@ import pytest
 from test_cost_fit import EAGLE3, NGRAM, traced
 
 from specperf.analysis import headroom, simulate
+from specperf.analysis.traces import request_acceptance
 from specperf.profiles.scenarios import REFERENCE_METHOD, Method
 from specperf.records import Metric, RequestTrace
 from specperf.report.traces import trace_views
@@ -63,7 +64,7 @@ def test_each_traced_method_is_simulated_under_the_fitted_cost_with_its_bounds()
     rows = {row.scenario_id: row for row in headroom.headroom(results)}
     assert len(rows) == 4  # the reference has none
     draft = rows[results[2].id]
-    requests = headroom.request_acceptance(results[2])
+    requests = request_acceptance(results[2])
     cost = headroom.fit_costs(results)[0].step_cost("draft_model")
     assert draft.simulated == pytest.approx(
         simulate.speedups(requests, "draft", "k3", [4], cost, "gsm8k", True, simulate.MEASURED_FORM)[4]
@@ -165,7 +166,7 @@ def test_the_simulator_is_checked_on_a_k_it_did_not_see():
     assert set(rows) == {(k1.id, 3), (k3.id, 1)}
     cost = headroom.fit_costs([k3, results[0]])[0].step_cost("draft_model")
     expected = simulate.speedups(
-        headroom.request_acceptance(k3), "draft", "k1", [4], cost, "gsm8k", True, simulate.MEASURED_FORM
+        request_acceptance(k3), "draft", "k1", [4], cost, "gsm8k", True, simulate.MEASURED_FORM
     )[4]
     row = rows[k1.id, 3]
     assert row.simulated == pytest.approx(expected) and row.measured == 0.95

@@ -24,6 +24,8 @@ from ..methods import HEAD, method_of
 from ..records import ScenarioResult
 from . import simulate
 from .cost_fit import FittedCost, decode_steps, fit_costs
+from .held_out import held_out, worst_error
+from .traces import request_acceptance
 
 
 @dataclass
@@ -59,18 +61,6 @@ class Headroom:
         if self.measured is None or self.simulated is None or self.speedup_error is None:
             return None
         return abs(self.simulated / self.measured - 1) <= self.speedup_error
-
-
-def request_acceptance(result: ScenarioResult) -> list[simulate.RequestAcceptance]:
-    """The traced requests in the simulator's form: n-gram's and the draft model's per-position acceptance."""
-    requests = []
-    for r in result.trace.requests if result.trace else []:
-        acc = {
-            name: values for name, values in ((simulate.NGRAM, r.ngram_acc), (simulate.DRAFT, r.draft_acc)) if values
-        }
-        if acc and r.prompt_len:
-            requests.append(simulate.RequestAcceptance(r.request_id, r.prompt_len, acc))
-    return requests
 
 
 def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
@@ -148,8 +138,6 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         reference = by_id.get(s.reference_id)
         if reference is not None and reference.trace is not None:
             row.reference_error = step_error(reference, costs[s.model.name].step_cost(reference.scenario.method.name))
-    from .held_out import held_out, worst_error  # held_out.py builds on this module
-
     checks = held_out(results)
     for row in rows:
         row.held_out = worst_error(checks, row.scenario_id)

@@ -19,7 +19,7 @@ from ..records import ScenarioResult
 from . import simulate
 from .best_k import sweep_key
 from .cost_fit import fit_costs
-from .headroom import request_acceptance
+from .traces import request_acceptance
 
 
 @dataclass(frozen=True)

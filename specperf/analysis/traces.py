@@ -12,6 +12,7 @@ import numpy as np
 
 from ..records import ScenarioResult, Trace
 from ..status import REGRESSION
+from . import simulate
 
 PARTS = ("draft", "forward", "sample", "rest")
 PART_NAMES = {
@@ -138,3 +139,15 @@ def attribution_of(result: ScenarioResult) -> Attribution | None:
     if not any(m.metric in SPEED_METRICS and m.status == REGRESSION for m in verdict.metrics):
         return None
     return attribute(result.trace, baseline.trace)
+
+
+def request_acceptance(result: ScenarioResult) -> list[simulate.RequestAcceptance]:
+    """The traced requests in the simulator's form: n-gram's and the draft model's per-position acceptance."""
+    requests = []
+    for r in result.trace.requests if result.trace else []:
+        acc = {
+            name: values for name, values in ((simulate.NGRAM, r.ngram_acc), (simulate.DRAFT, r.draft_acc)) if values
+        }
+        if acc and r.prompt_len:
+            requests.append(simulate.RequestAcceptance(r.request_id, r.prompt_len, acc))
+    return requests

@@ -38,8 +38,22 @@ Series = tuple[str, str, str, str, bool, bool, float]  # what one schedule's row
 NO_SD = PairedChange(0.0, 0.0, 1.0, None, None, 1, 1)  # k = 0: no SD, speedup 1 exactly
 
 
+class RatioInterval:
+    """The 95% interval of a ratio held as its log change (`change`, a PairedChange)."""
+
+    change: PairedChange
+
+    @property
+    def low(self) -> float:
+        return math.exp(self.change.interval()[0])
+
+    @property
+    def high(self) -> float:
+        return math.exp(self.change.interval()[1])
+
+
 @dataclass(frozen=True)
-class KSpeedup:
+class KSpeedup(RatioInterval):
     """One k's measured speedup (its log change over no SD), whether its rounds were paired."""
 
     k: int
@@ -50,15 +64,6 @@ class KSpeedup:
     @property
     def speedup(self) -> float:
         return math.exp(self.change.log_change)
-
-    @property
-    def low(self) -> float:
-        """The 95% interval's lower bound."""
-        return math.exp(self.change.interval()[0])
-
-    @property
-    def high(self) -> float:
-        return math.exp(self.change.interval()[1])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +95,11 @@ class KChoice:
     reference_id: str = ""  # the no-SD scenario the speedups divide by
     served: bool = False  # behind the server, at concurrency batch_size
     request_rate: float = 0.0  # served: Poisson arrivals per second; 0: all at once
+
+    @property
+    def where(self) -> tuple:
+        """Where its k were measured, as where_of gives it for a scenario."""
+        return (self.model, self.dataset, self.batch_size, self.batching, self.traced, self.served, self.request_rate)
 
     @property
     def series(self) -> Series:
@@ -127,6 +137,13 @@ def batch_axis(scenario) -> int:
     return scenario.concurrency if scenario.serves and scenario.concurrency else scenario.batch_size
 
 
+def where_of(scenario) -> tuple:
+    """Where a scenario measured, as a sweep's k and a schedule beside them share it: model, dataset,
+    batch axis, batching, tracing, served and request rate."""
+    s = scenario
+    return (s.model.name, s.dataset, batch_axis(s), s.batching, s.trace, s.serves, s.request_rate or 0.0)
+
+
 def speedup_metric(scenario) -> str:
     """The speedup a sweep is judged on: TPOT's at a Poisson request rate, else throughput's."""
     return "tpot_speedup" if scenario.serves and scenario.request_rate else "speedup"
@@ -153,18 +170,8 @@ def sweep_key(result: ScenarioResult) -> SweepKey | None:
     if s.is_reference or SCHEDULE_FIELD in params or "speculative_token_tree" in params:
         return None
     params.pop(K_FIELD, None)
-    return (
-        s.model.name,
-        label_stem(s.method.label),
-        s.method.name,
-        json.dumps(params, sort_keys=True),
-        s.dataset,
-        batch_axis(s),
-        s.batching,
-        s.trace,
-        s.serves,
-        s.request_rate or 0.0,
-    )
+    model, dataset, *load = where_of(s)
+    return (model, label_stem(s.method.label), s.method.name, json.dumps(params, sort_keys=True), dataset, *load)
 
 
 def choose(speedups: list[KSpeedup], tolerance: float = GATE_TOLERANCE) -> tuple[int, int]:

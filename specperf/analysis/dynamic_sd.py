@@ -23,11 +23,11 @@ from ..records import Scenario, ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
 from ..schedule import FIELD as SCHEDULE_FIELD
 from ..schedule import k_at
-from .best_k import KChoice, KSpeedup, batch_axis, best_k_table, k_speedup
+from .best_k import KChoice, KSpeedup, RatioInterval, batch_axis, best_k_table, k_speedup, where_of
 
 
 @dataclass(frozen=True)
-class Ratio:
+class Ratio(RatioInterval):
     """Dynamic over fixed speedup: the log difference of the two, with its 95% interval."""
 
     against_k: int
@@ -36,14 +36,6 @@ class Ratio:
     @property
     def value(self) -> float:
         return math.exp(self.change.log_change)
-
-    @property
-    def low(self) -> float:
-        return math.exp(self.change.interval()[0])
-
-    @property
-    def high(self) -> float:
-        return math.exp(self.change.interval()[1])
 
     @property
     def shown_slower(self) -> bool:
@@ -99,10 +91,7 @@ def _ratio(dynamic: KSpeedup, fixed: KSpeedup) -> Ratio:
 def _matches(row: KChoice, result: ScenarioResult) -> bool:
     s = result.scenario
     params = {k: v for k, v in s.method.params.items() if k not in (K_FIELD, SCHEDULE_FIELD)}
-    where = (s.model.name, s.dataset, batch_axis(s), s.batching, s.trace, s.serves, s.request_rate or 0.0)
-    config = {"method": s.method.name, **params}
-    row_where = (row.model, row.dataset, row.batch_size, row.batching, row.traced, row.served, row.request_rate)
-    return row_where == where and row.config == config
+    return row.where == where_of(s) and row.config == {"method": s.method.name, **params}
 
 
 def dynamic_against_fixed(results: list[ScenarioResult]) -> list[DynamicAgainstFixed]:

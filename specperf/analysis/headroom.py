@@ -24,7 +24,7 @@ from ..methods import HEAD, method_of
 from ..records import ScenarioResult
 from . import simulate
 from .cost_fit import FittedCost, decode_steps, fit_costs
-from .held_out import held_out, worst_error
+from .held_out import held_out, measured_speedup, worst_error
 from .traces import request_acceptance
 
 
@@ -82,11 +82,6 @@ def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
     return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
 
 
-def _speedup(result: ScenarioResult) -> float | None:
-    metric = result.metrics.get("speedup")
-    return metric.value if metric is not None else None
-
-
 def headroom(results: list[ScenarioResult]) -> list[Headroom]:
     """Headroom of every traced SD scenario among `results` (one run, or several of one machine)."""
     costs: dict[str, FittedCost] = {c.model: c for c in fit_costs(results)}
@@ -100,7 +95,7 @@ def headroom(results: list[ScenarioResult]) -> list[Headroom]:
         s = result.scenario
         if result.trace is None or s.is_reference:
             continue
-        row = Headroom(s.id, s.batch_size, _speedup(result))
+        row = Headroom(s.id, s.batch_size, measured_speedup(result))
         rows.append(row)
         requests = request_acceptance(result)
         method = method_of(s.method.name)

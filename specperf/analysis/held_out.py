@@ -47,9 +47,16 @@ class HeldOut:
         }
 
 
-def _measured(result: ScenarioResult) -> float | None:
+def measured_speedup(result: ScenarioResult) -> float | None:
+    """The speedup a run measured, as a simulated one is set against it; None where it has none."""
     metric = result.metrics.get("speedup")
-    return metric.value if metric is not None and isinstance(metric.value, float) and metric.value > 0 else None
+    return metric.value if metric is not None else None
+
+
+def _measured(result: ScenarioResult) -> float | None:
+    """A measured speedup a prediction can be divided by."""
+    value = measured_speedup(result)
+    return value if isinstance(value, float) and value > 0 else None
 
 
 def held_out(results: list[ScenarioResult]) -> list[HeldOut]:

@@ -105,7 +105,7 @@ def write_profile(path: Path, tuned, results) -> int:
     except ProfileError as err:
         print(f"specperf: error: {err}", file=sys.stderr)
         return 2
-    print(f"\nprofile written: {path} ({len(scenarios)} scenarios): pytest tests_perf -n 2 --profile {path}")
+    print(f"\nprofile written: {path} ({len(scenarios)} scenarios): pytest tests_perf --profile {path}")
     return 0
 
 

@@ -18,7 +18,6 @@ that by Little's law the batch hovers about that size and crosses the switch.
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..judge.metrics import DYNAMIC_VS_BEST_K
 from ..methods import K_FIELD
 from ..records import ScenarioResult
 from ..records.scenario import Scenario
-from ..schedule import switch_points
+from ..schedule import from_points, k_at, switch_points
 
 # Cell settings copied from a sweep's scenario (profiles/schema.py CellTable).
 CELL_SETTINGS = ("num_requests", "output_len", "rounds", "batching", "selection", "prompt_form", "chat", "trace")
@@ -103,7 +102,7 @@ def poisson_rate(tuned: Tuned, source: Scenario, results: list[ScenarioResult]) 
     measured = sorted(row.batch_size for row in tuned.rows)
     points = switch_points(tuned.schedule)
     target = points[0] if points else measured[len(measured) // 2]
-    size = min(measured, key=lambda b: (abs(math.log2(b) - math.log2(target)), b))
+    size = k_at(from_points({b: b for b in measured}), target)  # the schedule's own nearest-size rule
     row = next(row for row in tuned.rows if row.batch_size == size)
     reference = next((r for r in results if r.id == row.reference_id and r.ok), None)
     throughput = reference.value("throughput_tok_s") if reference else None

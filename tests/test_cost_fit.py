@@ -23,6 +23,7 @@ TRUE = {
     "draft_token": 2e-3,  # per drafted token: a learned drafter's k passes one after another
     "share": 0.02,
     "rest": 4e-4,
+    "rest_token": 3e-5,  # sampling and bookkeeping of each verified position
 }
 
 
@@ -38,7 +39,7 @@ def traced(method: Method, noise: float = 0.0, seed: int = 0):
         method.name, TRUE["draft_kv"] * kv + TRUE["draft_token"] * (per_request - 1)
     )
     forward, draft = forward * (1 + noise * rng.standard_normal(40)), draft * (1 + noise * rng.standard_normal(40))
-    sample, rest = np.full(40, 1e-4), np.full(40, TRUE["rest"])
+    sample, rest = np.full(40, 1e-4), TRUE["rest"] + TRUE["rest_token"] * tokens
     total = forward + draft + sample + rest
     prefill = TRUE["kv"] * 400 + TRUE["token"] * 400 + TRUE["fixed"]
     first = {"total": prefill + 1e-4 + TRUE["rest"], "draft": 0.0, "forward": prefill, "sample": 1e-4}
@@ -66,8 +67,10 @@ def test_the_fit_recovers_a_known_step_cost():
     assert fitted.forward.error < 1e-3 and fitted.forward.steps == 123  # the prefill steps too
     assert fitted.drafts["ngram"].coefficients == pytest.approx((TRUE["share"],), rel=1e-3)
     assert fitted.drafts["eagle3"].coefficients == pytest.approx((TRUE["draft_kv"], TRUE["draft_token"]), rel=1e-3)
+    assert fitted.rest.coefficients == pytest.approx((TRUE["rest_token"], TRUE["rest"] + 1e-4), rel=1e-3)
     cost = fitted.step_cost("eagle3")
     assert cost.overhead == pytest.approx(TRUE["rest"] + 1e-4, rel=1e-3)  # sampling is part of the rest
+    assert cost.overhead_token == pytest.approx(TRUE["rest_token"], rel=1e-3)
     # every learned coefficient lands in its own StepCost field
     assert (cost.target_kv, cost.target_token, cost.target_fixed) == pytest.approx(
         (TRUE["kv"], TRUE["token"], TRUE["fixed"]), rel=1e-3

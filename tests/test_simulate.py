@@ -51,6 +51,16 @@ def test_speedup_counts_forwards_when_only_forwards_cost():
     assert simulate.speedups([request(acc)], "eagle", "k1", (1,), cost=STEPS_ONLY)[1] == pytest.approx(8 / 6)
 
 
+def test_the_rest_of_a_step_is_priced_per_position_it_samples():
+    """Without SD a decode step samples one position per request; with SD every verified one, and a
+    prefill one per request: k=1 on 8 tokens verifies 2 a step in 5 steps (10 positions) where no SD
+    samples 7, each prefill samples 1."""
+    acc = [3, 2, 1, 1, 4, 1, 1, 1]
+    per_position = StepCost(**{**STEPS_ONLY.__dict__, "overhead_token": 0.5})
+    got = simulate.speedups([request(acc)], "eagle", "k1", (1,), cost=per_position)[1]
+    assert got == pytest.approx((8 + 0.5 * 8) / (6 + 0.5 * 11))
+
+
 def test_nothing_accepted_makes_drafting_a_pure_loss():
     rejected = [request([1] * 50)]
     for mode in simulate.MODES:

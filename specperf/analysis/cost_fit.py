@@ -1,7 +1,11 @@
 """A step-cost model fitted from traced steps, in the study's simulator's form (simulate.StepCost):
 the target forward as a function of the batch's KV-cache tokens and the tokens it verifies, a
 learned drafter as a function of KV-cache tokens and the tokens it drafts per request (n-gram: a
-share of the forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant.
+share of the forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant and
+a cost per token in the step (StepCost.overhead_token): sampling and bookkeeping grow with the
+positions verified (SmolLM2 on CPU: about 0.45 ms a token, 10 ms a
+step), and a constant alone, fitted on one k and its no-SD reference, priced no SD's steps dear
+and a larger k's cheap (n-gram at batch 4 predicted 8% fast from another k; now within 1%).
 
 A learned drafter drafts k tokens in k passes one after another, so its time is fitted per drafted
 token, without a constant: fitted on the steps of one k, a constant and a per-token cost cannot be
@@ -73,7 +77,7 @@ def _ngram_share(method: str) -> bool:
 class FittedCost:
     model: str
     forward: LinearFit  # kv_tokens, tokens
-    rest: LinearFit  # constant
+    rest: LinearFit  # tokens in the step, then the constant
     drafts: dict[str, LinearFit]  # method: learned (kv_tokens, drafted tokens per request); ngram: share
 
     def step_cost(self, method: str) -> StepCost:
@@ -81,6 +85,7 @@ class FittedCost:
         (the combined oracle drafts at n-gram's cost); the adaptive proposer drafts with n-gram or
         the draft model, and takes the draft model's fit."""
         kv, token, fixed = self.forward.coefficients
+        rest_token, rest_fixed = self.rest.coefficients
         traits = method_of(method)
         learned_fit = self.drafts.get(traits.fit_from or method)
         kv_cost, per_draft = (
@@ -98,7 +103,8 @@ class FittedCost:
             draft_token=learned[1],
             draft_fixed=learned[2],
             ngram_share=share,
-            overhead=self.rest.coefficients[0],
+            overhead=rest_fixed,
+            overhead_token=rest_token,
         )
 
 
@@ -132,7 +138,7 @@ def fit_costs(results: list[ScenarioResult]) -> list[FittedCost]:
                 forward=fit_linear(
                     np.column_stack([everything["kv_tokens"], everything["tokens"]]), everything["forward"]
                 ),
-                rest=fit_linear(np.empty((len(pooled["rest"]), 0)), np.maximum(pooled["rest"], 1e-9)),  # a constant
+                rest=fit_linear(pooled["tokens"][:, None], np.maximum(pooled["rest"], 1e-9)),
                 drafts=drafts,
             )
         )

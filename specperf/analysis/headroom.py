@@ -78,7 +78,7 @@ def step_error(result: ScenarioResult, cost: simulate.StepCost) -> float | None:
         draft = cost.learned_draft(steps["kv_tokens"], steps["per_request"])
     else:
         return None  # mixed steps (the adaptive proposer): which drafted with the model is not recorded
-    predicted = forward + draft + cost.overhead
+    predicted = forward + draft + cost.rest(steps["tokens"])
     return float(np.sqrt(np.mean(((predicted - steps["total"]) / steps["total"]) ** 2)))
 
 

@@ -46,6 +46,7 @@ class StepCost:
     ngram_share: float  # n-gram drafting as a share of the step's forward
     overhead: float  # per step, scheduling and the rest
     switching: float = 0.0  # combined mode: per request and step where the better proposer changes
+    overhead_token: float = 0.0  # per position sampled in a step (the study's form has none)
 
     def forward(self, kv_tokens, tokens):
         return kv_tokens * self.target_kv + tokens * self.target_token + self.target_fixed
@@ -53,6 +54,11 @@ class StepCost:
     def learned_draft(self, kv_tokens, tokens):
         """A learned drafter's time: per KV-cache token it sees and per token it drafts."""
         return kv_tokens * self.draft_kv + tokens * self.draft_token + self.draft_fixed
+
+    def rest(self, sampled):
+        """The step outside the forward and the drafting: scheduling, and sampling and bookkeeping of
+        each position the step samples (every verified one; a prefill samples one per request)."""
+        return self.overhead + sampled * self.overhead_token
 
 
 # Llama-3.1-8B-Instruct on one H100, fitted by the study on InstructCoder at batch 1 to 64 (predictor.py).
@@ -148,8 +154,8 @@ def adaptive(request: RequestAcceptance) -> list[int]:
 def baseline_latency(prompt_len: int, length: int, batch: int, cost: StepCost) -> float:
     """One copy's latency without speculative decoding: the prefill, then one token per step."""
     kv = batch * prompt_len + batch + batch * np.arange(length - 1)
-    decode = cost.forward(kv, batch) + cost.overhead
-    return float(cost.forward(0, batch * prompt_len) + cost.overhead + decode.sum())
+    decode = cost.forward(kv, batch) + cost.rest(batch)
+    return float(cost.forward(0, batch * prompt_len) + cost.rest(batch) + decode.sum())
 
 
 def _learned_drafts(prompt_len: int, path: Trajectory, batch: int, kv: np.ndarray, cost: StepCost) -> np.ndarray:
@@ -188,7 +194,9 @@ def sd_latency(
         drafts = _learned_drafts(prompt_len, path, batch, kv, cost)
         if learned_steps is not None:  # the adaptive proposer: n-gram's cost where n-gram drafted
             drafts = np.where(learned_steps, drafts, forward * cost.ngram_share)
-    return float(cost.forward(0, batch * prompt_len) + cost.overhead + (forward + drafts + cost.overhead).sum())
+    return float(
+        cost.forward(0, batch * prompt_len) + cost.rest(batch) + (forward + drafts + cost.rest(verified)).sum()
+    )
 
 
 @dataclass(frozen=True)

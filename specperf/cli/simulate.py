@@ -25,10 +25,12 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
         return 2
     for cost in fitted:
         kv, token, fixed = cost.forward.coefficients
+        rest_token, rest_fixed = cost.rest.coefficients
         print(
             f"{cost.model}: target forward = {kv:.3g} s x KV tokens + {token:.3g} s x tokens + {fixed:.3g} s "
             f"(error {cost.forward.error:.1%} over {cost.forward.steps} steps); "
-            f"rest of a step (sampling included) {cost.rest.coefficients[0]:.3g} s (error {cost.rest.error:.1%})"
+            f"rest of a step (sampling included) {rest_token:.3g} s x tokens + {rest_fixed:.3g} s "
+            f"(error {cost.rest.error:.1%})"
         )
         for method, fit in cost.drafts.items():
             formula = (

@@ -2,10 +2,12 @@
 the target forward as a function of the batch's KV-cache tokens and the tokens it verifies, a
 learned drafter as a function of KV-cache tokens and the tokens it drafts per request (n-gram: a
 share of the forward), and the rest of a step (sampling, scheduling, bookkeeping) as a constant and
-a cost per token in the step (StepCost.overhead_token): sampling and bookkeeping grow with the
-positions verified (SmolLM2 on CPU: about 0.45 ms a token, 10 ms a
-step), and a constant alone, fitted on one k and its no-SD reference, priced no SD's steps dear
-and a larger k's cheap (n-gram at batch 4 predicted 8% fast from another k; now within 1%).
+a cost per token in the step.
+
+The rest grows with the positions a step samples (SmolLM2 on CPU: about 0.45 ms a position beside
+10 ms a step; StepCost.overhead_token).  A constant alone, fitted on one k and its no-SD reference,
+priced no SD's steps dear and a larger k's cheap: n-gram at batch 4 predicted 8.5% fast from
+another k, 4.8% with the cost per position.
 
 A learned drafter drafts k tokens in k passes one after another, so its time is fitted per drafted
 token, without a constant: fitted on the steps of one k, a constant and a per-token cost cannot be

@@ -101,10 +101,14 @@ def test_a_workload_line_nested_too_deep_is_one_line(tmp_path):
             b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": ' + nested(100_000).encode() + b"}}\n",
             r":1: not a study trace line",
         ),
+        (  # once an OverflowError out of the simulator's arrays
+            b'{"id": "0", "prompt_token_ids": [1], "acc_eagle": {"acc_len": [1' + b"0" * 400 + b", 1]}}\n",
+            r":1: not a study trace line \(TypeError: acc_len must be a list of whole numbers from 0 to 1000000\)",
+        ),
         (b'{"id": "0\xff"}\n', r": not valid UTF-8 \(byte 10\)"),
         (b"", r": no trace lines"),
     ],
-    ids=["text-length", "nested", "bad-byte", "empty"],
+    ids=["text-length", "nested", "huge", "bad-byte", "empty"],
 )
 def test_a_bad_study_trace_is_one_line(tmp_path, content, problem):
     path = tmp_path / "combined_gsm8k.jsonl"
@@ -168,3 +172,57 @@ def test_a_run_files_builds_are_typed_on_load(tmp_path, environments):
 
     with pytest.raises(ResultFileError, match=rf"^{path}: corrupt run file \(environments: Value error, methods"):
         read_record(path, RunFile, "run file")
+
+
+NEGATIVE = "Input should be greater than or equal to 0"
+UNSHAPED = "trace: Value error, "
+
+
+def _traced_result_file(tmp_path):
+    from specperf.records import RequestTrace, Trace
+
+    result = make_record()
+    result.trace = Trace(
+        requests=[RequestTrace(request_id="r0", drafted=[3, 3], accepted=[2, 1], ngram_acc=[3, 1, 2], prompt_len=9)],
+        step_us={"total": [900, 800], "draft": [10, 10], "forward": [700, 600], "sample": [50, 50]},
+        step_batch={"tokens": [9, 4], "kv_tokens": [9, 13], "requests": [1, 1]},
+        steps=2,
+    )
+    return write_result(tmp_path, result)
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        # a negative acceptance once made the simulator's trajectory loop for ever (`specperf report`)
+        (
+            lambda t: t["requests"][0]["ngram_acc"].__setitem__(0, -3),
+            rf"trace\.requests\[0\]\.ngram_acc\[0\]: {NEGATIVE}",
+        ),
+        (
+            lambda t: t["requests"][0]["accepted"].__setitem__(1, -1),
+            rf"trace\.requests\[0\]\.accepted\[1\]: {NEGATIVE}",
+        ),
+        (lambda t: t["step_us"]["forward"].pop(), UNSHAPED + r"step lists of unequal length \(forward 1, draft 2\)"),
+        (
+            lambda t: t["step_batch"]["requests"].append(1),
+            UNSHAPED + r"step lists of unequal length \(draft 2, requests 3\)",
+        ),
+        (lambda t: t["step_us"].pop("forward"), UNSHAPED + r"step_us lacks forward"),
+        (lambda t: t["step_batch"].pop("kv_tokens"), UNSHAPED + r"step_batch lacks kv_tokens"),
+        (lambda t: t["step_us"]["draft"].__setitem__(0, -5), rf"trace\.step_us\.draft\[0\]: {NEGATIVE}"),
+    ],
+)
+def test_a_traces_lists_are_checked_on_load(tmp_path, change, problem):
+    """What the trace readers (analysis/traces.py, analysis/cost_fit.py) index into is shaped when the
+    file is read: one line naming the file, never a hang or a traceback later."""
+    path = _traced_result_file(tmp_path)
+    data = json.loads(path.read_text())
+    change(data["trace"])
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultFileError, match=rf"^{path}: corrupt result \({problem}\)$"):
+        read_record(path, ScenarioResult, "result")
+
+
+def test_an_untouched_trace_loads(tmp_path):
+    assert read_record(_traced_result_file(tmp_path), ScenarioResult, "result").trace.steps == 2

@@ -211,6 +211,13 @@ def test_cli_names_a_missing_trace_file(tmp_path, capsys):
     assert "combined_cnn.jsonl: no such trace file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("size", ["0", "-1", "1000001"])
+def test_cli_refuses_a_batch_size_out_of_range_in_one_line(tmp_path, capsys, size):
+    """0 once printed nan, -1 a ValueError's traceback."""
+    assert cli.main(["simulate", "--study-traces", str(tmp_path), "--batch-sizes", "1", size]) == 2
+    assert capsys.readouterr().err == f"specperf: error: --batch-sizes: {size} is not a batch size from 1 to 1000000\n"
+
+
 def test_the_curves_page_draws_a_chart_per_dataset_with_a_line_per_mode():
     from specperf.report.study_curves import render_study_curves
 

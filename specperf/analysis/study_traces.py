@@ -51,12 +51,15 @@ def _acceptance(item: dict) -> dict[str, list[int]]:
     return acc
 
 
+MAX_ACCEPTED = 1_000_000  # tokens one step may accept: far beyond any output, and a float's range
+
+
 def _lengths(values) -> list[int]:
     """Accepted tokens per step: whole numbers from 0 up."""
     if not isinstance(values, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ACCEPTED for v in values
     ):
-        raise TypeError("acc_len must be a list of whole numbers from 0 up")
+        raise TypeError(f"acc_len must be a list of whole numbers from 0 to {MAX_ACCEPTED}")
     return values
 
 

@@ -44,6 +44,7 @@ def print_fitted_costs(run_dirs: list[Path]) -> int:
 
 # simulate.Speedup's fields as the study's simulator prints them; the first is the one it returns
 SPEEDUP_WAYS = {"throughput": "throughput", "per_request": "request mean", "latency": "latency"}
+MAX_BATCH = 1_000_000  # far beyond any engine; a bound keeps the arithmetic in a float's range
 AGREE = {True: "yes", False: "no", None: "-"}  # simulated within the cost model's error of measured
 # held-out: the simulator's worst error on the scenario's k fitted on another k of its traced sweep
 # (analysis/held_out.py); a simulated best k is printed only with it
@@ -104,6 +105,9 @@ def run(args) -> int:
         print("specperf: error: simulate needs --study-traces DIR or --fit-from RUN_DIR", file=sys.stderr)
         return 2
     folder, batches, rows = Path(args.study_traces), args.batch_sizes, []
+    if bad := [b for b in batches if not 1 <= b <= MAX_BATCH]:
+        print(f"specperf: error: --batch-sizes: {bad[0]} is not a batch size from 1 to {MAX_BATCH}", file=sys.stderr)
+        return 2
     print(
         f"{'dataset':<14} {'proposer':<9} {'mode':<7} {'speedup by':<12}" + "".join(f"{f'bs{b}':>7}" for b in batches)
     )

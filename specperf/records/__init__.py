@@ -15,6 +15,8 @@ from .base import NO_SD, SCHEMA_VERSION, Number, Provenance, Record
 from .compared import BaselineRef, Gate, MetricVerdict, PairedSamples, Side, Verdict
 from .files import Baseline, Figures, NoiseEntry, NoiseFile, RunFile, RunStats, ScenarioResult
 from .measured import (
+    STEP_BATCH,
+    STEP_PARTS,
     VECTOR_METRICS,
     CallTiming,
     Counters,
@@ -58,6 +60,8 @@ __all__ = [
     "Provenance",
     "Record",
     "RequestTrace",
+    "STEP_BATCH",
+    "STEP_PARTS",
     "Round",
     "RunFile",
     "RunStats",

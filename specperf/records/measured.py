@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, NonNegativeInt, TypeAdapter, ValidationError, model_validator
 
 from .base import Number, Record
 
@@ -141,11 +141,15 @@ class RequestTrace(Record):
     adaptive scenarios) would produce at every output position."""
 
     request_id: str
-    drafted: list[int]
-    accepted: list[int]
-    ngram_acc: list[int] = Field(default_factory=list)
-    draft_acc: list[int] = Field(default_factory=list)
-    prompt_len: int = 0
+    drafted: list[NonNegativeInt]
+    accepted: list[NonNegativeInt]
+    ngram_acc: list[NonNegativeInt] = Field(default_factory=list)
+    draft_acc: list[NonNegativeInt] = Field(default_factory=list)
+    prompt_len: NonNegativeInt = 0
+
+
+STEP_PARTS = ("total", "draft", "forward", "sample")  # the step timer's parts: microseconds in step_us
+STEP_BATCH = ("tokens", "kv_tokens", "requests")  # the step's batch, in step_batch
 
 
 class Trace(Record):
@@ -154,14 +158,28 @@ class Trace(Record):
     draft - forward - sample (scheduling, input preparation, bookkeeping)."""
 
     requests: list[RequestTrace] = Field(default_factory=list)
-    step_us: dict[str, list[int]] = Field(default_factory=dict)  # total, draft, forward, sample
-    step_batch: dict[str, list[int]] = Field(default_factory=dict)  # tokens (forward), kv_tokens, requests
+    step_us: dict[str, list[NonNegativeInt]] = Field(default_factory=dict)  # STEP_PARTS
+    step_batch: dict[str, list[NonNegativeInt]] = Field(default_factory=dict)  # STEP_BATCH (tokens: forward's)
     seconds: dict[str, float] = Field(default_factory=dict)  # the same parts and rest, all rounds
     steps: int = 0  # engine steps, all rounds
     output_tokens: int = 0  # all rounds
     drafted: int = 0  # per-step counts summed, all rounds
     accepted: int = 0
     notes: list[str] = Field(default_factory=list)  # what could not be traced, and why
+
+    @model_validator(mode="after")
+    def _steps_aligned(self) -> Trace:
+        """Step i of every list is one step: the readers (analysis/cost_fit.py) index them together."""
+        for name, lists, parts in (("step_us", self.step_us, STEP_PARTS), ("step_batch", self.step_batch, STEP_BATCH)):
+            if lists and (missing := [p for p in parts if p not in lists]):
+                raise ValueError(f"{name} lacks {', '.join(missing)}")
+        lengths = {name: len(v) for name, v in (self.step_us | self.step_batch).items()}
+        if len(set(lengths.values())) > 1:
+            shortest, longest = min(lengths, key=lengths.__getitem__), max(lengths, key=lengths.__getitem__)
+            raise ValueError(
+                f"step lists of unequal length ({shortest} {lengths[shortest]}, {longest} {lengths[longest]})"
+            )
+        return self
 
     def totals(self) -> Trace:
         """The totals without the per-step lists: what a baseline keeps."""

@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING
 
 from ...analysis import ngram
 from ...methods import method_of
-from ...records import RequestTrace, Trace
+from ...records import STEP_BATCH, STEP_PARTS, RequestTrace, Trace
 
 if TYPE_CHECKING:  # the engine process imports this module: it needs no workload code
     from ...profiles.workloads import Request
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
 DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
-PARTS = ("total", "draft", "forward", "sample")  # the step timer's first fields: seconds
-BATCH = ("tokens", "kv_tokens", "requests")  # then the step's batch (STEP_FIELDS)
+PARTS, BATCH = STEP_PARTS, STEP_BATCH  # the step timer's fields: seconds, then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000  # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000  # output positions given n-gram's acceptance per result
 NEVER_DRAFTED = {"drafted": [], "accepted": []}  # a request no step drafted for: the hook never saw it

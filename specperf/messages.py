@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+SECRET_WORDS = ("password", "secret", "token", "key")  # query parameters that carry one (sslpassword, ...)
+
 
 def one_line(err: BaseException, limit: int | None = None) -> str:
     """The root cause of an exception chain as 'Type: message', white space folded, cut at `limit`."""
@@ -49,3 +51,16 @@ class PrintableStream:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+def shown_url(url: str) -> str:
+    """A URL as the suite prints it, without its secrets: the password of user:password@, and the
+    values of query parameters named for one (?sslpassword=, ?token=).  Every URL in a message, on
+    the terminal or in a report goes through here (history databases, servers); the rest of the
+    text is kept as written."""
+    head, mark, query = url.partition("?")
+    if (found := re.match(r"([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", head)) and ":" in found[2]:  # to the last @
+        head = f"{found[1]}{found[2].partition(':')[0]}:***@{head[found.end() :]}"
+    words = "|".join(SECRET_WORDS)
+    query = re.sub(rf"((?:^|&)[^=&#]*(?:{words})[^=&#]*=)[^&#]*", r"\1***", query, flags=re.IGNORECASE)
+    return head + mark + query

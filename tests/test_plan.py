@@ -421,9 +421,11 @@ def run_cli(capsys, *argv):
         (["--profile", "no-such-profile"], "no-such-profile.toml: no such profile"),
         (["--profile", "h100-nightly", "--gpus", "0"], "--gpus must be at least 1, got 0"),
         (["--profile", "cpu-smoke", "--shards", "0"], "--shards must be at least 1, got 0"),
+        (["--profile", "cpu-smoke", "--shards", "1000000000"], "--shards must be at most 4096, got 1000000000"),
         (["--profile", "cpu-smoke", "--gpus", "2"], "--gpus: cpu-smoke is a cpu-tier profile"),
         (["--profile", "cpu-smoke", "-k", "nothing-matches-this"], "no scenario matches the selection"),
         (["--profile", "cpu-smoke", "--history", "/nonexistent/h.sqlite"], "no such database"),
+        (["--profile", "cpu-smoke", "--history", "sqlite+pysqlcipher://:KEY@//x/y.db"], ":***@//x/y.db: no such"),
     ],
 )
 def test_bad_input_is_one_line(capsys, argv, words):

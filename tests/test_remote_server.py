@@ -95,3 +95,14 @@ def test_a_running_servers_results_file_under_its_address():
     assert hardware_key("http://Staging.example:8000/") == "server-staging-example-8000"
     assert check_url("https://staging:8000") is None
     assert "not an http(s) URL" in check_url("ftp://x")
+
+
+def test_a_servers_password_is_never_printed_stored_or_in_its_baseline_key():
+    """A staging server behind basic authentication: its password is in no message, no stored fact
+    and no baseline folder name (the key was once the whole user:password@host)."""
+    url = "http://me:hunter2@staging:8000"
+    assert hardware_key(url) == "server-staging-8000"
+    assert "hunter2" not in check_url("ftp://me:hunter2@x")
+    with pytest.raises(EngineError) as err:
+        describe("http://me:hunter2@127.0.0.1:1", wants_sd=True)
+    assert "hunter2" not in str(err.value) and "me:***@127.0.0.1:1" in str(err.value)

@@ -23,16 +23,21 @@ def scenarios(request):
     return list(load_profile(request.param).scenarios)
 
 
-@pytest.mark.parametrize("text, expected", [("1/1", (1, 1)), ("2/3", (2, 3)), (" 4 / 4 ", (4, 4))])
+@pytest.mark.parametrize(
+    "text, expected", [("1/1", (1, 1)), ("2/3", (2, 3)), (" 4 / 4 ", (4, 4)), ("1/4096", (1, 4096))]
+)
 def test_parse_shard(text, expected):
     assert sharding.parse_shard(text) == expected
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "1", "a/b", "1/2/3", "-1/2", "", "1.5/2"])
+# 1/1000000000 once ran past 20 s of splitting before a scenario was collected
+@pytest.mark.parametrize(
+    "text", ["0/3", "4/3", "1/0", "1", "a/b", "1/2/3", "-1/2", "", "1.5/2", "1/4097", "1/1000000000"]
+)
 def test_parse_shard_rejects(text):
     with pytest.raises(ValueError) as err:
         sharding.parse_shard(text)
-    assert str(err.value) == f"--shard: expected I/N with 1 <= I <= N, got {text!r}"
+    assert str(err.value) == f"--shard: expected I/N with 1 <= I <= N <= 4096, got {text!r}"
 
 
 def check_partition(scenarios, shards):

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..history import History, HistoryError, history_url, shown
+from ..history import History, HistoryError, history_url
 from ..history.queries import Reader
 from ..history.record import as_utc
+from ..messages import shown_url
 
 DEFAULT_METRIC = "throughput_tok_s"
 DRIFT_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "lossless_fraction")
@@ -50,7 +51,7 @@ def cmd_show(history: History, args) -> int:
     reader = history.reader()
     keys = [args.hardware] if args.hardware else reader.hardware_keys(args.scenario)
     if not keys:
-        print(f"specperf: error: history {shown(history.url)} holds no run of {args.scenario}", file=sys.stderr)
+        print(f"specperf: error: history {shown_url(history.url)} holds no run of {args.scenario}", file=sys.stderr)
         return 2
     for key in keys:
         series = reader.series(args.scenario, args.metric, key, last=args.last)

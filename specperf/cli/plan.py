@@ -12,10 +12,12 @@ def run(args) -> int:
     """Predict a profile's wall time per shard (and on --gpus N) before it runs (plan.py)."""
     from ..history import History, HistoryError, history_url
     from ..history.database import missing_sqlite_file
+    from ..messages import shown_url
     from ..plan import Planner, make_plan
     from ..plan.view import plan_lines, select
     from ..profiles.scenarios import ProfileError, load_profile
     from ..run.hardware import device
+    from ..run.sharding import MAX_SHARDS
 
     def error(message: str) -> int:
         print(f"specperf: error: {message}", file=sys.stderr)
@@ -24,6 +26,8 @@ def run(args) -> int:
     for option, value in (("--gpus", args.gpus), ("--shards", args.shards)):
         if value is not None and value < 1:
             return error(f"{option} must be at least 1, got {value}")
+    if args.shards is not None and args.shards > MAX_SHARDS:
+        return error(f"--shards must be at most {MAX_SHARDS}, got {args.shards}")
     try:
         profile = load_profile(args.profile)
         scenarios = select(profile, args.keyword, args.markexpr)
@@ -45,7 +49,7 @@ def run(args) -> int:
     if missing and args.history is None:
         url = None  # no history beside the reports yet: nothing to create
     elif missing:
-        return error(f"--history {url}: no such database")
+        return error(f"--history {shown_url(url)}: no such database")
     rows = []
     if url is not None and key is not None:
         try:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..messages import shown_url
 from ..records import RunFile, ScenarioResult
-from .database import HistoryError, history_url, migrate, missing_sqlite_file, open_engine, shown
+from .database import HistoryError, history_url, migrate, missing_sqlite_file, open_engine
 from .queries import Reader
 from .record import Recorded, record_results, record_run_dir
 
-__all__ = ["History", "HistoryError", "history_url", "shown"]
+__all__ = ["History", "HistoryError", "history_url"]
 
 
 class History:
@@ -25,7 +26,9 @@ class History:
         does not exist is HistoryError, not a new database."""
         self.url = url
         if read_only and (missing := missing_sqlite_file(url)):
-            raise HistoryError(f"history {shown(url)}: no such database file {missing} (nothing recorded there yet)")
+            raise HistoryError(
+                f"history {shown_url(url)}: no such database file {missing} (nothing recorded there yet)"
+            )
         self.engine = open_engine(url)
         try:
             migrate(self.engine, url)

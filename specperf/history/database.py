@@ -9,14 +9,13 @@ instead of failing; PostgreSQL migrations hold an advisory lock, so a fresh data
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ..messages import one_line
+from ..messages import one_line, shown_url
 
 ENV_VAR = "SPECPERF_HISTORY"
 OFF = ("off", "none")
@@ -42,23 +41,6 @@ def history_url(option: str | None, reports_dir: Path) -> str | None:
     return value
 
 
-SECRET_WORDS = ("password", "secret", "token")  # query parameters that carry a secret (sslpassword, ...)
-
-
-def shown(url: str) -> str:
-    """The URL without its secrets (the password, and query parameters such as ?sslpassword=), for
-    messages, the terminal and the report."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return re.sub(r"//[^/@]*@", "//***@", url.split("?")[0])
-    query = {
-        key: ("***" if any(word in key.lower() for word in SECRET_WORDS) else value)
-        for key, value in parsed.query.items()
-    }
-    return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
-
-
 def missing_sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names where it does not exist (None: it exists, or the URL is no SQLite file)."""
     try:
@@ -76,23 +58,32 @@ def open_engine(url: str) -> Engine:
         parsed = make_url(url)
         _ = parsed.port  # a port that is no number fails here, not at the first query
     except (ArgumentError, ValueError):
-        raise HistoryError(f"history {shown(url)}: not a database URL (sqlite:///FILE or postgresql://...)") from None
+        raise HistoryError(
+            f"history {shown_url(url)}: not a database URL (sqlite:///FILE or postgresql://...)"
+        ) from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() == "sqlite":
+        if parsed.drivername != "sqlite":  # pysqlcipher, aiosqlite: modules this suite does not install
+            raise HistoryError(
+                f"history {shown_url(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
+                "supported; use sqlite:///FILE"
+            )
         if parsed.database and parsed.database != ":memory:":
             try:
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise HistoryError(f"history {url}: cannot create its folder: {err.strerror}") from None
+                raise HistoryError(f"history {shown_url(url)}: cannot create its folder: {err.strerror}") from None
         engine = create_engine(parsed, connect_args={"timeout": LOCK_WAIT_S})
         _immediate_transactions(engine)
         return engine
     if parsed.get_backend_name() != "postgresql":
-        raise HistoryError(f"history {shown(url)}: {parsed.get_backend_name()} is not supported (SQLite or PostgreSQL)")
+        raise HistoryError(
+            f"history {shown_url(url)}: {parsed.get_backend_name()} is not supported (SQLite or PostgreSQL)"
+        )
     if parsed.drivername != "postgresql+psycopg":
         raise HistoryError(
-            f"history {shown(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
+            f"history {shown_url(url)}: driver {parsed.drivername.partition('+')[2]!r} is not "
             "supported; use postgresql:// (psycopg 3)"
         )
     return create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
@@ -138,9 +129,9 @@ def migrate(engine: Engine, url: str) -> None:
                 return
             if current is not None and current not in {s.revision for s in scripts.walk_revisions()}:
                 raise HistoryError(
-                    f"history {shown(url)}: schema revision {current} is newer than this suite's "
+                    f"history {shown_url(url)}: schema revision {current} is newer than this suite's "
                     f"({head}); upgrade specperf to use it"
                 )
             command.upgrade(_migration_config(connection), "head")
     except SQLAlchemyError as err:
-        raise HistoryError(f"history {shown(url)}: {one_line(err, 300)}") from None
+        raise HistoryError(f"history {shown_url(url)}: {one_line(err, 300)}") from None

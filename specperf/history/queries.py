@@ -16,10 +16,10 @@ from sqlalchemy import and_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..messages import one_line
+from ..messages import one_line, shown_url
 from ..records import SCHEMA_VERSION
 from ..status import OK
-from .database import HistoryError, shown
+from .database import HistoryError
 from .record import as_utc
 from .tables import metric_values, results, runs, verdicts
 
@@ -110,9 +110,9 @@ class Reader:
             with self.engine.connect() as connection:
                 return connection.execute(query).all()
         except SQLAlchemyError as err:
-            raise HistoryError(f"history {shown(self.url)}: {one_line(err, 300)}") from None
+            raise HistoryError(f"history {shown_url(self.url)}: {one_line(err, 300)}") from None
         except (ValueError, TypeError) as err:  # a column of the wrong type (a time that is no time)
-            raise HistoryError(f"history {shown(self.url)}: unreadable row: {one_line(err, 300)}") from None
+            raise HistoryError(f"history {shown_url(self.url)}: unreadable row: {one_line(err, 300)}") from None
 
     def _usable(self, row) -> bool:
         reason = skip_reason(row.complete, row.record_schema)

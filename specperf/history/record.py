@@ -18,10 +18,10 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from ..messages import one_line
+from ..messages import one_line, shown_url
 from ..records import SCHEMA_VERSION, RunFile, ScenarioResult
 from ..storage import ResultFileError, parse_time, read_run_dir
-from .database import HistoryError, shown
+from .database import HistoryError
 from .tables import metric_values, results, round_values, runs, verdicts
 
 ATTEMPTS = 3
@@ -198,9 +198,11 @@ def record_results(engine: Engine, url: str, run_id: str, run: RunFile | None, f
             return recorded
         except IntegrityError:  # another process recorded the same run meanwhile: look again
             if attempt == ATTEMPTS - 1:
-                raise HistoryError(f"history {shown(url)}: {run_id}: kept colliding with another recording") from None
+                raise HistoryError(
+                    f"history {shown_url(url)}: {run_id}: kept colliding with another recording"
+                ) from None
         except SQLAlchemyError as err:
-            raise HistoryError(f"history {shown(url)}: cannot record {run_id}: {one_line(err, 300)}") from None
+            raise HistoryError(f"history {shown_url(url)}: cannot record {run_id}: {one_line(err, 300)}") from None
     return recorded
 
 

@@ -46,13 +46,14 @@ def _line(series) -> dict | None:
 def load_trends(url: str | None, results: list[ScenarioResult], last: int = LAST_RUNS) -> Trends:
     """Trend lines of the results' scenarios on their own hardware keys; a database that cannot be read
     is one line in `problems`, never a failed report."""
-    from ..history import History, HistoryError, shown
+    from ..history import History, HistoryError
     from ..history.database import missing_sqlite_file
+    from ..messages import shown_url
 
     trends = Trends(runs=last)
     if url is None or missing_sqlite_file(url) is not None:  # a report never creates a database
         return trends
-    trends.source = shown(url)
+    trends.source = shown_url(url)
     try:
         with History(url, read_only=True) as history:
             reader = history.reader()

@@ -27,6 +27,7 @@ from ..analysis.cost import H100, Machine, engine_start_default, measuring_s
 # The split is by the default cost model on one H100, whatever the tier: every machine computes
 # the same split from the scenarios alone, and only the proportions matter.
 MACHINE = H100
+MAX_SHARDS = 4096  # far beyond any fleet; the split's work grows with the count
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -34,9 +35,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if match:
         index, count = int(match.group(1)), int(match.group(2))
-        if 1 <= index <= count:
+        if 1 <= index <= count <= MAX_SHARDS:
             return index, count
-    raise ValueError(f"--shard: expected I/N with 1 <= I <= N, got {text!r}")
+    raise ValueError(f"--shard: expected I/N with 1 <= I <= N <= {MAX_SHARDS}, got {text!r}")
 
 
 def estimated_cost(scenario, machine: Machine = MACHINE) -> float:

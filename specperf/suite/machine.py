@@ -25,8 +25,9 @@ def machine(config) -> dict:
     except (TypeError, ValueError) as err:
         raise pytest.UsageError(f"pytest_specperf_machine_facts: not JSON: {err}") from None
     if url := options(config).serve_url:  # what is measured is that server, not this machine
+        from ..messages import shown_url
         from ..run.serving.remote import hardware_key
 
-        facts = {"serve_url": url, "client_hardware_key": device["hardware_key"]} | facts
+        facts = {"serve_url": shown_url(url), "client_hardware_key": device["hardware_key"]} | facts
         device = device | {"hardware_key": hardware_key(url)}
     return device | ({"facts": facts} if facts else {})

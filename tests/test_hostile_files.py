@@ -226,3 +226,19 @@ def test_a_traces_lists_are_checked_on_load(tmp_path, change, problem):
 
 def test_an_untouched_trace_loads(tmp_path):
     assert read_record(_traced_result_file(tmp_path), ScenarioResult, "result").trace.steps == 2
+
+
+@pytest.mark.parametrize("argv", [["report", "{run}"], ["report", "{run}", "--out", "{run}/out"]])
+def test_a_file_the_command_cannot_write_is_one_line(tmp_path, capsys, argv):
+    """A folder the command cannot write into (here a directory where its file goes, which even
+    root cannot replace; a read-only folder is the same error) was a PermissionError's traceback: any
+    command's (specperf simulate --json, noise --write) ends in specperf.cli.main's one line."""
+    from specperf.cli import main
+
+    run = tmp_path / "run"
+    write_result(run, make_record())
+    for name in ("index.html", "out/index.html"):
+        (run / name).mkdir(parents=True)
+    assert main([a.format(run=run) for a in argv]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"specperf: error: {run}") and line.endswith("Is a directory")

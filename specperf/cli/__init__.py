@@ -40,5 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except ResultFileError as err:
         print(f"specperf: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a folder it cannot write (read-only, a directory where a file goes), a full disk
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"specperf: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
     finally:
         sys.stdout, sys.stderr = stdout, stderr

@@ -25,7 +25,10 @@ def parse_since(text: str, now: datetime.datetime | None = None) -> datetime.dat
     match = SPAN.match(text.strip())
     if match:
         hours = {"h": 1, "d": 24, "w": 168}[match.group(2)] * int(match.group(1))
-        return now - datetime.timedelta(hours=hours)
+        try:
+            return now - datetime.timedelta(hours=hours)
+        except OverflowError:  # before the year 1: argparse's one line, not a traceback
+            raise ValueError(f"{text} reaches before the first year a date can name") from None
     return as_utc(datetime.datetime.fromisoformat(text))
 
 

@@ -133,3 +133,12 @@ def test_rows_of_the_wrong_type_in_sqlite_are_skipped_or_one_line(tmp_path, caps
         assert main(["history", "--history", url, *verb]) == 2
         (error,) = capsys.readouterr().err.splitlines()
         assert "unreadable row" in error
+
+
+@pytest.mark.parametrize("since", ["999999999d", "2026-13-01"])
+def test_a_window_no_date_can_start_is_a_usage_error(since, capsys):
+    """999999999 days ago is before the year 1: once an OverflowError's traceback."""
+    with pytest.raises(SystemExit) as done:
+        main(["history", "--history", "sqlite:////nonexistent/h.sqlite", "drift", "--since", since])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"argument --since: invalid parse_since value: '{since}'")

@@ -30,14 +30,19 @@ def field_path(loc: tuple[str | int, ...]) -> str:
     return path
 
 
-# Control characters but the line feed and tab: C0, DEL and C1 (ESC starts every terminal escape).
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters but the line feed and tab: C0, DEL and C1 (ESC starts every terminal escape);
+# and what reorders or breaks a line without a control character: the bidirectional marks,
+# embeddings, overrides and isolates, and the Unicode line and paragraph separators.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    """Text for a terminal with its control characters escaped (\\x1b, not an escape sequence):
-    ids, prompts and errors come from files and must not drive the terminal."""
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Text for a terminal with its control characters escaped (\\x1b, \\u202e: not an escape
+    sequence, not text drawn right to left): ids, prompts and errors come from files and must not
+    drive the terminal."""
+    return CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
+    )
 
 
 class PrintableStream:

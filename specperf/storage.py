@@ -182,12 +182,21 @@ def write_result(run_dir: Path, result: ScenarioResult) -> Path:
     return write_record(result_path(run_dir, result.id), result)
 
 
+def read_result(path: Path) -> ScenarioResult:
+    """A result file, which the suite names after its scenario: one under another name (a copy) would
+    put a second result of that scenario beside the first, and one of the two would be shown."""
+    result = read_record(path, ScenarioResult, "result")
+    if path.name != f"{result.id}.json":
+        raise ResultFileError(f"{path}: holds scenario {result.id}, whose result is {path.with_name(result.id)}.json")
+    return result
+
+
 def load_results(run_dir: Path) -> list[ScenarioResult]:
     """Every result of a run directory, in scenario-id order; the first unusable file raises."""
     folder = Path(run_dir) / "results"
     if not folder.is_dir():
         raise ResultFileError(f"{run_dir}: not a run directory (no results/ folder)")
-    return [read_record(path, ScenarioResult, "result") for path in sorted(folder.glob("*.json"))]
+    return [read_result(path) for path in sorted(folder.glob("*.json"))]
 
 
 @dataclass
@@ -219,7 +228,7 @@ def read_run_dir(run_dir: Path) -> RunDir:
         return found
     for path in sorted(folder.glob("*.json")):
         try:
-            found.results.append(read_record(path, ScenarioResult, "result"))
+            found.results.append(read_result(path))
         except ResultFileError as err:
             found.problems.append(str(err))
     return found

@@ -290,14 +290,26 @@ def test_an_old_run_with_an_impossible_speed_is_a_corrupt_baseline(tmp_path, cap
     assert code == 2 and f"{SD_ID}.json: corrupt baseline: a sample of throughput_tok_s" in err
 
 
-def test_terminal_escapes_in_ids_are_printed_escaped(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "evil\x1b[2J\x1b]0;owned\x07",  # terminal escapes
+        "m\u202egsm8k",  # drawn right to left: the id would read as another
+        "m\ntiny-llama-eagle3-k3-bs4-gsm8k: pass",  # a forged verdict line
+    ],
+)
+def test_an_id_no_profile_can_make_is_a_corrupt_result_printed_escaped(tmp_path, capsys, name):
+    """A scenario id is made of profile names (lower-case letters, digits, '.', '_', '-'): a stored
+    result with any other is corrupt, named in one line that carries no control character."""
     records = pair()
-    evil = records[1].scenario.model.model_copy(update={"name": "evil\x1b[2J\x1b]0;owned\x07"})
+    evil = records[1].scenario.model.model_copy(update={"name": name})
     records[1].scenario = records[1].scenario.replace(model=evil)
     old, new = run_dir(tmp_path, "old", pair()), run_dir(tmp_path, "new", records)
-    code, out, _ = compare(capsys, old, new)
-    assert "\x1b" not in out and "\x07" not in out
-    assert "evil\\x1b[2J\\x1b]0;owned\\x07-eagle3-k3-bs4-gsm8k: no-baseline" in out
+    code, out, err = compare(capsys, old, new)
+    assert code == 2 and not out
+    (line,) = err.splitlines()
+    assert "corrupt result (scenario.model.name: String should match pattern" in line
+    assert not {"\x1b", "\x07", "\u202e"} & set(line)
 
 
 @pytest.mark.parametrize(

@@ -242,3 +242,21 @@ def test_a_file_the_command_cannot_write_is_one_line(tmp_path, capsys, argv):
     assert main([a.format(run=run) for a in argv]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"specperf: error: {run}") and line.endswith("Is a directory")
+
+
+def test_a_second_result_of_one_scenario_names_both_files(tmp_path, capsys):
+    """A copy of a result under another name once merged silently with the first (the report showed
+    one of the two); now the copy is a problem line naming both, and the rightly named file counts."""
+    from specperf.cli import main
+    from specperf.storage import load_results, read_run_dir
+
+    right = write_result(tmp_path, make_record())
+    copy = right.with_name("copy.json")
+    copy.write_text(right.read_text())
+    found = read_run_dir(tmp_path)
+    assert [r.id for r in found.results] == [right.stem]
+    assert found.problems == [f"{copy}: holds scenario {right.stem}, whose result is {right}"]
+    with pytest.raises(ResultFileError, match=f"^{copy}: holds scenario"):
+        load_results(tmp_path)
+    assert main(["report", str(tmp_path)]) == 0
+    assert "report:" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from pydantic import Field, PlainValidator
 
 from ..checkpoints import BUILTINS, builtin_recipe, is_builtin
 from ..judge.metrics import DYNAMIC_VS_BEST_K, METRICS
-from ..records.scenario import MODES
+from ..records.scenario import MODES, SLUG
 from .registry import (
     BATCHING_MODES,
     GPU_CLASSES,
@@ -24,8 +24,6 @@ from .registry import (
     method_names,
     workload_names,
 )
-
-SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 
 
 def _checked(check: Callable[[Any], Any], schema: Any) -> Any:

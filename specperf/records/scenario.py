@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, computed_field, model_validator
 
@@ -29,8 +29,13 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+# A name in scenario ids: what a terminal line, a file name and a -k expression all take as it is.
+SLUG = r"^[a-z0-9][a-z0-9._-]*$"
+Slug = Annotated[str, Field(pattern=SLUG)]
+
+
 class Model(Record):
-    name: str
+    name: Slug
     path: str
     tokenizer: str | None = None
     tp: int = 1
@@ -40,7 +45,7 @@ class Model(Record):
 class Method(Record):
     """An SD method as vLLM's speculative_config sees it; name "none" means no SD."""
 
-    label: str  # the profile's key, used in scenario ids ("eagle3-k3")
+    label: Slug  # the profile's key, used in scenario ids ("eagle3-k3")
     name: str  # vLLM's method ("eagle3"), or "none"
     params: dict[str, Any] = Field(default_factory=dict)  # the rest of speculative_config
 
@@ -60,11 +65,11 @@ REFERENCE_METHOD = Method(label=NO_SD_LABEL, name=NO_SD)
 class Scenario(Record):
     model_config = ConfigDict(frozen=True)
 
-    profile: str
+    profile: Slug
     model: Model
     method: Method
     batch_size: int
-    dataset: str
+    dataset: Slug
     num_requests: int
     output_len: int
     rounds: int

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..records import ScenarioResult
-from ..storage import ResultFileError, read_record
+from ..storage import ResultFileError, read_result
 
 
 def finished_results(run_dir: Path, hardware_key: str, log: Callable[[str], None]) -> dict[str, ScenarioResult]:
@@ -15,7 +15,7 @@ def finished_results(run_dir: Path, hardware_key: str, log: Callable[[str], None
     finished = {}
     for path in sorted((Path(run_dir) / "results").glob("*.json")):
         try:
-            result = read_record(path, ScenarioResult, "result")
+            result = read_result(path)
         except ResultFileError as err:
             log(f"resume: measuring again: {err}")
             continue

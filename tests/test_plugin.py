@@ -215,16 +215,20 @@ def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):
     assert "that run was measured on gpu-nvidia-h100-80gb-hbm3-80g-x1, this machine is cpu-" in line
 
 
-def test_resume_refuses_results_behind_a_symbolic_link(pytester, profile, tmp_path):
+@pytest.mark.parametrize("link", ["results", "servers", "index.html", "results/x.json"])
+def test_resume_refuses_anything_behind_a_symbolic_link(pytester, profile, tmp_path, link):
+    """servers/ through a link once had the server's args file and log written outside the run
+    folder; a result file through one raised an uncaught exception."""
     from specperf.run.hardware.device import describe_device
 
     run_dir = tmp_path / "reports" / "20260101-000000-plugin-test"
     resumable_run(run_dir, "plugin-test", describe_device()["hardware_key"])
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    (run_dir / "results").symlink_to(outside)
+    (run_dir / link).parent.mkdir(exist_ok=True)
+    (run_dir / link).symlink_to(outside)
     line = usage_error(pytester, "--resume", str(run_dir), "--profile", str(profile))
-    assert f"{run_dir / 'results'} is a symbolic link: refusing to write through it" in line
+    assert f"{run_dir / link} is a symbolic link: refusing to write through it" in line
 
 
 def test_a_result_is_never_written_through_a_symbolic_link(tmp_path):

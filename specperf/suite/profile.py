@@ -59,9 +59,14 @@ def resumed_run(run_dir: Path) -> RunFile:
     """run.json of the run that --resume continues."""
     from ..storage import ResultFileError, read_record
 
-    for name in ("results", "run.json"):
-        if (run_dir / name).is_symlink():
-            raise pytest.UsageError(f"--resume: {run_dir / name} is a symbolic link: refusing to write through it")
+    # everything the run writes lies in its folder and results/ (servers/, the report, run.json):
+    # a link there may point anywhere
+    folders = [run_dir, run_dir / "results"]
+    for path in sorted(
+        p for folder in folders if folder.is_dir() and not folder.is_symlink() for p in folder.iterdir()
+    ):
+        if path.is_symlink():
+            raise pytest.UsageError(f"--resume: {path} is a symbolic link: refusing to write through it")
     try:
         return read_record(run_dir / "run.json", RunFile, "run file")
     except ResultFileError as err:

@@ -56,7 +56,12 @@ def test_where_speed_is_informational_the_new_machine_passes(store):
 
 
 @pytest.mark.parametrize(
-    "corrupt", [{"metrics": {}}, {"metrics": {"lossless_fraction": {"value": 1.0, "samples": []}}}]
+    "corrupt",
+    [
+        {"metrics": {}},
+        {"metrics": {"lossless_fraction": {"value": 1.0, "samples": []}}},
+        {"metrics": {"lossless_fraction": {"value": 1.0, "samples": [None]}}},  # once no-baseline, and a pass
+    ],
 )
 def test_an_empty_hardware_baseline_is_corrupt_and_never_hides_the_portable_one(store, corrupt):
     import json
@@ -67,6 +72,22 @@ def test_an_empty_hardware_baseline_is_corrupt_and_never_hides_the_portable_one(
     verdict = judged(store, result)
     assert verdict.status == "error" and verdict.failed
     assert str(path) in verdict.note and "corrupt baseline" in verdict.note
+
+
+def test_a_metric_the_hardware_baseline_lacks_is_judged_by_the_portable_one(store):
+    """A hardware baseline without lossless_fraction once made a lossless drop from 1 to 0 a
+    no-baseline pass, while baselines/portable/ held lossless 1."""
+    import json
+
+    path = write_baseline(store, make_record(hardware_key=NEW_MACHINE), NEW_MACHINE)
+    data = json.loads(path.read_text())
+    del data["metrics"]["lossless_fraction"]
+    path.write_text(json.dumps(data))
+    verdict = judged(store, make_record(lossless=0.0, hardware_key=NEW_MACHINE))
+    lossless = next(m for m in verdict.metrics if m.metric == "lossless_fraction")
+    assert lossless.status == "regression" and lossless.judged_by == PORTABLE
+    assert verdict.status == "regression" and verdict.failed
+    assert {m.judged_by for m in verdict.metrics if m.metric != "lossless_fraction" and m.baseline} == {"hardware"}
 
 
 def test_an_acceptance_drop_on_a_new_machine_fails(store):

@@ -37,8 +37,8 @@ def checked_baseline(baseline: Baseline, path: Path) -> Baseline:
     if not baseline.metrics:
         raise ResultFileError(f"{path}: corrupt baseline: metrics is empty")
     for name, metric in baseline.metrics.items():
-        if not metric.samples:
-            raise ResultFileError(f"{path}: corrupt baseline: metrics.{name}.samples is empty")
+        if all(sample is None for sample in metric.samples):  # [] or [null]: nothing to judge against
+            raise ResultFileError(f"{path}: corrupt baseline: metrics.{name}.samples holds no value")
     for name, samples in metric_samples(baseline.metrics).items():
         problem = next(filter(None, map(spec_for(name).out_of_range, samples)), None) if known_metric(name) else None
         if problem:

@@ -44,12 +44,18 @@ class StoredJudge:
         """The verdict by the profile's `rules`, and the baseline that judged it; a corrupt file is an
         error verdict.
 
-        Without a baseline of this hardware, the portable one judges the deterministic metrics."""
-        baseline, note, source = None, "", "hardware"
+        Without a baseline of this hardware, the portable one judges the deterministic metrics; with
+        one, the portable one judges those it lacks."""
+        baseline, note, source, from_portable = None, "", "hardware", set()
         try:
             baseline = load_baseline(self.baseline_dir, self.hardware_key, result.id)
+            portable = load_baseline(self.baseline_dir, PORTABLE, result.id)
             if baseline is None:
-                baseline, source = load_baseline(self.baseline_dir, PORTABLE, result.id), PORTABLE
+                baseline, source = portable, PORTABLE
+            elif portable is not None:  # a metric the hardware's file lacks never goes unjudged
+                from_portable = set(portable.metrics) - set(baseline.metrics)
+                metrics = baseline.metrics | {name: portable.metrics[name] for name in from_portable}
+                baseline = baseline.model_copy(update={"metrics": metrics})
         except ResultFileError as err:
             note = str(err)
         try:
@@ -68,7 +74,8 @@ class StoredJudge:
             verdict.status, verdict.note = ERROR, note
         elif baseline is not None:
             for metric in verdict.metrics:
-                metric.judged_by = source if metric.baseline is not None else ""
+                by = PORTABLE if metric.metric in from_portable else source
+                metric.judged_by = by if metric.baseline is not None else ""
             if source == PORTABLE:
                 verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline()]))
         elif verdict.status == NO_BASELINE:

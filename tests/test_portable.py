@@ -74,6 +74,26 @@ def test_an_empty_hardware_baseline_is_corrupt_and_never_hides_the_portable_one(
     assert str(path) in verdict.note and "corrupt baseline" in verdict.note
 
 
+@pytest.mark.parametrize(
+    "kind, throughput, problem",
+    [
+        ("cpu", 1e-5, "outside what a cpu measures, [0.01, 100000]"),
+        ("gpu", 0.05, "outside what a gpu measures, [0.1, 1e+07]"),
+        ("gpu", 5e7, "outside what a gpu measures"),
+    ],
+)
+def test_a_speed_no_machine_of_its_kind_measures_makes_a_baseline_corrupt(store, kind, throughput, problem):
+    import json
+
+    path = write_baseline(store, make_record(hardware_key=NEW_MACHINE), NEW_MACHINE)
+    data = json.loads(path.read_text())
+    data["device"]["kind"] = kind
+    data["metrics"]["throughput_tok_s"]["samples"][0] = throughput
+    path.write_text(json.dumps(data))
+    verdict = judged(store, make_record(hardware_key=NEW_MACHINE))
+    assert verdict.status == "error" and f"a sample of throughput_tok_s {throughput!r} is {problem}" in verdict.note
+
+
 def test_a_metric_the_hardware_baseline_lacks_is_judged_by_the_portable_one(store):
     """A hardware baseline without lossless_fraction once made a lossless drop from 1 to 0 a
     no-baseline pass, while baselines/portable/ held lossless 1."""

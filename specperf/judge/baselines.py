@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..records import Baseline, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
-from .metrics import METRICS, known_metric, metric_samples, sample_summary, spec_for
+from .metrics import METRICS, implausible, known_metric, metric_samples, sample_summary, spec_for
 
 PORTABLE = "portable"  # the folder of the deterministic metrics' baselines, for every machine
 
@@ -39,8 +39,10 @@ def checked_baseline(baseline: Baseline, path: Path) -> Baseline:
     for name, metric in baseline.metrics.items():
         if all(sample is None for sample in metric.samples):  # [] or [null]: nothing to judge against
             raise ResultFileError(f"{path}: corrupt baseline: metrics.{name}.samples holds no value")
+    kind = (baseline.device or {}).get("kind")
     for name, samples in metric_samples(baseline.metrics).items():
         problem = next(filter(None, map(spec_for(name).out_of_range, samples)), None) if known_metric(name) else None
+        problem = problem or next(filter(None, (implausible(name, sample, kind) for sample in samples)), None)
         if problem:
             raise ResultFileError(f"{path}: corrupt baseline: a sample of {name} {problem}")
     return baseline

@@ -141,6 +141,29 @@ METRICS: dict[str, MetricSpec] = {
     )
 }
 
+# What a baseline's samples may hold, by the kind of machine that recorded them: beyond it the file is
+# corrupt, not a measurement (a stored speed of 1e-5 tok/s would make any run an improvement).
+# Wide on purpose: SmolLM2-135M on 2 CPU cores measures 20-200 tok/s and the tiny checkpoints a few
+# thousand; an H100 at batch 128 some ten thousand; the study's speedups lie within 0.3-6x.
+PLAUSIBLE: dict[str, dict[str, tuple[float, float]]] = {
+    "throughput_tok_s": {"cpu": (0.01, 1e5), "gpu": (0.1, 1e7)},
+    "speedup": {"cpu": (0.01, 100.0), "gpu": (0.01, 100.0)},
+    "tpot_speedup": {"cpu": (0.01, 100.0), "gpu": (0.01, 100.0)},
+}
+
+
+def implausible(metric: str, value: object, kind: str | None) -> str | None:
+    """Why a stored sample of `metric` cannot come from a machine of `kind` (cpu, gpu; another or
+    None: any of them), or None."""
+    ranges = PLAUSIBLE.get(metric, {})
+    if not ranges or not isinstance(value, (int, float)):
+        return None
+    low, high = ranges.get(kind or "") or (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values()))
+    if low <= value <= high:
+        return None
+    return f"{value!r} is outside what a {kind or 'machine'} measures, [{low:g}, {high:g}] (judge/metrics.py PLAUSIBLE)"
+
+
 # Judged across the scenarios of a run when it ends, not per round (analysis/dynamic_sd.py: a dynamic
 # SD schedule against the best fixed k); a profile may keep it informational as it does a metric.
 DYNAMIC_VS_BEST_K = "dynamic_vs_best_k"

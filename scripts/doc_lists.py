@@ -71,8 +71,9 @@ def methods() -> str:
     return "\n".join([head, *rows]) + "\n"
 
 
-# Placeholders for the id's parts; each number is one no real scenario has.
-PARTS = {"MODEL": "MODEL", "LABEL": "LABEL", "DATASET": "DATASET", "B": 9731, "C": 8642, "R": 97.25}
+# Placeholders for the id's parts, each written in capitals once the id is made (a stored name is
+# lower case); each number and name is one no real scenario has.
+PARTS = {"MODEL": "m0del", "LABEL": "l4bel", "DATASET": "d4taset", "B": 9731, "C": 8642, "R": 97.25}
 # The scenario's settings that id_forms gives a placeholder or varies over their values (`serves`:
 # the mode); tests/test_doc_lists.py holds them to the ones Scenario._id reads.
 ID_SETTINGS = {"model", "batch_size", "dataset", "batching", "trace", "serves", "concurrency", "request_rate"}
@@ -91,6 +92,8 @@ def _placeholder_id(**settings) -> str:
         **settings,
     )
     text = scenario.id
+    for part in ("MODEL", "LABEL", "DATASET"):
+        text = text.replace(str(PARTS[part]), part)
     for letter in ("B", "C", "R"):
         text = text.replace(f"{PARTS[letter]:g}", letter)
     return text

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .options import add_options, options
-from .profiles.registry import markers
+from .profiles.registry import code_loading, markers
 from .run.builds.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .suite.benchmark import BenchmarkedRounds, choose_table_columns
 from .suite.checks import check_colocation, check_options, gate_environments
@@ -94,12 +94,18 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    """The vLLM a profile's reference figures came from, where this run's differs."""
+    """The vLLM a profile's reference figures came from, where this run's differs; and what of the
+    profile loads code into the engines."""
     if SUITE_RUN_KEY not in config.stash:
         return None
     installed = installed_vllm()
-    note = reference_vllm_note([s.vllm for s in chosen_profile(config).scenarios], installed and installed[1])
-    return [f"specperf: {note}"] if note else None
+    profile = chosen_profile(config)
+    note = reference_vllm_note([s.vllm for s in profile.scenarios], installed and installed[1])
+    code = sorted({name for s in profile.scenarios for name in code_loading(s.engine_args, s.env)})
+    lines = [f"specperf: {note}"] if note else []
+    if code:
+        lines.append(f"specperf: {profile.name} loads code into its engines ({', '.join(code)}): allow_code = true")
+    return lines or None
 
 
 def pytest_generate_tests(metafunc):

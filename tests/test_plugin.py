@@ -471,6 +471,20 @@ def test_a_profile_measured_with_another_vllm_warns_in_the_header(pytester, tmp_
     )
 
 
+def test_a_profile_that_loads_code_says_so_in_the_header(pytester, tmp_path):
+    path = tmp_path / "remote-code.toml"
+    path.write_text(
+        PROFILE.replace(
+            "[models.tiny]", 'allow_code = true\n\n[profile.env]\nPYTHONPATH = "/opt/x"\n\n[models.tiny]', 1
+        )
+    )
+    result = pytester.runpytest_inprocess(
+        "--collect-only", "-p", "no:cacheprovider", str(PERF_TESTS), "--profile", str(path)
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["specperf: plugin-test loads code into its engines (PYTHONPATH): allow_code = true"])
+
+
 def test_serve_url_keeps_the_selected_serve_scenarios_and_adds_no_reference(pytester):
     cpu_smoke = str(Path(__file__).resolve().parent.parent / "fixtures" / "scenarios" / "cpu-smoke.toml")
     everything = collected_ids(pytester, "--profile", cpu_smoke, "-k", "smollm2 and ngram")

@@ -1142,3 +1142,13 @@ def test_tree_against_chain_says_under_which_backend_the_tree_ran(tmp_path):
     assert "### Tree against chain" in markdown and "FLASH\\_ATTN (drafted as a chain)" in markdown
     plain = report.render_html(report.build_view(report.load_run([make_run(tmp_path / "other", [chain])])))
     assert 'id="trees"' not in plain
+
+
+def test_the_report_says_which_engines_loaded_code(tmp_path):
+    record = make_record()
+    record.scenario = record.scenario.replace(engine_args={**record.scenario.engine_args, "trust_remote_code": True})
+    run = make_run(tmp_path / "run", [record])
+    assert "The engines loaded code the profile allowed (allow_code): trust_remote_code." in html_of(run)
+    markdown = report.render_markdown(view_of(run))
+    assert "The engines loaded code the profile allowed (allow_code): trust\\_remote\\_code" in markdown
+    assert "allow_code" not in html_of(make_run(tmp_path / "plain", [make_record()]))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from specperf.profiles.registry import workload_names
+from specperf.profiles.registry import code_loading, workload_names
 from specperf.profiles.scenarios import (
     NO_SD_LABEL,
     ProfileError,
@@ -715,3 +715,41 @@ def test_a_token_tree_is_checked_where_the_profile_gives_it(tmp_path):
         'speculative_token_tree = "[(0,), (1,), (0, 0)]"\n', ""
     )
     assert "methods.tree.speculative_token_tree: required for method 'eagle3_tree'" in profile_error(tmp_path, missing)
+
+
+@pytest.mark.parametrize(
+    "table, line",
+    [
+        ("[profile.engine_args]\ntrust_remote_code = true", "profile.engine_args.trust_remote_code: loads code"),
+        ('[profile.engine_args]\nworker_cls = "evil.Worker"', "profile.engine_args.worker_cls: loads code"),
+        ('[profile.env]\nLD_PRELOAD = "/tmp/x.so"', "profile.env.LD_PRELOAD: loads code"),
+        ('[profile.env]\nPYTHONPATH = "/tmp"', "profile.env.PYTHONPATH: loads code"),
+    ],
+)
+def test_what_loads_code_into_the_engines_needs_allow_code(tmp_path, table, line):
+    """These were once accepted without a word; allowed, they load, and the terminal and report say so."""
+    path = tmp_path / "code.toml"
+    cells = '[models.m]\npath = "builtin:tiny-llama"\n[[cells]]\nmodel = "m"\nmethods = ["nosd"]\n'
+    cells += 'batch_sizes = [1]\ndatasets = ["gsm8k"]\n'
+    path.write_text(f'[profile]\ntier = "cpu"\n{table}\n{cells}')
+    with pytest.raises(ProfileError, match=rf"^{path}: {line} into the engines: allow it with allow_code = true"):
+        load_profile(path)
+    path.write_text(f'[profile]\ntier = "cpu"\nallow_code = true\n{table}\n{cells}')
+    (scenario,) = load_profile(path).scenarios
+    assert code_loading(scenario.engine_args, scenario.env) == [line.split(":")[0].split(".")[-1]]
+
+
+def test_a_false_trust_remote_code_loads_nothing():
+    assert code_loading({"trust_remote_code": False}, {}) == []
+
+
+@pytest.mark.parametrize("ref", ["https://evil.example/m", "file:///etc/passwd", "org/name/extra", "justaname"])
+def test_a_model_path_is_a_hub_id_a_local_path_or_a_builtin(tmp_path, ref):
+    """A URL was once taken as a hub id."""
+    path = tmp_path / "paths.toml"
+    path.write_text(
+        f'[profile]\ntier = "cpu"\n[models.m]\npath = "{ref}"\n[[cells]]\nmodel = "m"\nmethods = ["nosd"]\n'
+        'batch_sizes = [1]\ndatasets = ["gsm8k"]\n'
+    )
+    with pytest.raises(ProfileError, match=r"models\.m\.path: .* is not a checkpoint: a hub id \(org/name\)"):
+        load_profile(path)

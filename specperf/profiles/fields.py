@@ -83,6 +83,9 @@ def _sd_method(value: Any) -> str:
     return _known("method", method_names())(value)
 
 
+HUB_ID = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"  # the hub's org/name
+
+
 def _checkpoint(value: Any) -> str:
     """A hub id, a local path, or builtin:NAME naming one of the suite's own checkpoints."""
     ref = _text(value)
@@ -94,6 +97,10 @@ def _checkpoint(value: Any) -> str:
             raise ValueError(f"no such local checkpoint {ref!r}")
         if not (local / "config.json").is_file() and local.suffix != ".gguf":
             raise ValueError(f"{ref!r} is not a checkpoint (a folder with config.json, or a .gguf file)")
+    elif not is_builtin(ref) and not re.fullmatch(HUB_ID, ref):  # https://..., file:///...: never a hub id
+        raise ValueError(
+            f"{ref!r} is not a checkpoint: a hub id (org/name), a local path (/, ./, ../, ~) or builtin:NAME"
+        )
     return ref
 
 

@@ -29,11 +29,28 @@ __all__ = [
     "method_names",
     "study_dataset_label",
     "workload_names",
+    "CODE_ARGS",
+    "CODE_ENV",
+    "code_loading",
 ]
 
 
 # Oldest/smallest to newest/largest serving GPU; "H100" as a minimum means H100 or a later entry.
 GPU_CLASSES = ("T4", "A10", "A10G", "L4", "A100", "L40", "L40S", "H100", "H200", "GH200", "B100", "B200", "GB200")
+
+# What makes an engine load code its checkpoint or the profile names, beyond vLLM's own: a profile
+# takes these only with `allow_code = true`, and the terminal and the report say that it does.
+CODE_ARGS = ("trust_remote_code", "worker_cls", "worker_extension_cls", "logits_processors")
+CODE_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+
+
+def code_loading(engine_args: dict, env: dict) -> list[str]:
+    """The engine arguments and environment variables among these that load code (a trust_remote_code
+    of false loads none)."""
+    return [name for name in CODE_ARGS if engine_args.get(name) not in (None, False)] + [
+        name for name in CODE_ENV if name in env
+    ]
+
 
 SELECTION_MODES = ("hash", "study")  # which records a workload sample takes (workloads/sampling.py)
 PROMPT_FORMS = ("token_ids", "study")  # how a request reaches the engine (workloads/prompts.py prompt_ids)

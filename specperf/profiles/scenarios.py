@@ -21,7 +21,7 @@ from ..checkpoints import BUILTIN_PREFIX, checkpoint_path, is_builtin
 from ..records.scenario import REFERENCE_METHOD, SERVE, Method, Model, Scenario
 from ..schedule import FIELD as SCHEDULE_FIELD
 from .fields import check_slug
-from .registry import NO_SD_LABEL
+from .registry import CODE_ARGS, NO_SD_LABEL, code_loading
 from .schema import CellTable, ProfileFile, ProfileTable, problem
 from .sweeps import with_k
 
@@ -91,6 +91,10 @@ def load_profile(name_or_path: str) -> Profile:
         spec = ProfileFile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(f"{path}: {problem(err)}") from None
+    if not spec.profile.allow_code and (found := _loads_code(spec)):
+        raise ProfileError(
+            f"{path}: {found}: loads code into the engines: allow it with allow_code = true in [profile]"
+        )
     name = spec.profile.name
     if name is None:
         try:
@@ -105,6 +109,16 @@ def load_profile(name_or_path: str) -> Profile:
         scenarios=_scenarios(name, spec, path),
         requires_gpu=spec.profile.requires_gpu,
     )
+
+
+def _loads_code(spec: ProfileFile) -> str | None:
+    """The first engine argument or variable of the profile that loads code (a checkpoint's own, a
+    worker class, a preloaded library), as a field path; None where none does."""
+    tables = [("profile", spec.profile)] + [(f"cells[{i}]", cell) for i, cell in enumerate(spec.cells)]
+    for where, table in tables:
+        for name in code_loading(table.engine_args, table.env):
+            return f"{where}.{'engine_args' if name in CODE_ARGS else 'env'}.{name}"
+    return None
 
 
 def _scenarios(profile: str, spec: ProfileFile, path: Path) -> tuple[Scenario, ...]:

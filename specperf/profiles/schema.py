@@ -49,7 +49,7 @@ from .fields import (
     Warmup,
     _optional,
 )
-from .registry import NO_SD_LABEL
+from .registry import CODE_ARGS, CODE_ENV, NO_SD_LABEL
 from .sweeps import sweep_problem
 
 
@@ -114,6 +114,7 @@ class ProfileTable(_Table):
     )
     engine_args: EngineArgs = {}
     env: EngineEnv = {}
+    allow_code: bool = Field(False, description="let engine_args and env load code: " + ", ".join(CODE_ARGS + CODE_ENV))
     vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}
     informational: list[InformationalName] = Field(

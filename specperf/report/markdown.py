@@ -115,6 +115,11 @@ def render_markdown(view: ReportView) -> str:
     lines.append(" · ".join(facts))
     if header.interrupted:
         lines += ["", "**The run was interrupted or has not finished: results may be missing.**"]
+    if header.loads_code:
+        lines += [
+            "",
+            "The engines loaded code the profile allowed (allow_code): " + md_escape(", ".join(header.loads_code)),
+        ]
     if header.throttle_warning:
         lines += ["", "**" + md_escape(header.throttle_warning) + "**"]
     if header.foreign_at_preflight:

@@ -115,6 +115,12 @@ class Reader:
             raise HistoryError(f"history {shown_url(self.url)}: unreadable row: {one_line(err, 300)}") from None
 
     def _usable(self, row) -> bool:
+        texts = (row.run_id, row.scenario_id, row.hardware_key, row.vllm if row.vllm is not None else "")
+        if not all(isinstance(value, str) for value in texts):  # SQLite keeps a BLOB in a text column
+            self.skipped.setdefault(
+                repr(row.run_id), f"history: run {row.run_id!r}: a text column holds no text: skipped"
+            )
+            return False
         reason = skip_reason(row.complete, row.record_schema)
         if reason is None and _number(row.value) is not None:
             return True
@@ -141,7 +147,10 @@ class Reader:
 
     def hardware_keys(self, scenario_id: str) -> list[str]:
         query = select(results.c.hardware_key).where(results.c.scenario_id == scenario_id).distinct()
-        return sorted(row.hardware_key for row in self._rows(query))
+        keys = [row.hardware_key for row in self._rows(query)]
+        if any(not isinstance(key, str) for key in keys):
+            self.skipped.setdefault("hardware_key", "history: a result's hardware_key holds no text: skipped")
+        return sorted(key for key in keys if isinstance(key, str))
 
     def series(
         self,

@@ -135,6 +135,25 @@ def test_rows_of_the_wrong_type_in_sqlite_are_skipped_or_one_line(tmp_path, caps
         assert "unreadable row" in error
 
 
+@pytest.mark.parametrize("column", ["results.hardware_key", "runs.run_id", "results.vllm"])
+def test_a_blob_in_a_text_column_of_sqlite_is_skipped_in_one_line(tmp_path, capsys, column):
+    """SQLite keeps a BLOB in any column: `history show` once raised a TypeError."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    dirs = [nightly_dir(tmp_path, n, 100) for n in range(3)]
+    assert main(["history", "--history", url, "import", *map(str, dirs)]) == 0
+    table, name = column.split(".")
+    with sqlite3.connect(tmp_path / "history.sqlite") as db:
+        db.execute(f"UPDATE {table} SET {name} = X'00ff' WHERE rowid = (SELECT min(rowid) FROM {table})")
+    capsys.readouterr()
+    for verb in (["show", make_scenario().id], ["drift"]):
+        assert main(["history", "--history", url, *verb]) == 0
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err and all(line.startswith("history: ") for line in err.splitlines())
+    assert "holds no text: skipped" in err or "no scenario has enough runs" in out
+
+
 @pytest.mark.parametrize("since", ["999999999d", "2026-13-01"])
 def test_a_window_no_date_can_start_is_a_usage_error(since, capsys):
     """999999999 days ago is before the year 1: once an OverflowError's traceback."""

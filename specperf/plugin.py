@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .options import add_options, options
-from .profiles.registry import code_loading, markers
+from .profiles.registry import markers, scenarios_loading_code
 from .run.builds.versions import installed_version, installed_vllm, reference_vllm_note, xdist_grouping_problem
 from .suite.benchmark import BenchmarkedRounds, choose_table_columns
 from .suite.checks import check_colocation, check_options, gate_environments
@@ -101,7 +101,7 @@ def pytest_report_header(config):
     installed = installed_vllm()
     profile = chosen_profile(config)
     note = reference_vllm_note([s.vllm for s in profile.scenarios], installed and installed[1])
-    code = sorted({name for s in profile.scenarios for name in code_loading(s.engine_args, s.env)})
+    code = scenarios_loading_code(profile.scenarios)
     lines = [f"specperf: {note}"] if note else []
     if code:
         lines.append(f"specperf: {profile.name} loads code into its engines ({', '.join(code)}): allow_code = true")

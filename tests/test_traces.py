@@ -16,7 +16,7 @@ from specperf import report
 from specperf.analysis import traces
 from specperf.profiles.scenarios import traced
 from specperf.profiles.workloads import Request
-from specperf.records import BaselineRef, RequestTrace, Trace, Verdict, WorkloadFacts
+from specperf.records import STEP_PARTS, BaselineRef, RequestTrace, Trace, Verdict, WorkloadFacts
 from specperf.report.traces import scatter
 from specperf.run.tracing import trace as tracing
 from specperf.storage import atomic_write_json
@@ -371,7 +371,7 @@ def test_merge_calls_needs_every_call_traced():
 def test_a_stored_trace_takes_about_40_bytes_a_step(tmp_path):
     steps = 1000
     requests = [RequestTrace(request_id="r0", drafted=[3] * steps, accepted=[2] * steps)]
-    trace = Trace(requests=requests, step_us={p: [12345] * steps for p in tracing.PARTS}, steps=steps)
+    trace = Trace(requests=requests, step_us={p: [12345] * steps for p in STEP_PARTS}, steps=steps)
     atomic_write_json(tmp_path / "trace.json", trace.to_json())  # as results are written: numbers inline
     assert (tmp_path / "trace.json").stat().st_size < 40 * steps
     assert json.loads((tmp_path / "trace.json").read_text()) == trace.to_json()

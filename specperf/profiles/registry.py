@@ -32,6 +32,7 @@ __all__ = [
     "CODE_ARGS",
     "CODE_ENV",
     "code_loading",
+    "scenarios_loading_code",
 ]
 
 
@@ -50,6 +51,11 @@ def code_loading(engine_args: dict, env: dict) -> list[str]:
     return [name for name in CODE_ARGS if engine_args.get(name) not in (None, False)] + [
         name for name in CODE_ENV if name in env
     ]
+
+
+def scenarios_loading_code(scenarios) -> list[str]:
+    """What of code_loading any of `scenarios` sets, sorted: what the terminal and the report name."""
+    return sorted({name for s in scenarios for name in code_loading(s.engine_args, s.env)})
 
 
 SELECTION_MODES = ("hash", "study")  # which records a workload sample takes (workloads/sampling.py)

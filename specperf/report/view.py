@@ -8,7 +8,7 @@ from pathlib import Path
 from ..analysis import traces
 from ..analysis.best_k import KChoice, best_k_table
 from ..analysis.dynamic_sd import DynamicAgainstFixed, dynamic_against_fixed
-from ..profiles.registry import code_loading
+from ..profiles.registry import scenarios_loading_code
 from ..records import Device, ScenarioResult
 from ..run.hardware.telemetry import foreign_process_text
 from ..status import (
@@ -279,7 +279,7 @@ def build_header(data: RunData, views: list[ScenarioView]) -> Header:
         interrupted=any(r.interrupted or r.finished_at is None for r in runs),
         problems=list(data.problems),
         stand_ins=distinct(r.workload.stand_in for r in results if r.workload),
-        loads_code=sorted({name for r in results for name in code_loading(r.scenario.engine_args, r.scenario.env)}),
+        loads_code=scenarios_loading_code(r.scenario for r in results),
     )
 
 

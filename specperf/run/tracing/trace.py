@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the engine process imports this module: it needs no workloa
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
 DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
-PARTS, BATCH = STEP_PARTS, STEP_BATCH  # the step timer's fields: seconds, then the step's batch (STEP_FIELDS)
 MAX_STEPS = 20_000  # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000  # output positions given n-gram's acceptance per result
 NEVER_DRAFTED = {"drafted": [], "accepted": []}  # a request no step drafted for: the hook never saw it
@@ -155,7 +154,7 @@ def build_trace(
         return None
     last = traced[-1]
     steps = [s for t in traced for s in t["steps"]]
-    seconds = {part: sum(s[i] for s in steps) for i, part in enumerate(PARTS)}
+    seconds = {part: sum(s[i] for s in steps) for i, part in enumerate(STEP_PARTS)}
     seconds["rest"] = seconds["total"] - seconds["draft"] - seconds["forward"] - seconds["sample"]
     counts = [r for t in traced for r in t["requests"] if r is not None]
     notes = list(last["notes"])
@@ -177,8 +176,10 @@ def build_trace(
             for request, r, a, n in zip(requests, last["requests"], ngram_acc, prompt_lens or [0] * len(requests))
             if r is not None
         ],
-        step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(PARTS)},
-        step_batch={name: [int(s[len(PARTS) + i]) for s in last["steps"][:MAX_STEPS]] for i, name in enumerate(BATCH)},
+        step_us={part: [round(s[i] * 1e6) for s in last["steps"][:MAX_STEPS]] for i, part in enumerate(STEP_PARTS)},
+        step_batch={
+            name: [int(s[len(STEP_PARTS) + i]) for s in last["steps"][:MAX_STEPS]] for i, name in enumerate(STEP_BATCH)
+        },
         seconds=seconds,
         steps=len(steps),
         output_tokens=output_tokens,

@@ -10,6 +10,7 @@ import signal
 import socket
 import time
 
+import httpx
 import pytest
 
 from specperf import checkpoints
@@ -120,20 +121,29 @@ def test_a_server_given_a_bad_argument_fails_in_one_line_with_its_log(tmp_path):
     assert not bad.alive()
 
 
-def kill_at_first_token(running, monkeypatch) -> list[bool]:
-    """SIGKILL the server's process group when the client reads the round's first streamed token: a
-    crash mid-round whatever the machine's speed. (A fixed delay, or polling /metrics, let a fast
-    machine finish the round first; SIGTERM starts vLLM's own shutdown, which the round can outlast.)"""
-    parse, killed = load_module.parse_event, []
+def frozen_then_killed_once_all_sent(running, monkeypatch, requests: int) -> list[bool]:
+    """Freeze the server (SIGSTOP) and SIGKILL its process group once the client has sent the
+    round's last request whole: every request is then in flight (the kernel takes a frozen server's
+    connections) and none can have finished, whatever the machine's load.  (A kill at the first
+    streamed token raced: under load the client's process can stall for seconds while the engine
+    writes out the whole round, 900 tokens in 2.4 s on CI, which the client then reads whole from
+    its socket.  A fixed delay lets a fast machine finish first; SIGTERM starts vLLM's own shutdown,
+    which the round can outlast.)"""
+    killed, sent = [], []
 
-    def parse_then_kill(line: str):
-        event = parse(line)
-        if isinstance(event, dict) and event.get("choices") and not killed:
-            killed.append(True)
-            os.killpg(running.process.pid, signal.SIGKILL)
-        return event
+    async def on_trace(event: str, info: dict) -> None:
+        if event == "http11.send_request_body.complete":
+            sent.append(True)
+            if len(sent) == requests and not killed:
+                killed.append(True)
+                os.killpg(running.process.pid, signal.SIGKILL)
 
-    monkeypatch.setattr(load_module, "parse_event", parse_then_kill)
+    class KillingClient(httpx.AsyncClient):
+        def stream(self, *args, **kwargs):
+            return super().stream(*args, extensions={"trace": on_trace}, **kwargs)
+
+    monkeypatch.setattr(load_module.httpx, "AsyncClient", KillingClient)
+    os.killpg(running.process.pid, signal.SIGSTOP)
     return killed
 
 
@@ -152,11 +162,11 @@ def test_a_taken_port_is_retried_and_a_server_killed_mid_round_fails_that_rounds
         holder.close()
     assert len(running.commands) == 2 and str(taken) in running.commands[0] and running.port != taken
     try:
-        # warm first: a cold server's first token can come after the engine has produced all 900 of
-        # them (2.5 s on CI), and a kill at that token then finds the round already written out
+        # the server answers before the kill, so the round's errors are the kill's
         assert run_round(running.url, cfg.model, [[1, 2, 3]], max_tokens=4, concurrency=1).errors == 0
-        killed = kill_at_first_token(running, monkeypatch)
-        measured = run_round(running.url, cfg.model, [[1, 2, 3, 4, 5]] * 4, max_tokens=900, concurrency=4)
+        killed = frozen_then_killed_once_all_sent(running, monkeypatch, requests=4)
+        prompts = [[1, 2, 3, 4, 5]] * 4
+        measured = run_round(running.url, cfg.model, prompts, max_tokens=900, concurrency=4, timeout_s=120)
     finally:
         running.stop()
     assert killed and not running.alive() and group_gone(running.process.pid)

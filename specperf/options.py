@@ -119,6 +119,13 @@ class Options:
         default="auto",
         choices=("auto", "timing", "rounds"),  # run/output_check.py OPTIONS, not imported here: it imports numpy
     )
+    inconclusive: str = option(
+        "--inconclusive",
+        "upgrade gate: whether a speed metric the gate can neither show within its tolerance nor "
+        "show worse fails the case (fail) or is only reported (warn)",
+        default="fail",
+        choices=("fail", "warn"),
+    )
     gate_blocks: int | None = option(
         "--gate-blocks",
         "where two engines do not fit in memory: alternate blocks of N rounds, one engine alive "

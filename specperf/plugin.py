@@ -208,7 +208,11 @@ def specperf_session(request):
             output_check=opts.output_check,
             selection=tuple(planned),
         ),
-        gating=Gating(opts.candidate, opts.gate_blocks, gate_environments(config)) if opts.candidate else None,
+        gating=(
+            Gating(opts.candidate, opts.gate_blocks, gate_environments(config), opts.inconclusive == "fail")
+            if opts.candidate
+            else None
+        ),
         progress=Progress(
             log=log,
             planned=len(planned),

@@ -16,6 +16,9 @@ ERROR_INTERNAL = "internal"  # a fault of the suite itself, caught so the run go
 PASS = "pass"
 REGRESSION = "regression"
 SUSPECT = "suspect"  # a speed regression seen once, under the two-strike rule: fails when the next run confirms it
+# a gate's speed metric shown neither within its tolerance nor worse than no change: fails the case
+# unless --inconclusive warn
+INCONCLUSIVE = "inconclusive"
 IMPROVEMENT = "improvement"
 NO_BASELINE = "no-baseline"
 INCOMPATIBLE = "incompatible"
@@ -23,8 +26,19 @@ INVALID = "invalid"
 ERROR = "error"
 
 # Worst first: a scenario's verdict is the worst of its metrics'.
-SEVERITY = (ERROR, REGRESSION, SUSPECT, INVALID, INCOMPATIBLE, UNSUPPORTED, NO_BASELINE, IMPROVEMENT, PASS)
-FAILING = (ERROR, REGRESSION)
+SEVERITY = (
+    ERROR,
+    REGRESSION,
+    INCONCLUSIVE,
+    SUSPECT,
+    INVALID,
+    INCOMPATIBLE,
+    UNSUPPORTED,
+    NO_BASELINE,
+    IMPROVEMENT,
+    PASS,
+)
+FAILING = (ERROR, REGRESSION)  # and INCONCLUSIVE where the gate says so (Verdict.failed)
 
 
 def worst(statuses) -> str:

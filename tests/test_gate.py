@@ -281,3 +281,28 @@ def test_the_calibration_benchmark_judges_a_gate_with_its_scenarios_own_offset_f
     assert calibration.main() == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "throughput_tok_s after" in line)
     assert f"[{throughput.ci_low:+.1%}, {throughput.ci_high:+.1%}] pass" in row
+
+
+def test_a_gate_that_can_tell_neither_is_inconclusive_and_fails_unless_told_to_warn(tmp_path):
+    import math
+
+    from specperf.judge.gate import GateJudge
+    from specperf.records import Metric
+    from specperf.report.view import scenario_view
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    current = result.gate.current.metrics["throughput_tok_s"].samples
+    # the candidate 3% slower, give or take 8% a pair: the interval holds no change and -6% alike
+    noisy = [v * math.exp(-0.03 + 0.08 * (-1) ** j) for j, v in enumerate(current)]
+    result.metrics["throughput_tok_s"] = Metric(value=sorted(noisy)[4], samples=noisy)
+    failing = GateJudge()(result).verdict
+    assert statuses(result.model_copy(update={"verdict": failing}))["throughput_tok_s"] == "inconclusive"
+    assert failing.status == "inconclusive" and failing.failed
+    assert "throughput_tok_s: inconclusive" in failing.message and "more engine pairs would tell" in failing.message
+    warning = GateJudge(inconclusive_fails=False)(result).verdict
+    assert warning.status == "inconclusive" and not warning.failed and warning.message == ""
+    view = scenario_view(result.model_copy(update={"verdict": warning}))
+    assert view.status == "inconclusive" and not view.failed
+    assert scenario_view(result.model_copy(update={"verdict": failing})).failed

@@ -9,7 +9,15 @@ import statistics
 import pytest
 from scipy import stats
 
-from specperf.judge.paired import MIN_PAIRS, PairedChange, compare_paired, hodges_lehmann, paired_change, ratios
+from specperf.judge.paired import (
+    MIN_PAIRS,
+    PairedChange,
+    compare_paired,
+    hodges_lehmann,
+    paired_change,
+    ratios,
+    three_way,
+)
 
 
 def drifting(n: int, slowdown: float, seed: int = 1) -> tuple[list[float], list[float]]:
@@ -55,18 +63,30 @@ def test_the_interval_holds_a_known_change_as_often_as_it_claims():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_interval_is_t_over_engine_pairs_from_the_spreads_it_reports(seed):
-    """Four engine pairs of two pairs each: one engine pair's estimate varies by between_engines^2 +
-    between_pairs^2 / 2, so the interval is t over four estimates (df 3), or, where the engine pairs
-    differ no more than their pairs' noise implies, over the pairs' noise alone (df 8 - 4)."""
+def test_without_a_floor_the_interval_is_t_over_the_engine_pairs_estimates(seed):
+    """Four engine pairs of two pairs each (a Hodges-Lehmann estimate of two values is their mean):
+    with no prior from the profile, the interval is t with 3 degrees of freedom over the spread of
+    the four estimates, whatever the engine pairs' offsets."""
     rng = random.Random(seed)
     offsets = [rng.gauss(0, (0.0, 0.03)[seed % 2]) for _ in range(4)]
     clusters = [c for c in range(4) for _ in range(2)]
-    candidate = [100 * math.exp(offsets[c] + rng.gauss(0, 0.01)) for c in clusters]
-    verdict = compare_paired("throughput_tok_s", [100.0] * 8, candidate, clusters=clusters)
-    engines, pairs = verdict.between_engines, verdict.between_pairs
-    half = stats.t.ppf(0.975, 3 if engines > 0 else 4) * math.sqrt((engines**2 + pairs**2 / 2) / 4)
+    logs = [offsets[c] + rng.gauss(0, 0.01) for c in clusters]
+    verdict = compare_paired("throughput_tok_s", [100.0] * 8, [100 * math.exp(x) for x in logs], clusters=clusters)
+    estimates = [statistics.fmean(logs[2 * c : 2 * c + 2]) for c in range(4)]
+    half = stats.t.ppf(0.975, 3) * statistics.stdev(estimates) / 2
     assert math.log1p(verdict.ci_high) - math.log1p(verdict.ci_low) == pytest.approx(2 * half, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_higher_floor_never_narrows_the_interval(seed):
+    rng = random.Random(seed)
+    sizes = [rng.randint(1, 8) for _ in range(rng.randint(1, 8))]
+    clusters = [c for c, size in enumerate(sizes) for _ in range(size)]
+    offsets = [rng.gauss(0, rng.choice((0.0, 0.01, 0.04))) for _ in sizes]
+    logs = [offsets[c] + rng.gauss(0, rng.choice((0.005, 0.05))) for c in clusters]
+    widths = [paired_change(logs, clusters, floor).interval() for floor in (0.001, 0.01, 0.02, 0.03, 0.1)]
+    halves = [high - low for low, high in widths]
+    assert halves == sorted(halves) and halves[0] < halves[-1]
 
 
 def test_a_faster_candidate_is_an_improvement():
@@ -90,24 +110,42 @@ def test_identical_rounds_pass_with_a_point_interval():
     assert verdict.status == "pass" and verdict.ci_low == verdict.ci_high == 0
 
 
-def test_a_significant_change_whose_interval_includes_no_change_passes():
-    # Log ratios -0.05 -+ 0.075, ten pairs on one engine pair: t = 0.05 / (0.079 / sqrt(10)) = 2.0,
-    # one-sided p = 0.038 < 0.05, but the 95% interval (t = 2.26) includes no change.
+def test_an_interval_that_holds_both_no_change_and_more_than_the_tolerance_is_inconclusive():
+    # Log ratios -0.05 -+ 0.075, ten pairs on one engine pair: the 95% interval reaches from beyond
+    # -3% to beyond no change: neither shown within the tolerance nor shown worse.
     current = [100.0] * 10
     candidate = [100 * math.exp(-0.05 + 0.075 * (-1) ** i) for i in range(10)]
     verdict = compare_paired("throughput_tok_s", current, candidate)
-    assert verdict.p_value < 0.05 and verdict.ci_low < 0 <= verdict.ci_high
-    assert verdict.status == "pass" and "interval includes no change" in verdict.note
+    assert verdict.ci_low < -0.03 and 0 <= verdict.ci_high
+    assert verdict.status == "inconclusive" and "more engine pairs would tell" in verdict.note
+    assert verdict.p_value == pytest.approx(paired_change([math.log(c / 100) for c in candidate]).p_value(lower=True))
 
 
-def test_one_engine_pair_without_a_floor_is_the_one_sample_t_test():
+@pytest.mark.parametrize(
+    ("interval", "status"),
+    [
+        ((-0.025, -0.005), "pass"),  # worse, but shown within the tolerance
+        ((-0.028, 0.01), "pass"),
+        ((-0.05, -0.01), "regression"),  # shown worse, and it may be beyond the tolerance
+        ((-0.05, 0.01), "inconclusive"),
+        ((0.005, 0.025), "pass"),  # better, within the tolerance
+        ((0.01, 0.05), "improvement"),
+        ((-0.01, 0.05), "pass"),  # never worse than the tolerance
+    ],
+)
+def test_the_three_way_rule_on_a_throughputs_interval(interval, status):
+    low, high = interval  # a throughput: lower is worse
+    assert three_way(-high, -low, 0.03) == status
+
+
+def test_one_engine_pair_without_a_floor_is_the_one_sample_t_test_with_the_estimates_own_variance():
     logs = [-0.07, -0.05, -0.04, -0.02, 0.0, -0.03, -0.01, -0.06]  # symmetric about -0.035: HL = mean
     change = paired_change(logs)
-    test = stats.ttest_1samp(logs, 0.0, alternative="less")
     assert change.log_change == pytest.approx(-0.035) and change.df == 7
-    assert change.p_value(lower=True) == pytest.approx(test.pvalue)
-    interval = stats.t.interval(0.95, 7, loc=statistics.fmean(logs), scale=stats.sem(logs))
-    assert change.interval() == pytest.approx(interval)
+    # a Hodges-Lehmann estimate of 8 normal values varies 1.0728 times as much as their mean
+    scale = stats.sem(logs) * math.sqrt(1.0728)
+    assert change.p_value(lower=True) == pytest.approx(stats.t.cdf(-0.035 / scale, 7))
+    assert change.interval() == pytest.approx(stats.t.interval(0.95, 7, loc=-0.035, scale=scale))
     assert change.between_engines is None and change.between_pairs == pytest.approx(statistics.stdev(logs))
 
 
@@ -121,9 +159,11 @@ def test_clusters_worked_by_hand():
     assert change.se == pytest.approx(math.sqrt(9.3333e-4 / 3), rel=1e-4) and change.df == 2
     assert change.between_engines == pytest.approx(math.sqrt(8.3333e-4), rel=1e-4)
     assert change.between_pairs == pytest.approx(math.sqrt(2e-4))
-    # An offset floor of 5% exceeds the spread: variance 0.05^2 + 2e-4 / 2 = 0.0026 per cluster, df = 3
+    # An offset floor of 5%: the prior 0.05^2 + 2e-4 / 2 = 0.0026 per cluster, worth 3 clusters (the
+    # pair noise behind it has 3 degrees of freedom), pooled with the spread's 2: 0.0019333, df = 5
     floored = paired_change(logs, clusters, offset_floor=0.05)
-    assert floored.se == pytest.approx(math.sqrt(0.0026 / 3)) and floored.df == 3
+    assert floored.se == pytest.approx(math.sqrt((3 * 0.0026 + 2 * 9.3333e-4) / 5 / 3), rel=1e-4)
+    assert floored.df == 5
     assert floored.log_change == change.log_change
 
 
@@ -138,7 +178,7 @@ def test_pairs_that_share_engines_are_not_independent():
     naive = compare_paired("throughput_tok_s", current, candidate)
     clustered = compare_paired("throughput_tok_s", current, candidate, clusters=clusters)
     assert naive.status == "regression"
-    assert clustered.status == "pass" and clustered.ci_low < 0 < clustered.ci_high
+    assert clustered.status == "inconclusive" and clustered.ci_low < -0.03 and 0 < clustered.ci_high
     assert clustered.change == pytest.approx(math.exp(-0.04) - 1, abs=1e-6)
     assert clustered.between_engines == pytest.approx(statistics.stdev(offsets), rel=0.01)
 

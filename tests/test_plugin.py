@@ -161,6 +161,7 @@ def usage_error(pytester, *args) -> str:
             "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError",
         ),
         (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
+        (["--inconclusive", "warn"], "--inconclusive goes with --candidate"),
         (["--serve-url", "staging:8000"], "--serve-url: 'staging:8000' is not an http(s) URL"),
         (
             ["--serve-url", "http://127.0.0.1:8000", "--candidate", "/usr/bin/python3"],

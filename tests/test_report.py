@@ -333,7 +333,7 @@ def test_attention_lists_regressions_errors_and_invalid_with_change_and_reason(m
 
 def test_attention_says_when_nothing_needs_it(tmp_path):
     attention = section(html_of(make_run(tmp_path / "run", [make_record()])), "attention")
-    assert "No regression, error or invalid run." in attention
+    assert "No regression, error, inconclusive gate or invalid run." in attention
 
 
 def test_scenario_table_has_one_row_per_scenario_worst_first(mixed_run):
@@ -789,6 +789,7 @@ def test_json_summary(mixed_run):
     assert summary["counts"] == {
         "error": 1,
         "regression": 1,
+        "inconclusive": 0,
         "suspect": 0,
         "invalid": 1,
         "incompatible": 1,

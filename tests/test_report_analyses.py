@@ -258,6 +258,7 @@ def test_view_orders_worst_first_and_counts_every_verdict(tmp_path):
     assert view.verdict_counts(["pass", "flaky"]) == {
         "error": 0,
         "regression": 0,
+        "inconclusive": 0,
         "suspect": 0,
         "invalid": 0,
         "incompatible": 0,

@@ -11,6 +11,7 @@ Stored baselines play no part.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from ..records import MetricVerdict, ScenarioResult, Verdict
@@ -67,6 +68,13 @@ def _ratio(
     return verdict
 
 
+def offset_floor(name: str, rules: Rules) -> float:
+    """The floor on one cluster's offset for a metric judged pair by pair: a ratio to the no-SD
+    reference measured beside it (paired_reference) spans two engine pairs, SD and no-SD, whose
+    offsets add."""
+    return rules.gate_engine_offset * (math.sqrt(2) if name in RATIOS else 1.0)
+
+
 def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     """rules: the profile's (never the result's own)."""
     scenario = result.scenario
@@ -87,7 +95,7 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
                 samples,
                 rules.gate_tolerance,
                 clusters if len(clusters) == len(samples) else None,
-                rules.gate_engine_offset,
+                offset_floor(name, rules),
             )
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)
@@ -113,7 +121,13 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
 
 
 class GateJudge:
-    """The paired gate as a judge (verdicts.Judge): the candidate's rounds against the current build's."""
+    """The paired gate as a judge (verdicts.Judge): the candidate's rounds against the current build's;
+    `inconclusive_fails`: whether an inconclusive verdict fails the case (--inconclusive)."""
+
+    def __init__(self, inconclusive_fails: bool = True):
+        self.inconclusive_fails = inconclusive_fails
 
     def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
-        return Judgement(judge_gate(result, rules))
+        verdict = judge_gate(result, rules)
+        verdict.inconclusive_fails = self.inconclusive_fails
+        return Judgement(verdict)

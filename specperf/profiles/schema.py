@@ -140,9 +140,9 @@ class ProfileTable(_Table):
     )
     gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = _as_scenario(
         "gate_engine_offset",
-        "paired runs: the least SD of the offset between a fresh current and candidate "
-        "engine (log units), as benchmarks/engine_offsets.py measures it on this tier; the change's "
-        "error is never below what it implies",
+        "paired runs: the SD of the offset between a fresh current and candidate engine (log "
+        "units), as benchmarks/engine_offsets.py measures it on this tier; the prior the change's "
+        "error pools with the spread between engine pairs (0: the spread alone)",
     )
     gate_blocks: GateBlocks = _optional(
         "paired runs (--candidate, paired_reference): alternate blocks of this many rounds with one engine "

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, computed_field, field_validator, model_validator
 
-from ..status import FAILING
+from ..status import FAILING, INCONCLUSIVE
 from .base import Provenance, Record
 from .measured import Metric, Round, Trace, Validity, checked_metrics
 
@@ -55,6 +55,7 @@ class Verdict(Record):
     status: str
     note: str = ""
     metrics: list[MetricVerdict] = Field(default_factory=list)
+    inconclusive_fails: bool = True  # --inconclusive fail (the default) or warn
 
     @model_validator(mode="before")
     @classmethod
@@ -67,7 +68,7 @@ class Verdict(Record):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def failed(self) -> bool:
-        return self.status in FAILING
+        return self.status in FAILING or (self.status == INCONCLUSIVE and self.inconclusive_fails)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -75,7 +76,7 @@ class Verdict(Record):
         if not self.failed:
             return ""
         lines = [f"{self.scenario_id}: {self.status}" + (f" ({self.note})" if self.note else "")]
-        lines += ["  " + m.line() for m in self.metrics if m.status in FAILING]
+        lines += ["  " + m.line() for m in self.metrics if m.status in (*FAILING, INCONCLUSIVE)]
         return "\n".join(lines)
 
 

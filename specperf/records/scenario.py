@@ -83,7 +83,7 @@ class Scenario(Record):
     gate_tolerance: float = GATE_TOLERANCE
     gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
     gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
-    gate_engine_offset: float = 0.0  # least SD of the offset between fresh engines (judge/paired.py)
+    gate_engine_offset: float = 0.0  # SD of the offset between fresh engines, a prior (judge/paired.py)
     gate_blocks: int | None = None  # paired runs: blocks of this many rounds, one engine alive (run/measurement.py)
     trace: bool = False  # per-step acceptance and step times (run/tracing/trace.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)

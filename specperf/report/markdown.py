@@ -6,7 +6,7 @@ numbers and nothing else.
 
 from __future__ import annotations
 
-from ..status import FAILING, PASS
+from ..status import PASS
 from .analyses.memory import MemoryCell, MemoryTable
 from .format import NONE, fmt_estimate, fmt_mib, fmt_num, fmt_ratio
 from .tree_chain import TreeVsChain
@@ -52,7 +52,7 @@ def _scenario_table(views: list[ScenarioView]) -> list[str]:
             _row(
                 [
                     md_escape(view.id),
-                    f"**{status}**" if view.status in FAILING else status,
+                    f"**{status}**" if view.failed else status,
                     fmt_num(view.value("throughput_tok_s")),
                     fmt_num(view.value("speedup")),
                     fmt_num(view.value("mean_acceptance_length")),

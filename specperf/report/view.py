@@ -16,6 +16,7 @@ from ..status import (
     FAILING,
     IMPROVEMENT,
     INCOMPATIBLE,
+    INCONCLUSIVE,
     INVALID,
     NO_BASELINE,
     OK,
@@ -39,7 +40,7 @@ from .tree_chain import TreeVsChain, tree_vs_chain
 
 IMPROVEMENT_HINT = "improvement — consider refreshing the baseline (--update-baselines)"
 KEY_METRICS = ("throughput_tok_s", "speedup", "mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction")
-ATTENTION = (ERROR, REGRESSION, INVALID)  # verdicts listed first, with their change and reason
+ATTENTION = (ERROR, REGRESSION, INCONCLUSIVE, INVALID)  # verdicts listed first, with their change and reason
 
 
 def severity_rank(status: str) -> float:
@@ -105,6 +106,12 @@ class ScenarioView:
     @property
     def css(self) -> str:
         return status_class(self.status)
+
+    @property
+    def failed(self) -> bool:
+        """Whether this scenario failed its run, as its verdict says (an inconclusive gate may only warn)."""
+        verdict = self.result.verdict
+        return verdict.failed if verdict is not None and verdict.status == self.status else self.status in FAILING
 
     @property
     def rank(self) -> float:
@@ -250,7 +257,7 @@ def build_header(data: RunData, views: list[ScenarioView]) -> Header:
         profiles=distinct([r.profile for r in runs] + [r.scenario.profile for r in results]),
         counts=[Count(s, n) for s, n in counts.items()],
         total=len(results),
-        failed=sum(counts[s] for s in FAILING),
+        failed=sum(view.failed for view in views),
         vllm=distinct(str(p.get("vllm") or "") for p in provenances),
         vllm_distribution=distinct(str(p.get("vllm_distribution") or "") for p in provenances),
         torch=distinct(str(p.get("torch") or "") for p in provenances),

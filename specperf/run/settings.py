@@ -74,10 +74,10 @@ class Gating:
     candidate_python: str
     gate_blocks: int | None = None  # alternate blocks of this many rounds, one engine alive
     environments: dict | None = None  # both builds by side (run.builds.environments.describe); None: ask them
+    inconclusive_fails: bool = True  # --inconclusive fail
 
-    @staticmethod
-    def judge() -> Judge:
-        return GateJudge()
+    def judge(self) -> Judge:
+        return GateJudge(self.inconclusive_fails)
 
 
 @dataclass

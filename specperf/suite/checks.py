@@ -66,6 +66,8 @@ def check_options(config) -> None:
             describe_device()  # CUDA_VISIBLE_DEVICES must name devices NVML lists
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
+    if opts.inconclusive != "fail" and not opts.candidate:
+        raise pytest.UsageError("--inconclusive goes with --candidate (only an upgrade gate can be inconclusive)")
     blocks = opts.gate_blocks
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")

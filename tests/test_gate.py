@@ -109,14 +109,16 @@ def test_a_method_the_candidate_lacks_is_unsupported_not_an_error(tmp_path):
     assert run.run(REF).status == OK
 
 
-def test_blocks_keep_one_engine_alive_and_still_pair_rounds(tmp_path):
+def test_blocks_keep_one_engine_alive_and_give_each_block_fresh_engines(tmp_path):
     starter = Starter()
     run = gate(tmp_path, starter, gate_blocks=2)
     result = run.run(REF)
     assert result.gate.pairing == "blocks of 2 rounds"
     assert len(result.rounds) == len(result.gate.current.rounds) == 8
-    assert len(starter.started) == 5  # blocks A B B A A B B A: a build is restarted
-    assert all(e.closed for e in starter.started[:-1])  # for each of its blocks but a back-to-back one
+    # blocks A B, B A, A B, B A: every block starts both its engines, so no two blocks share one
+    assert [e.python for e in starter.started] == [None, CANDIDATE, CANDIDATE, None] * 2
+    assert all(e.closed for e in starter.started[:-1])
+    assert [r.engine_instance for r in result.rounds] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert result.verdict.status == "pass"
 
 
@@ -149,7 +151,8 @@ def test_engine_sets_start_fresh_engines_for_each_set_of_pairs(tmp_path):
     assert result.status == OK and result.gate.pairing == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
     assert len(starter.started) == 8  # two sets of two engines per side
     assert all(e.closed for e in starter.started[:4]) and not any(e.closed for e in starter.started[4:])
-    assert [e.python for e in starter.started] == [None, CANDIDATE, CANDIDATE, None] * 2
+    # who starts first alternates from engine pair to engine pair, and from set to set
+    assert [e.python for e in starter.started] == [None, CANDIDATE, CANDIDATE, None, CANDIDATE, None, None, CANDIDATE]
     assert [r.engine_instance for r in result.rounds] == [0, 1, 0, 1, 2, 3, 2, 3]
     throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
     assert throughput.note.startswith("8 pairs on 4 engine pair(s)")

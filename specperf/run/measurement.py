@@ -6,11 +6,15 @@ small CPU (where each lands in memory and on the cores), and every pair of round
 engines shares that offset, so a paired verdict needs many engine pairs (clusters), not only many
 pairs: with `instances` > 1 each side runs that many engines side by side, pair j on the j-th of
 them in turn, and with `sets` > 1 the pairs are split over that many sets of engines started
-anew.  Nothing about a side's place may favour it: within each engine pair the side that starts
-(and warms up) first alternates from cluster to cluster, and the side that runs first in a pair
-alternates from pair to pair.  Where two engines do not fit in memory together, `blocks`
-alternates blocks of that many rounds instead, with only one engine alive (started again for each
-block: each block of pairs is a cluster of its own).
+anew.  Nothing about a side's place may favour it: the engines of a pair of rounds run in one of
+a few orders (`orders`: one, its sides swapped, and with no-SD references beside the SD engines
+both reversed), taken in turn from pair to pair, from engine pair to engine pair and from set to
+set, and the engines start and warm up in the order of their engine pair's first pair.  So each
+side starts, warms up and runs first (in a set and in a pair), follows its own build and follows
+itself as often as the other (tests/test_schedule_balance.py counts it).  Where two engines do not
+fit in memory together, `blocks` alternates blocks of that many rounds instead, with only one
+engine alive, each block's engines fresh: a block of pairs is an engine pair of its own, sharing
+no engine with its neighbours.
 """
 
 from __future__ import annotations
@@ -56,27 +60,42 @@ def _facts(engine) -> EngineFacts:
     return EngineFacts(engine.provenance, engine.effective_config, engine.config.env)
 
 
-def _phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: int):
+def orders(labels: list[Label]) -> list[list[Label]]:
+    """The orders the engines of one pair of rounds run in, taken in turn: the labels' own (current
+    then candidate; with references, the references after the SD engines in the other order), that
+    order with the sides swapped, and both reversed, each once."""
+    first = labels if len(labels) != 4 else [labels[0], labels[1], labels[3], labels[2]]
+    swapped = [labels[labels.index(x) ^ 1] for x in first]  # current <-> candidate (labels alternate sides)
+    found: list[list[Label]] = []
+    for order in (first, swapped, first[::-1], swapped[::-1]):
+        if order not in found:
+            found.append(order)
+    return found
+
+
+def phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: int):
     """(engines alive: label -> (scenario, python[, instance]), schedule, cluster of each round) in turn."""
     labels = list(wanted)
     if len(labels) == 1:
         yield wanted, labels * rounds, [0] * rounds
         return
+    turns = orders(labels)
     if blocks is not None:
-        done, forward, block = 0, True, 0
+        done, block = 0, 0
         while done < rounds:
             size = min(blocks, rounds - done)
-            for label in labels if forward else list(reversed(labels)):
-                yield {label: wanted[label]}, [label] * size, [block] * size
-            done, forward, block = done + size, not forward, block + 1
+            for label in turns[block % len(turns)]:
+                yield {Instance(label, block): (*wanted[label], block)}, [Instance(label, block)] * size, [block] * size
+            done, block = done + size, block + 1
         return
     first = 0
-    for pairs in _split(rounds, sets):
+    for set_number, pairs in enumerate(_split(rounds, sets)):
         clusters = list(range(first, first + instances))
+        turn_of = {c: set_number + i for i, c in enumerate(clusters)}  # the first set's turns, one on per set
         alive = {}
-        for c in clusters:  # the side that starts first alternates from cluster to cluster
-            alive |= {Instance(label, c): (*wanted[label], c) for label in _ordered(labels, c)}
-        order, of_round = _cluster_schedule(labels, pairs, clusters)
+        for c in clusters:  # started (and warmed up) in the order of the cluster's first pair
+            alive |= {Instance(label, c): (*wanted[label], c) for label in turns[turn_of[c] % len(turns)]}
+        order, of_round = _cluster_schedule(turns, pairs, clusters, turn_of)
         yield alive, order, of_round
         first += instances
 
@@ -87,18 +106,15 @@ def _split(rounds: int, sets: int) -> list[int]:
     return [rounds // sets + (1 if s < rounds % sets else 0) for s in range(sets)]
 
 
-def _ordered(labels: list[Label], turn: int) -> list[Label]:
-    return labels if turn % 2 == 0 else labels[::-1]
-
-
-def _cluster_schedule(labels: list[Label], pairs: int, clusters: list[int]) -> tuple[list[Instance], list[int]]:
-    """Pair j on cluster clusters[j % n]; the side that runs first flips with each pair of a cluster,
-    starting with the side whose engine started (and warmed up) first, so each cluster sees both
-    orders and no engine runs twice in a row."""
+def _cluster_schedule(
+    turns: list[list[Label]], pairs: int, clusters: list[int], turn_of: dict[int, int]
+) -> tuple[list[Instance], list[int]]:
+    """Pair j on cluster clusters[j % n], its engines in the cluster's next order: the first pair
+    of a cluster in the order its engines started in."""
     order, of_round = [], []
     for j in range(pairs):
         cluster = clusters[j % len(clusters)]
-        pair = [Instance(label, cluster) for label in _ordered(labels, cluster + j // len(clusters))]
+        pair = [Instance(label, cluster) for label in turns[(turn_of[cluster] + j // len(clusters)) % len(turns)]]
         order += pair
         of_round += [cluster] * len(pair)
     return order, of_round
@@ -130,22 +146,22 @@ def measure_rounds(
     labels = list(wanted)
     paired = len(labels) > 1
     blocked = blocks is not None and paired
-    phases = list(_phases(wanted, rounds, blocks if blocked else None, instances, sets))
-    clusters = len({c for _, _, of_round in phases for c in of_round})
+    planned = list(phases(wanted, rounds, blocks if blocked else None, instances, sets))
+    clusters = len({c for _, _, of_round in planned for c in of_round})
     measured = Measured(
         {label: [] for label in labels},
         {},
         f"blocks of {blocks} rounds"
         if blocked
-        else f"interleaved, {clusters} engine pairs ({instances} per side alive, {len(phases)} set(s))"
+        else f"interleaved, {clusters} engine pairs ({instances} per side alive, {len(planned)} set(s))"
         if clusters > 1
         else "interleaved"
         if paired
         else "single",
     )
-    one_phase = len(phases) == 1
+    one_phase = len(planned) == 1
     try:
-        for alive, schedule, of_round in phases:
+        for alive, schedule, of_round in planned:
             engines, start_s = pool.engines_for(alive)
             measured.engines |= {
                 _label(label): _facts(engine)

@@ -24,7 +24,8 @@ def test_blocks_pair_rounds_with_one_engine_alive(tmp_path_factory):
     result = next(iter(results.values()))
     assert result["gate"]["pairing"] == "blocks of 4 rounds"
     assert len(result["rounds"]) == len(result["gate"]["current"]["rounds"]) == 8
-    assert result["verdict"]["status"] in ("pass", "improvement", "regression")  # judged, not invalid
+    # judged, not invalid (two engine pairs seldom decide: one degree of freedom in their spread)
+    assert result["verdict"]["status"] in ("pass", "improvement", "regression", "inconclusive")
     assert "engine starts" in done.stdout
 
 

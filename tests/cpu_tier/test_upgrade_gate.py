@@ -2,7 +2,7 @@
 
 One gate shows both sides of it.  The candidate is a second environment of this build, whose
 no-SD engines the fault plugin makes half again as slow per step: its n-gram engines are this
-build's own (an A/A: the gate must pass them, the interval holding no change, while their speedup
+build's own (an A/A: the gate must pass them, the interval within the tolerance, while their speedup
 moves by the no-SD reference's change), and its no-SD throughput must be flagged, with the change's
 interval.  Each side starts two sets of fresh engines (four engine pairs): with two, the interval
 has one degree of freedom, too wide to flag anything on a noisy CI machine.
@@ -16,9 +16,10 @@ import math
 from pathlib import Path
 
 import pytest
-from scipy import stats
 from suite import GATE_PROFILE as PROFILE
 from suite import gate_run, second_environment, slowed_python
+
+from specperf.judge.paired import usable_change
 
 pytestmark = pytest.mark.cpu_tier
 
@@ -54,10 +55,13 @@ def test_the_same_build_twice_passes_the_gate(gate):
     throughput = by_metric["throughput_tok_s"]
     assert throughput["judged_by"] == "paired" and throughput["status"] == "pass"
     assert throughput["between_pairs"] is not None and throughput["between_engines"] is not None
-    # the interval is t over the four engine pairs, from the spreads it reports (tests/test_paired.py)
-    engines, pairs = throughput["between_engines"], throughput["between_pairs"]
-    half = stats.t.ppf(0.975, 3 if engines > 0 else 4) * math.sqrt((engines**2 + pairs**2 / 2) / 4)
-    assert math.log1p(throughput["ci_high"]) - math.log1p(throughput["ci_low"]) == pytest.approx(2 * half, rel=1e-6)
+    # the stored interval is the judge's over the stored rounds, by engine pair, with the floor
+    current = result["gate"]["current"]["metrics"]["throughput_tok_s"]["samples"]
+    candidate = result["metrics"]["throughput_tok_s"]["samples"]
+    clusters = [r["engine_instance"] for r in result["rounds"]]
+    change = usable_change(current, candidate, clusters, offset_floor=0.02)
+    assert change.clusters == 4 and change.df == 4 + 3  # the prior weighs as the 4 degrees of its pair noise
+    assert [math.expm1(b) for b in change.interval()] == pytest.approx([throughput["ci_low"], throughput["ci_high"]])
     assert result["gate"]["reference"]["clusters"] == [r["engine_instance"] for r in results[NOSD]["rounds"]]
     for name in ("mean_acceptance_length", "draft_acceptance_rate", "lossless_fraction"):
         assert by_metric[name]["change"] == 0, by_metric[name]

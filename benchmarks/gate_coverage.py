@@ -7,9 +7,12 @@ Designs: the gate's modes as the judge sees them (paired engine pairs; a speedup
 reference measured on engines of its own; paired_reference, a ratio per pair over two engine pairs;
 blocks, one engine pair per block) and unequal engine pairs.  "narrowed" counts gates whose interval
 at the floor is narrower than at half the floor (a floor must only widen).  Prints figures; the
-unit test tests/test_paired_coverage.py asserts them:
+unit test tests/test_paired_coverage.py asserts them.  With --sequential: gates that add a set of two
+engine pairs (6 pairs each) at a time from 2 sets to 6 while inconclusive, each look judged as the
+session judges it, against judging every look at 95%:
 
     python benchmarks/gate_coverage.py --gates 4000
+    python benchmarks/gate_coverage.py --gates 2000 --sequential
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specperf.judge.gate import offset_floor  # noqa: E402
 from specperf.judge.paired import compare_paired, usable_change  # noqa: E402
+from specperf.judge.sequential import look_confidence  # noqa: E402
 from specperf.judge.verdicts import Rules  # noqa: E402
 
 PAIR_NOISE = 0.075  # SmolLM2 n-gram, one 16-token request a round (docs/methodology/gate.md)
@@ -111,6 +115,57 @@ def coverage(
     return Coverage(design, gates, held, statistics.fmean(widths), narrowed)
 
 
+@dataclass(frozen=True)
+class Sequential:
+    """What simulated sequential gates came to: verdicts by name, and the sets they used."""
+
+    gates: int
+    verdicts: dict[str, int]
+    mean_sets: float
+
+
+def sequential(
+    gates: int,
+    change: float,
+    seed: int = 1,
+    naive: bool = False,
+    sets: int = 2,
+    max_sets: int = 6,
+    instances: int = 2,
+    pairs: int = 6,
+    noise: float = PAIR_NOISE,
+    offset: float = OFFSET,
+) -> Sequential:
+    """Gates that add a set of `instances` engine pairs of `pairs` pairs each while the throughput is
+    inconclusive, from `sets` to `max_sets`, each look judged as the session judges it (`naive`:
+    every look with a 95% interval, which spends no alpha)."""
+    rng = random.Random(seed)
+    verdicts: dict[str, int] = {}
+    used = 0
+    for _ in range(gates):
+        current: list[float] = []
+        candidate: list[float] = []
+        clusters: list[int] = []
+        looks: list[float] = []
+        for done in range(1, max_sets + 1):
+            more = _pairs(rng, (pairs,) * instances, math.log1p(change), offset, noise)
+            current += more[0]
+            candidate += more[1]
+            clusters += [c + (done - 1) * instances for c in more[2]]
+            if done < sets:
+                continue
+            looks.append(done / max_sets)
+            confidence = 0.95 if naive else look_confidence(looks)
+            verdict = compare_paired(
+                "throughput_tok_s", current, candidate, TOLERANCE, clusters, OFFSET, confidence=confidence
+            )
+            if verdict.status != "inconclusive":
+                break
+        verdicts[verdict.status] = verdicts.get(verdict.status, 0) + 1
+        used += done
+    return Sequential(gates, verdicts, used / gates)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gates", type=int, default=4000, help="simulated gates per design")
@@ -119,7 +174,23 @@ def main() -> int:
     parser.add_argument("--floor", type=float, default=OFFSET, help="the profile's gate_engine_offset")
     parser.add_argument("--change", type=float, default=-0.03)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--sequential", action="store_true", help="instead: sequential gates' verdicts at changes 0, -2, -3, -5%%"
+    )
     args = parser.parse_args()
+    if args.sequential:
+        print("| change | looks judged | pass | regression | inconclusive | improvement | mean sets |")
+        print("|---|---|---|---|---|---|---|")
+        for change in (0.0, -0.02, -0.03, -0.05):
+            for naive in (False, True):
+                found = sequential(args.gates, change, args.seed, naive)
+                shares = [
+                    found.verdicts.get(v, 0) / found.gates
+                    for v in ("pass", "regression", "inconclusive", "improvement")
+                ]
+                row = " | ".join(f"{s:.1%}" for s in shares)
+                print(f"| {change:+.0%} | {'95% each' if naive else 'alpha spent'} | {row} | {found.mean_sets:.2f} |")
+        return 0
     print(f"pair noise {args.pair_noise:.1%}, offset {args.offset:.1%}, floor {args.floor:.1%}", end=", ")
     print(f"change {args.change:+.1%}")
     print("| design | mode | gates | coverage | mean width | narrowed by the floor |")

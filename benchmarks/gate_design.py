@@ -1,5 +1,6 @@
 """The paired gate's power by design, simulated: how often gates of E engine pairs x P pairs each
-flag a known slowdown, under a stated noise model, judged by judge/paired.py as the gate judges.
+flag a known slowdown (a regression) and how often they cannot tell (inconclusive), under a stated
+noise model, judged by judge/paired.py as the gate judges.
 
 Each gate draws every engine pair's offset (SD --offset) and every pair's noise (SD --pair-noise,
 of one pair's log ratio), slows the candidate by the row's fraction, and is judged with the
@@ -46,20 +47,21 @@ def main() -> int:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     print(
-        f"share of gates flagged (pair noise {args.pair_noise:.1%}, offset {args.offset:.1%}, floor {args.floor:.1%})"
+        f"share of gates flagged / inconclusive (pair noise {args.pair_noise:.1%}, offset {args.offset:.1%}, "
+        f"floor {args.floor:.1%})"
     )
-    print(f"{'engine pairs x pairs':>20} " + " ".join(f"{s:>6.0%}" for s in args.slowdowns))
+    print(f"{'engine pairs x pairs':>20} " + " ".join(f"{s:>11.0%}" for s in args.slowdowns))
     for design in args.designs:
         engine_pairs, pairs = (int(n) for n in design.split("x"))
-        shares = []
+        cells = []
         for slowdown in args.slowdowns:
-            flagged = sum(
+            verdicts = [
                 one_gate(rng, engine_pairs, pairs, args.pair_noise, args.offset, -slowdown, args.floor, args.tolerance)
-                != "pass"
                 for _ in range(args.gates)
-            )
-            shares.append(flagged / args.gates)
-        print(f"{design:>20} " + " ".join(f"{share:>6.2f}" for share in shares))
+            ]
+            flagged, undecided = verdicts.count("regression"), verdicts.count("inconclusive")
+            cells.append(f"{flagged / args.gates:.2f} / {undecided / args.gates:.2f}")
+        print(f"{design:>20} " + " ".join(f"{cell:>11}" for cell in cells))
     return 0
 
 

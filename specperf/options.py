@@ -126,6 +126,14 @@ class Options:
         default="fail",
         choices=("fail", "warn"),
     )
+    gate_max_sets: int | None = option(
+        "--gate-max-sets",
+        "upgrade gate: where a scenario's speed is inconclusive after the profile's sets of fresh "
+        "engines, add one set at a time, up to N sets in all, judging each look with a wider interval "
+        "so that the looks raise no false alarm (judge/sequential.py)",
+        type=int,
+        metavar="N",
+    )
     gate_blocks: int | None = option(
         "--gate-blocks",
         "where two engines do not fit in memory: alternate blocks of N rounds, one engine alive "

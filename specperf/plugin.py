@@ -209,7 +209,13 @@ def specperf_session(request):
             selection=tuple(planned),
         ),
         gating=(
-            Gating(opts.candidate, opts.gate_blocks, gate_environments(config), opts.inconclusive == "fail")
+            Gating(
+                opts.candidate,
+                opts.gate_blocks,
+                gate_environments(config),
+                opts.inconclusive == "fail",
+                opts.gate_max_sets,
+            )
             if opts.candidate
             else None
         ),

@@ -309,3 +309,25 @@ def test_a_gate_that_can_tell_neither_is_inconclusive_and_fails_unless_told_to_w
     view = scenario_view(result.model_copy(update={"verdict": warning}))
     assert view.status == "inconclusive" and not view.failed
     assert scenario_view(result.model_copy(update={"verdict": failing})).failed
+
+
+def test_a_sequential_gate_adds_engine_sets_until_it_can_decide(tmp_path):
+    import math
+
+    # 4 pairs a set on one engine pair, 2 sets, up to 4: looks after 2, 3 and 4 sets
+    scenario = REF.replace(rounds=8, gate_engine_sets=2, gate_engine_offset=0.02)
+    # the candidate 3% slower, give or take 8% a round: no look can decide
+    noisy = Starter(**{f"nosd@{CANDIDATE}": {"wall_s": lambda call: 0.2 * math.exp(0.03 + 0.08 * (-1) ** call)}})
+    result = gate(tmp_path / "noisy", noisy, max_sets=4).run(scenario)
+    assert result.gate.looks == [0.5, 0.75, 1.0]
+    assert len(result.rounds) == len(result.gate.current.rounds) == 16 and len(noisy.started) == 8
+    assert [r.engine_instance for r in result.rounds] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+    throughput = next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s")
+    assert throughput.status == "inconclusive" and "a 95.6% interval" in throughput.note
+    assert result.gate.pairing == "interleaved, 4 engine pairs (1 per side alive, 4 set(s))"
+    # a third slower: the first look decides, and no set is added
+    clear = Starter(**{f"nosd@{CANDIDATE}": {"wall_s": 0.3}})
+    result = gate(tmp_path / "clear", clear, max_sets=4).run(scenario)
+    assert result.gate.looks == [0.5] and len(result.rounds) == 8 and len(clear.started) == 4
+    assert statuses(result)["throughput_tok_s"] == "regression"
+    assert "a 99.7% interval" in next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s").note

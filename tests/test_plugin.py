@@ -162,6 +162,8 @@ def usage_error(pytester, *args) -> str:
         ),
         (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
         (["--inconclusive", "warn"], "--inconclusive goes with --candidate"),
+        (["--gate-max-sets", "4"], "--gate-max-sets goes with --candidate"),
+        (["--candidate", "/usr/bin/python3", "--gate-max-sets", "0"], "--gate-max-sets must be 1..64 sets, got 0"),
         (["--serve-url", "staging:8000"], "--serve-url: 'staging:8000' is not an http(s) URL"),
         (
             ["--serve-url", "http://127.0.0.1:8000", "--candidate", "/usr/bin/python3"],

@@ -67,7 +67,7 @@ class FakeEngine:
             self.counters["accepted_per_pos"] = [a + d for a, d in zip(self.counters["accepted_per_pos"], (2, 1, 0))]
         tokens = self.tokens + ([self.calls] if self.changing_from and self.calls >= self.changing_from else [])
         return Reply(
-            wall_s=self.wall_s,
+            wall_s=self.wall_s(self.calls) if callable(self.wall_s) else self.wall_s,  # by call, where a function
             output_tokens=len(tokens) * len(prompts),
             token_ids=[list(tokens) for _ in prompts],
             texts=["out <b>"] * len(prompts),

@@ -15,9 +15,10 @@ import math
 import statistics
 
 from ..records import MetricVerdict, ScenarioResult, Verdict
-from ..status import ERROR, FAILING, INVALID, worst
+from ..status import ERROR, FAILING, INCONCLUSIVE, INVALID, worst
 from .metrics import metric_samples
 from .paired import compare_paired, usable_change
+from .sequential import look_confidence
 from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
 # A ratio to the no-SD reference -> what it divides: the SD scenario's metric, the gate's reference
@@ -33,7 +34,12 @@ def _rates(samples: list[float], inverse: bool) -> list[float]:
 
 
 def _ratio(
-    name: str, result: ScenarioResult, current: dict[str, list[float]], clusters: list[int], rules: Rules
+    name: str,
+    result: ScenarioResult,
+    current: dict[str, list[float]],
+    clusters: list[int],
+    rules: Rules,
+    confidence: float,
 ) -> MetricVerdict | None:
     """A speedup judged as the SD engines' change relative to the reference's change; None where the
     gate has no separately measured reference (paired_reference divides pair by pair)."""
@@ -60,12 +66,30 @@ def _ratio(
         clusters,
         rules.gate_engine_offset,
         relative_to=change,
+        confidence=confidence,
     )
     if verdict.status != INVALID:
         verdict.baseline = statistics.median(current[name]) if current.get(name) else None
         current_ratio = result.value(name)
         verdict.current = current_ratio if isinstance(current_ratio, (int, float)) else None
     return verdict
+
+
+def look_decides(
+    current: list[float], candidate: list[float], clusters: list[int], looks: list[float], rules: Rules
+) -> bool:
+    """Whether a sequential gate's look at these throughputs (by round, and each round's engine pair)
+    decides it: their verdict at the look's confidence is not inconclusive."""
+    verdict = compare_paired(
+        "throughput_tok_s",
+        current,
+        candidate,
+        rules.gate_tolerance,
+        clusters,
+        rules.gate_engine_offset,
+        confidence=look_confidence(looks),
+    )
+    return verdict.status != INCONCLUSIVE
 
 
 def offset_floor(name: str, rules: Rules) -> float:
@@ -82,6 +106,7 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     current = judged_samples(result.gate.current.metrics)[0]
     clusters = [r.engine_instance for r in result.rounds]
+    confidence = look_confidence(result.gate.looks)
     candidate, unknown = judged_samples(result.metrics)
     verdicts = []
     for name, samples in candidate.items():
@@ -89,13 +114,14 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
             verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
             verdict.judged_by = "current build"
         else:
-            verdict = (name in RATIOS and _ratio(name, result, current, clusters, rules)) or compare_paired(
+            verdict = (name in RATIOS and _ratio(name, result, current, clusters, rules, confidence)) or compare_paired(
                 name,
                 current.get(name, []),
                 samples,
                 rules.gate_tolerance,
                 clusters if len(clusters) == len(samples) else None,
                 offset_floor(name, rules),
+                confidence=confidence,
             )
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)

@@ -179,10 +179,12 @@ def compare_paired(
     clusters: list[int] | None = None,
     offset_floor: float = 0.0,
     relative_to: PairedChange | None = None,
+    confidence: float = CONFIDENCE,
 ) -> MetricVerdict:
     """Judge `candidate` against `current`, pair by pair (the lists are aligned by round; `clusters`
     too).  `relative_to`: a change measured apart that this one is judged relative to (a gate's
-    speedup: the SD engines' change less their no-SD reference's)."""
+    speedup: the SD engines' change less their no-SD reference's); `confidence`: the interval's,
+    wider at a sequential gate's looks (judge/sequential.py)."""
     spec = spec_for(metric)
     usable = [j for j, (a, b) in enumerate(zip(current, candidate)) if _usable(a, b)]
     estimate = usable_change(current, candidate, clusters, offset_floor)
@@ -196,7 +198,7 @@ def compare_paired(
     if relative_to is not None:
         estimate = estimate.minus(relative_to)
     change = math.exp(estimate.log_change) - 1
-    low, high = (math.exp(bound) - 1 for bound in estimate.interval())
+    low, high = (math.exp(bound) - 1 for bound in estimate.interval(confidence))
     worse = sorted((-low, -high) if spec.direction == HIGHER else (low, high))  # how much worse, at least/most
     note = f"{estimate.pairs} pairs on {estimate.clusters} engine pair(s)" + (
         "; relative to the no-SD reference's change" if relative_to is not None else ""
@@ -217,6 +219,8 @@ def compare_paired(
     )
     if verdict.status != PASS:
         verdict.p_value = estimate.p_value(lower=change < 0)
+    if confidence != CONFIDENCE:
+        verdict.note += f"; a {confidence:.1%} interval, this look's share of a sequential gate's 95%"
     if verdict.status == INCONCLUSIVE:
         verdict.note += f"; neither shown within {tolerance:.0%} nor shown worse: more engine pairs would tell"
     return verdict

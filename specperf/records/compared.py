@@ -134,6 +134,8 @@ class Gate(Record):
     reference: PairedSamples | None = None  # the no-SD reference's throughput, where speedup divides by it
     reference_tpot: PairedSamples | None = None  # a serve reference's TPOT p50 (ms), for tpot_speedup
     output_drift: int = 0  # requests whose greedy output differs between the builds
+    # a sequential gate's looks (--gate-max-sets), as fractions of the engine pairs it may reach; empty: one look
+    looks: list[Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=list)
     config_diff: dict[str, Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
         default_factory=dict
     )  # setting -> [current, candidate]

@@ -49,11 +49,21 @@ class EngineFacts:
 class Measured:
     rounds: dict[Label, list[RoundResult]]
     engines: dict[Label, EngineFacts]
-    pairing: str
+    pairing: str = ""
     start_s: float = 0.0
     warmup_s: float = 0.0
     measure_s: float = 0.0
     telemetry: list[dict] = field(default_factory=list)
+    looks: list[float] = field(default_factory=list)  # a sequential gate's, as fractions of its most sets
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A sequential gate (judge/sequential.py): after the profile's sets, one more set at a time, up
+    to `max_sets`, until `decided(rounds so far, the looks' fractions)` or the time runs short."""
+
+    max_sets: int
+    decided: Callable[[dict[Label, list[RoundResult]], list[float]], bool]
 
 
 def _facts(engine) -> EngineFacts:
@@ -73,8 +83,9 @@ def orders(labels: list[Label]) -> list[list[Label]]:
     return found
 
 
-def phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: int):
-    """(engines alive: label -> (scenario, python[, instance]), schedule, cluster of each round) in turn."""
+def phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: int, extra_sets: int = 0):
+    """(engines alive: label -> (scenario, python[, instance]), schedule, cluster of each round) in turn;
+    `extra_sets`: sets a sequential gate may add, each of the first set's pairs."""
     labels = list(wanted)
     if len(labels) == 1:
         yield wanted, labels * rounds, [0] * rounds
@@ -88,8 +99,8 @@ def phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: 
                 yield {Instance(label, block): (*wanted[label], block)}, [Instance(label, block)] * size, [block] * size
             done, block = done + size, block + 1
         return
-    first = 0
-    for set_number, pairs in enumerate(_split(rounds, sets)):
+    first, planned = 0, _split(rounds, sets)
+    for set_number, pairs in enumerate(planned + planned[:1] * extra_sets):
         clusters = list(range(first, first + instances))
         turn_of = {c: set_number + i for i, c in enumerate(clusters)}  # the first set's turns, one on per set
         alive = {}
@@ -139,29 +150,23 @@ def measure_rounds(
     sets: int = 1,
     gpus: list[int] | None = None,
     rounds_runner: Callable[[Callable[[], None], int], None] = run_rounds,
+    looks: Looks | None = None,
 ) -> Measured:
     """`rounds` rounds per engine of `wanted` (label -> (scenario, python)), in a balanced order; each
     round's `instance` names the cluster (engine pair) it ran on, the same for every side of a pair.
-    `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only)."""
+    `rounds_runner` runs the rounds where they are one phase (pytest-benchmark times one call only);
+    `looks`: add sets while the gate cannot decide (sets side by side only, not blocks)."""
     labels = list(wanted)
     paired = len(labels) > 1
     blocked = blocks is not None and paired
-    planned = list(phases(wanted, rounds, blocks if blocked else None, instances, sets))
-    clusters = len({c for _, _, of_round in planned for c in of_round})
-    measured = Measured(
-        {label: [] for label in labels},
-        {},
-        f"blocks of {blocks} rounds"
-        if blocked
-        else f"interleaved, {clusters} engine pairs ({instances} per side alive, {len(planned)} set(s))"
-        if clusters > 1
-        else "interleaved"
-        if paired
-        else "single",
-    )
+    extra = max(0, looks.max_sets - sets) if looks is not None and paired and not blocked else 0
+    planned = list(phases(wanted, rounds, blocks if blocked else None, instances, sets, extra))
+    measured = Measured({label: [] for label in labels}, {})
     one_phase = len(planned) == 1
     try:
-        for alive, schedule, of_round in planned:
+        for done, (alive, schedule, of_round) in enumerate(planned, start=1):
+            if done > sets and _no_time_for_another(measured, done - 1, deadline):
+                break
             engines, start_s = pool.engines_for(alive)
             measured.engines |= {
                 _label(label): _facts(engine)
@@ -187,10 +192,31 @@ def measure_rounds(
                 result = phase[label].pop(0)
                 result.instance = cluster
                 measured.rounds[_label(label)].append(result)
+            if extra and done >= sets:
+                measured.looks.append(done / len(planned))
+                if looks is not None and looks.decided(measured.rounds, measured.looks):
+                    break
     except EngineError as err:  # a failure names the label, not the instance
         err.engine = _label(err.engine) if err.engine is not None else None
         raise
     for label in labels:
         for r in measured.rounds[label]:
             r.engine = label
+    measured.pairing = _pairing(measured, blocks if blocked else None, instances)
     return measured
+
+
+def _no_time_for_another(measured: Measured, sets_done: int, deadline: float) -> bool:
+    """Whether one more set, as long as the average set so far, would overrun the deadline."""
+    per_set = (measured.start_s + measured.warmup_s + measured.measure_s) / sets_done
+    return time.monotonic() + per_set > deadline
+
+
+def _pairing(measured: Measured, blocks: int | None, instances: int) -> str:
+    paired = len(measured.rounds) > 1
+    clusters = len({r.instance for rounds in measured.rounds.values() for r in rounds})
+    if blocks is not None:
+        return f"blocks of {blocks} rounds"
+    if clusters > 1:
+        return f"interleaved, {clusters} engine pairs ({instances} per side alive, {len(measured.telemetry)} set(s))"
+    return "interleaved" if paired else "single"

@@ -44,6 +44,7 @@ from .gate.sides import (
     engines_wanted,
     gate_record,
     reference_from_alternating_rounds,
+    sequential_looks,
     unsupported_by,
 )
 from .hardware.device import describe_device
@@ -223,6 +224,7 @@ class RunSession:
             sets=scenario.gate_engine_sets,
             gpus=self.engine_gpus(scenario),
             rounds_runner=rounds_runner,
+            looks=sequential_looks(scenario, self.gating.max_sets) if self.gating and self.gating.max_sets else None,
         )
         result.gpu_telemetry = measured.telemetry[0]
         result.timings = Timings(

@@ -75,6 +75,7 @@ class Gating:
     gate_blocks: int | None = None  # alternate blocks of this many rounds, one engine alive
     environments: dict | None = None  # both builds by side (run.builds.environments.describe); None: ask them
     inconclusive_fails: bool = True  # --inconclusive fail
+    max_sets: int | None = None  # --gate-max-sets: a sequential gate
 
     def judge(self) -> Judge:
         return GateJudge(self.inconclusive_fails)

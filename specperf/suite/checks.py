@@ -68,6 +68,10 @@ def check_options(config) -> None:
             raise pytest.UsageError(str(err)) from None
     if opts.inconclusive != "fail" and not opts.candidate:
         raise pytest.UsageError("--inconclusive goes with --candidate (only an upgrade gate can be inconclusive)")
+    if opts.gate_max_sets is not None and not opts.candidate:
+        raise pytest.UsageError("--gate-max-sets goes with --candidate (it adds engine sets to a gate)")
+    if opts.gate_max_sets is not None and not 1 <= opts.gate_max_sets <= 64:
+        raise pytest.UsageError(f"--gate-max-sets must be 1..64 sets, got {opts.gate_max_sets}")
     blocks = opts.gate_blocks
     if blocks is not None and blocks < 1:
         raise pytest.UsageError(f"--gate-blocks must be at least 1, got {blocks}")

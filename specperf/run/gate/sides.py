@@ -5,11 +5,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ...judge.gate import look_decides
 from ...judge.metrics import output_hash
+from ...judge.verdicts import Rules
 from ...profiles.scenarios import REFERENCE_METHOD, Scenario
 from ...records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
 from ..loop import RoundResult
-from ..measurement import EngineFacts, Measured
+from ..measurement import EngineFacts, Looks, Measured
 from ..summary import Checked, Reference, Summary
 
 CURRENT = "current"  # this environment's vLLM (the interpreter running the suite)
@@ -116,6 +118,7 @@ def gate_record(
         reference=reference_pairs(reference, "throughput_tok_s"),
         reference_tpot=reference_pairs(reference, "tpot_p50_ms"),
         output_drift=output_drift(current.summary, candidate.summary),
+        looks=measured.looks,
         config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
     )
 
@@ -139,3 +142,15 @@ def unsupported_by(environments: dict | None, scenario: Scenario) -> str | None:
         if reason:
             return f"the {side} build (vLLM {facts['vllm']}): {reason}"
     return None
+
+
+def sequential_looks(scenario: Scenario, max_sets: int) -> Looks:
+    """A sequential gate's looks (--gate-max-sets): one more set while the throughput is undecided."""
+    rules = Rules.of(scenario)
+
+    def decided(rounds: dict, looks: list[float]) -> bool:
+        current, candidate = rounds[Role(CURRENT)], rounds[Role(CANDIDATE)]
+        throughputs = ([r.throughput for r in current], [r.throughput for r in candidate])
+        return look_decides(*throughputs, [r.instance for r in candidate], looks, rules)
+
+    return Looks(max_sets, decided)

@@ -86,7 +86,7 @@ def look_decides(
         candidate,
         rules.gate_tolerance,
         clusters,
-        rules.gate_engine_offset,
+        offset_floor("throughput_tok_s", rules),
         confidence=look_confidence(looks),
     )
     return verdict.status != INCONCLUSIVE

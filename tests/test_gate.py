@@ -331,3 +331,25 @@ def test_a_sequential_gate_adds_engine_sets_until_it_can_decide(tmp_path):
     assert result.gate.looks == [0.5] and len(result.rounds) == 8 and len(clear.started) == 4
     assert statuses(result)["throughput_tok_s"] == "regression"
     assert "a 99.7% interval" in next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s").note
+
+
+def test_a_sequential_gate_looks_at_the_speedup_as_well_as_the_throughput(tmp_path):
+    import math
+
+    # 4 pairs a set on one engine pair, 2 sets, up to 4; a 10% tolerance, so that a noiseless
+    # throughput passes at the first look
+    ref, sd = (s.replace(rounds=8, gate_engine_sets=2, gate_engine_offset=0.02, gate_tolerance=0.1) for s in (REF, SD))
+    # the no-SD candidate +-20% a round: its change, and every speedup judged relative to it, is undecided
+    noisy_reference = {"wall_s": lambda call: 0.2 * math.exp(0.2 * (-1) ** call)}
+    starter = Starter(**{f"nosd@{CANDIDATE}": noisy_reference})
+    run = gate(tmp_path, starter, max_sets=4)
+    reference = run.run(ref)
+    assert reference.gate.looks == [0.5, 0.75, 1.0]
+    result = run.run(sd)
+    assert statuses(result)["throughput_tok_s"] == "pass" and statuses(result)["speedup"] == "inconclusive"
+    assert result.gate.looks == [0.5, 0.75, 1.0] and len(result.rounds) == 16  # not stopped at the first look
+    # with a quiet reference the SD scenario's first look decides both
+    run = gate(tmp_path / "quiet", Starter(), max_sets=4)
+    run.run(ref)
+    result = run.run(sd)
+    assert statuses(result)["speedup"] == "pass" and result.gate.looks == [0.5] and len(result.rounds) == 8

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..records import MetricVerdict, ScenarioResult, Verdict
+from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INCONCLUSIVE, INVALID, worst
-from .metrics import metric_samples
 from .paired import compare_paired, usable_change
 from .sequential import look_confidence
 from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
@@ -33,19 +32,18 @@ def _rates(samples: list[float], inverse: bool) -> list[float]:
     return [1 / v if v > 0 else 0.0 for v in samples] if inverse else samples
 
 
-def _ratio(
+def _relative(
     name: str,
-    result: ScenarioResult,
     current: dict[str, list[float]],
-    clusters: list[int],
+    candidate: dict[str, list[float]],
+    clusters: list[int] | None,
     rules: Rules,
     confidence: float,
+    reference: PairedSamples | None,
 ) -> MetricVerdict | None:
-    """A speedup judged as the SD engines' change relative to the reference's change; None where the
-    gate has no separately measured reference (paired_reference divides pair by pair)."""
-    assert result.gate is not None  # judge_gate judges gated results only
-    metric, field, inverse = RATIOS[name]
-    reference = getattr(result.gate, field)
+    """A speedup judged as the SD engines' change relative to the reference's change (`reference`:
+    the gated no-SD scenario's pairs of what the ratio divides); None without one."""
+    metric, _, inverse = RATIOS[name]
     change = (
         None
         if reference is None
@@ -61,7 +59,7 @@ def _ratio(
     verdict = compare_paired(
         name,
         _rates(current.get(metric, []), inverse),
-        _rates(metric_samples(result.metrics)[metric], inverse),
+        _rates(candidate.get(metric, []), inverse),
         rules.gate_tolerance,
         clusters,
         rules.gate_engine_offset,
@@ -70,26 +68,53 @@ def _ratio(
     )
     if verdict.status != INVALID:
         verdict.baseline = statistics.median(current[name]) if current.get(name) else None
-        current_ratio = result.value(name)
-        verdict.current = current_ratio if isinstance(current_ratio, (int, float)) else None
+        verdict.current = statistics.median(candidate[name]) if candidate.get(name) else None
     return verdict
 
 
-def look_decides(
-    current: list[float], candidate: list[float], clusters: list[int], looks: list[float], rules: Rules
-) -> bool:
-    """Whether a sequential gate's look at these throughputs (by round, and each round's engine pair)
-    decides it: their verdict at the look's confidence is not inconclusive."""
-    verdict = compare_paired(
-        "throughput_tok_s",
-        current,
-        candidate,
-        rules.gate_tolerance,
-        clusters,
-        offset_floor("throughput_tok_s", rules),
-        confidence=look_confidence(looks),
+def speed_verdict(
+    name: str,
+    current: dict[str, list[float]],
+    candidate: dict[str, list[float]],
+    clusters: list[int] | None,
+    rules: Rules,
+    confidence: float,
+    references: dict[str, PairedSamples | None],
+) -> MetricVerdict:
+    """One speed metric of the candidate against the current build's, pair by pair (samples by metric
+    name, aligned by round; `clusters`: each round's engine pair).  A ratio to the no-SD reference
+    measured in another part of the gate (`references`, by RATIOS's field) is judged relative to
+    the reference's change; one measured beside it divides pair by pair."""
+    ratio = name in RATIOS and _relative(
+        name, current, candidate, clusters, rules, confidence, references.get(RATIOS[name][1])
     )
-    return verdict.status != INCONCLUSIVE
+    return ratio or compare_paired(
+        name,
+        current.get(name, []),
+        candidate[name],
+        rules.gate_tolerance,
+        clusters if clusters is not None and len(clusters) == len(candidate[name]) else None,
+        offset_floor(name, rules),
+        confidence=confidence,
+    )
+
+
+def look_decides(
+    current: dict[str, list[float]],
+    candidate: dict[str, list[float]],
+    clusters: list[int],
+    looks: list[float],
+    rules: Rules,
+    references: dict[str, PairedSamples | None],
+) -> bool:
+    """Whether a sequential gate's look decides it: no speed metric of these samples (as
+    speed_verdict takes them) is inconclusive at the look's confidence."""
+    confidence = look_confidence(looks)
+    return all(
+        speed_verdict(name, current, candidate, clusters, rules, confidence, references).status != INCONCLUSIVE
+        for name in candidate
+        if not spec_for(name).deterministic
+    )
 
 
 def offset_floor(name: str, rules: Rules) -> float:
@@ -108,21 +133,14 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     clusters = [r.engine_instance for r in result.rounds]
     confidence = look_confidence(result.gate.looks)
     candidate, unknown = judged_samples(result.metrics)
+    references = {field: getattr(result.gate, field) for _, field, _ in RATIOS.values()}
     verdicts = []
     for name, samples in candidate.items():
         if spec_for(name).deterministic:
             verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
             verdict.judged_by = "current build"
         else:
-            verdict = (name in RATIOS and _ratio(name, result, current, clusters, rules, confidence)) or compare_paired(
-                name,
-                current.get(name, []),
-                samples,
-                rules.gate_tolerance,
-                clusters if len(clusters) == len(samples) else None,
-                offset_floor(name, rules),
-                confidence=confidence,
-            )
+            verdict = speed_verdict(name, current, candidate, clusters, rules, confidence, references)
         verdicts.append(verdict)
     status = worst(v.status for v in verdicts)
     reasons = [

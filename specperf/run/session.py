@@ -211,6 +211,10 @@ class RunSession:
         result.workload = calls.facts
         checks = {role: self.checks.of(s, python, calls) for role, (s, python) in wanted.items()}
         deadline = time.monotonic() + (self.measuring.scenario_timeout_s or float("inf"))
+        reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)
+        own = {side: self._references.get((side, scenario.reference_id)) for side in (CURRENT, CANDIDATE)}
+        gating = self.gating and self.gating.max_sets
+        looks = sequential_looks(scenario, self.gating.max_sets, own, reference) if gating else None
         measured = measure_rounds(
             self.pool,
             wanted,
@@ -224,7 +228,7 @@ class RunSession:
             sets=scenario.gate_engine_sets,
             gpus=self.engine_gpus(scenario),
             rounds_runner=rounds_runner,
-            looks=sequential_looks(scenario, self.gating.max_sets) if self.gating and self.gating.max_sets else None,
+            looks=looks,
         )
         result.gpu_telemetry = measured.telemetry[0]
         result.timings = Timings(
@@ -251,7 +255,6 @@ class RunSession:
         result.workload.overlap_bleu4 = main.summary.overlap_bleu4
         result.validity = main.validity
         if CANDIDATE in sides:
-            reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)
             result.gate = gate_record(sides[CURRENT], main, measured, self.gating.candidate_python, reference)
             result.baseline = current_as_baseline(sides[CURRENT])
             self._remember_gate_reference(scenario, result)

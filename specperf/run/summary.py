@@ -92,7 +92,7 @@ def shown_outputs(requests: list[Request], texts: list[str]) -> list[ShownOutput
     return list(shown.values())
 
 
-def _speedups(throughputs: list[float], reference: Reference | None) -> list[float] | None:
+def speedups(throughputs: list[float], reference: Reference | None) -> list[float] | None:
     """Per round: against the reference's paired round, or its median measured earlier; None without one."""
     if reference is not None and reference.paired:
         return [t / r if r > 0 else 0.0 for t, r in zip(throughputs, reference.paired)]
@@ -101,7 +101,7 @@ def _speedups(throughputs: list[float], reference: Reference | None) -> list[flo
     return None
 
 
-def _tpot_speedups(latencies: dict[str, Metric], reference: Reference | None) -> list[float] | None:
+def tpot_speedups(latencies: dict[str, Metric], reference: Reference | None) -> list[float] | None:
     """Per round: the reference's TPOT p50 over this scenario's, paired or against its median."""
     tpot = latencies.get("tpot_p50_ms")
     if tpot is None or reference is None:
@@ -138,11 +138,11 @@ def summarise(
         overall = metrics.acceptance(counters)
         for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
             values[name] = Metric(value=overall[name], samples=[a[name] for a in per_round])
-        speedups = _speedups(throughputs, reference)
-        if speedups is not None:
-            values["speedup"] = Metric(value=_median(speedups), samples=speedups)
-            if tpot_speedups := _tpot_speedups(latencies, reference):
-                values["tpot_speedup"] = Metric(value=_median(tpot_speedups), samples=tpot_speedups)
+        speedup = speedups(throughputs, reference)
+        if speedup is not None:
+            values["speedup"] = Metric(value=_median(speedup), samples=speedup)
+            if tpot_speedup := tpot_speedups(latencies, reference):
+                values["tpot_speedup"] = Metric(value=_median(tpot_speedup), samples=tpot_speedup)
             if check.way != OutputCheck.NOT_CHECKED and check.way == reference.checked_by:
                 fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
                 values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])

@@ -5,14 +5,14 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ...judge.gate import look_decides
+from ...judge.gate import RATIOS, look_decides
 from ...judge.metrics import output_hash
 from ...judge.verdicts import Rules
 from ...profiles.scenarios import REFERENCE_METHOD, Scenario
 from ...records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
 from ..loop import RoundResult
 from ..measurement import EngineFacts, Looks, Measured
-from ..summary import Checked, Reference, Summary
+from ..summary import Checked, Reference, Summary, served_latencies, speedups, tpot_speedups
 
 CURRENT = "current"  # this environment's vLLM (the interpreter running the suite)
 CANDIDATE = "candidate"  # the other environment's (--candidate PYTHON)
@@ -94,6 +94,12 @@ def reference_pairs(result: ScenarioResult | None, metric: str) -> PairedSamples
     )
 
 
+def gated_references(result: ScenarioResult | None) -> dict[str, PairedSamples | None]:
+    """A gate's no-SD result as Gate records it for its SD scenarios, by the field of each ratio
+    (judge/gate.RATIOS) that divides by it."""
+    return {field: reference_pairs(result, metric) for metric, field, _ in RATIOS.values()}
+
+
 def gate_record(
     current: SideSummary,
     candidate: SideSummary,
@@ -115,8 +121,7 @@ def gate_record(
         current=side,
         candidate_python=python,
         pairing=measured.pairing,
-        reference=reference_pairs(reference, "throughput_tok_s"),
-        reference_tpot=reference_pairs(reference, "tpot_p50_ms"),
+        **gated_references(reference),
         output_drift=output_drift(current.summary, candidate.summary),
         looks=measured.looks,
         config_diff=config_diff(current.engine.effective_config, candidate.engine.effective_config),
@@ -144,13 +149,31 @@ def unsupported_by(environments: dict | None, scenario: Scenario) -> str | None:
     return None
 
 
-def sequential_looks(scenario: Scenario, max_sets: int) -> Looks:
-    """A sequential gate's looks (--gate-max-sets): one more set while the throughput is undecided."""
-    rules = Rules.of(scenario)
+def look_samples(rounds: dict[Role, list[RoundResult]], side: str, reference: Reference | None) -> dict[str, list]:
+    """One build's speed samples at a sequential gate's look, figured as its summary figures them;
+    `reference`: its no-SD reference measured earlier (None: none, or a no-SD scenario)."""
+    own = rounds[Role(side)]
+    if (paired := Role(side, reference=True)) in rounds:
+        reference = reference_from_alternating_rounds(rounds[paired])
+    throughputs = [r.throughput for r in own]
+    latencies = served_latencies(own)
+    samples = {"throughput_tok_s": throughputs} | {name: metric.samples for name, metric in latencies.items()}
+    ratios = {"speedup": speedups(throughputs, reference), "tpot_speedup": tpot_speedups(latencies, reference)}
+    return samples | {name: values for name, values in ratios.items() if values}
+
+
+def sequential_looks(
+    scenario: Scenario, max_sets: int, references: dict[str, Reference | None], gated: ScenarioResult | None
+) -> Looks:
+    """A sequential gate's looks (--gate-max-sets): one more set while any speed metric is undecided.
+    `references`: each build's no-SD reference measured earlier, by side; `gated`: the gate's no-SD
+    result that speedups are judged relative to."""
+    rules, pairs = Rules.of(scenario), gated_references(gated)
+    if scenario.method.is_reference:
+        references = {}
 
     def decided(rounds: dict, looks: list[float]) -> bool:
-        current, candidate = rounds[Role(CURRENT)], rounds[Role(CANDIDATE)]
-        throughputs = ([r.throughput for r in current], [r.throughput for r in candidate])
-        return look_decides(*throughputs, [r.instance for r in candidate], looks, rules)
+        current, candidate = (look_samples(rounds, side, references.get(side)) for side in (CURRENT, CANDIDATE))
+        return look_decides(current, candidate, [r.instance for r in rounds[Role(CANDIDATE)]], looks, rules, pairs)
 
     return Looks(max_sets, decided)

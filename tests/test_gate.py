@@ -353,3 +353,48 @@ def test_a_sequential_gate_looks_at_the_speedup_as_well_as_the_throughput(tmp_pa
     run.run(ref)
     result = run.run(sd)
     assert statuses(result)["speedup"] == "pass" and result.gate.looks == [0.5] and len(result.rounds) == 8
+
+
+def test_the_gates_on_record_in_the_history_widen_a_gate_whose_floor_is_below_them(tmp_path):
+    import math
+
+    from specperf.history import History
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    scenario = REF.replace(rounds=12, gate_engine_sets=6, gate_engine_offset=0.01)  # 6 engine pairs of 2 pairs
+
+    class Offsets(Starter):
+        """Each candidate engine 6% slower or faster than the one before."""
+
+        def __call__(self, config, start_timeout_s, python=None):
+            engine = super().__call__(config, start_timeout_s, python)
+            if python:
+                engine.wall_s = 0.2 * math.exp(0.06 * (-1) ** len(self.started))
+            return engine
+
+    for night in range(2):  # two gates on record: 2 x 5 degrees of freedom, worth the prior
+        run = gate(tmp_path / f"night{night}", Offsets(), history_url=url, run_id=f"night-{night}")
+        run.run(scenario)
+        run.finish()
+        with History(url) as history:
+            history.record_run_dir(run.run_dir)
+    # equal engines now: the interval is the floor's alone, the recorded 6.6% in place of the profile's 1%
+    floored = next(m for m in gate(tmp_path / "today", Starter(), history_url=url).run(scenario).verdict.metrics)
+    alone = next(m for m in gate(tmp_path / "alone", Starter()).run(scenario).verdict.metrics)
+    assert floored.metric == alone.metric == "throughput_tok_s"
+    assert "engine-offset floor 6.6% over the 2 gates on record (10 degrees of freedom), above the profile's 1.0%" in (
+        floored.note
+    )
+    assert "engine-offset floor 1.0%, the profile's (no gates on record)" in alone.note
+    assert floored.ci_high > 4 * alone.ci_high > 0
+
+
+def test_a_history_that_cannot_be_read_leaves_the_profiles_floor_and_says_so_in_one_line(tmp_path):
+    broken = tmp_path / "history.sqlite"
+    broken.write_text("not a database\n")
+    lines: list[str] = []
+    result = gate(tmp_path, Starter(), history_url=f"sqlite:///{broken}", log=lines.append).run(REF)
+    assert result.verdict.status == "pass"
+    said = [line for line in lines if "engine-offset floor" in line]
+    assert len(said) == 1 and str(broken) in said[0] and "\n" not in said[0]
+    assert said[0].endswith("the gate's engine-offset floor is the profile's")

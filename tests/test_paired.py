@@ -196,3 +196,43 @@ def test_the_change_is_the_hodges_lehmann_estimate_of_the_log_ratios():
     verdict = compare_paired("throughput_tok_s", [1.0] * 5, [1.0, 1.0, 1.0, math.exp(0.3), math.exp(0.3)])
     assert verdict.change == pytest.approx(math.exp(0.15) - 1)
     assert hodges_lehmann([0.0, 0.0, 0.3]) == pytest.approx(0.075)
+
+
+def test_the_gates_on_record_estimate_the_offset_between_engines_whatever_each_gate_changed():
+    from specperf.judge.paired import recorded_offset_of
+
+    rng = random.Random(7)
+
+    def one_gate(offset_sd: float, change: float) -> tuple[list[float], list[int]]:
+        """8 engine pairs of 6 pairs: the engine pair's offset and 7.5% pair noise on the change."""
+        ratios, clusters = [], []
+        for cluster in range(8):
+            offset = rng.gauss(0, offset_sd)
+            ratios += [change + offset + rng.gauss(0, 0.075) for _ in range(6)]
+            clusters += [cluster] * 6
+        return ratios, clusters
+
+    found = recorded_offset_of([one_gate(0.03, rng.choice([0.0, -0.05, 0.10])) for _ in range(40)])
+    assert found is not None and (found.gates, found.df) == (40, 280) and 0.025 < found.sd < 0.035
+    quiet = recorded_offset_of([one_gate(0.0, 0.0) for _ in range(40)])
+    assert quiet is not None and quiet.sd < 0.02  # the pairs' noise is not taken for an offset
+    assert recorded_offset_of([([0.1, 0.2], [0, 1])]) is None  # no pair noise to tell it from
+
+
+def test_the_gates_on_record_only_raise_the_profiles_floor_and_the_judge_says_which_floor():
+    from specperf.judge.gate import GateJudge
+    from specperf.judge.paired import RecordedOffset
+    from specperf.judge.verdicts import Rules
+
+    rules = Rules(gate_engine_offset=0.02)
+    assert GateJudge().rules(rules) == rules
+    assert GateJudge().floor_note(rules) == "engine-offset floor 2.0%, the profile's (no gates on record)"
+    higher = GateJudge(recorded=RecordedOffset(0.03, 12, 3))
+    assert higher.rules(rules).gate_engine_offset == 0.03
+    assert higher.floor_note(rules) == (
+        "engine-offset floor 3.0% over the 3 gates on record (12 degrees of freedom), above the profile's 2.0%"
+    )
+    lower = GateJudge(recorded=RecordedOffset(0.01, 40, 8))
+    assert lower.rules(rules) == rules and "the profile's (the history says 1.0% over the 8" in lower.floor_note(rules)
+    few = GateJudge(recorded=RecordedOffset(0.05, 9, 3))  # worth less than the prior: not used
+    assert few.rules(rules) == rules and "too few to count (under 10)" in few.floor_note(rules)

@@ -15,7 +15,7 @@ from .database import HistoryError, history_url, migrate, missing_sqlite_file, o
 from .queries import Reader
 from .record import Recorded, record_results, record_run_dir
 
-__all__ = ["History", "HistoryError", "history_url"]
+__all__ = ["History", "HistoryError", "history_url", "recorded_gate_pairs"]
 
 
 class History:
@@ -53,3 +53,12 @@ class History:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def recorded_gate_pairs(url: str, hardware_key: str) -> list[tuple[list[float], list[int]]]:
+    """The pairs of the newest upgrade gates on record on that hardware (Reader.gate_pairs); none where
+    the database does not exist yet.  HistoryError where it cannot be read."""
+    if missing_sqlite_file(url):
+        return []
+    with History(url) as history:
+        return history.reader().gate_pairs(hardware_key)

@@ -21,7 +21,9 @@ from ..records import SCHEMA_VERSION
 from ..status import OK
 from .database import HistoryError
 from .record import as_utc
-from .tables import metric_values, results, runs, verdicts
+from .tables import gate_pairs, metric_values, results, round_values, runs, verdicts
+
+RECORDED_GATES = 40  # the gates on record that estimate the offset between fresh engines
 
 
 @dataclass
@@ -235,6 +237,48 @@ class Reader:
             )
             for row in self._rows(query)
         ]
+
+    def gate_pairs(self, hardware_key: str, newest: int = RECORDED_GATES) -> list[tuple[list[float], list[int]]]:
+        """The newest `newest` upgrade gates' throughput pairs on that hardware: per gate, each pair's
+        log ratio (candidate over current) and the engine pair it ran on (judge/paired.recorded_offset_of)."""
+        candidate = round_values.alias("candidate")
+        query = (
+            select(
+                runs.c.run_id,
+                runs.c.complete,
+                runs.c.record_schema,
+                results.c.id.label("result"),
+                results.c.scenario_id,
+                results.c.hardware_key,
+                results.c.vllm,
+                gate_pairs.c.cluster,
+                gate_pairs.c.current,
+                candidate.c.value,
+            )
+            .join(runs, runs.c.id == results.c.run_pk)
+            .join(gate_pairs, gate_pairs.c.result_pk == results.c.id)
+            .join(
+                candidate,
+                and_(
+                    candidate.c.result_pk == results.c.id,
+                    candidate.c.metric == "throughput_tok_s",
+                    candidate.c.round == gate_pairs.c.round,
+                ),
+            )
+            .where(results.c.hardware_key == hardware_key, results.c.status == OK, results.c.valid.is_(True))
+            .order_by(results.c.finished_at.desc(), results.c.id, gate_pairs.c.round)
+        )
+        gates: dict[int, tuple[list[float], list[int]]] = {}
+        for row in self._rows(query):
+            current = _number(row.current)
+            if not self._usable(row) or current is None or current <= 0 or row.value <= 0:
+                continue
+            if row.result not in gates and len(gates) == newest:
+                break
+            log_ratios, clusters = gates.setdefault(row.result, ([], []))
+            log_ratios.append(math.log(row.value / current))
+            clusters.append(row.cluster)
+        return list(gates.values())
 
     def drift(
         self, since: datetime.datetime, metrics: list[str], hardware_key: str | None = None, edge: int = 3

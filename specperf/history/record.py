@@ -22,7 +22,7 @@ from ..messages import one_line, shown_url
 from ..records import SCHEMA_VERSION, RunFile, ScenarioResult
 from ..storage import ResultFileError, parse_time, read_run_dir
 from .database import HistoryError
-from .tables import metric_values, results, round_values, runs, verdicts
+from .tables import gate_pairs, metric_values, results, round_values, runs, verdicts
 
 ATTEMPTS = 3
 
@@ -113,8 +113,19 @@ def _result_row(run_pk: int, result: ScenarioResult, fallback: datetime.datetime
     }
 
 
-def _children(pk: int, result: ScenarioResult) -> tuple[list[dict], list[dict], list[dict]]:
-    """The metric value, round sample and verdict rows of one stored result."""
+def _gate_pairs(pk: int, result: ScenarioResult) -> list[dict]:
+    """An upgrade gate's pairs: each round's engine pair and the current build's throughput."""
+    current = result.gate.current.metrics.get("throughput_tok_s") if result.gate is not None else None
+    if current is None or len(current.samples) != len(result.rounds):
+        return []
+    return [
+        {"result_pk": pk, "round": i, "cluster": r.engine_instance, "current": value}
+        for i, (r, value) in enumerate(zip(result.rounds, current.samples))
+    ]
+
+
+def _children(pk: int, result: ScenarioResult) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """The metric value, round sample, verdict and gate pair rows of one stored result."""
     values, samples, judged = [], [], []
     for name, metric in result.metrics.items():
         values += [{"result_pk": pk, "metric": m, "value": v} for m, v in flat(name, metric.value)]
@@ -151,7 +162,7 @@ def _children(pk: int, result: ScenarioResult) -> tuple[list[dict], list[dict], 
             }
             for m in verdict.metrics
         ]
-    return values, samples, judged
+    return values, samples, judged, _gate_pairs(pk, result)
 
 
 def _record_once(
@@ -177,15 +188,14 @@ def _record_once(
         insert(results).returning(results.c.id, results.c.scenario_id, sort_by_parameter_order=True),
         [_result_row(run_pk, r, fallback) for r in new],
     ).all()
-    rows = {"values": [], "samples": [], "verdicts": []}
+    tables = (metric_values, round_values, verdicts, gate_pairs)
+    rows: dict = {table: [] for table in tables}
     for (pk, _), result in zip(keys, new):
-        values, samples, judged = _children(pk, result)
-        rows["values"] += values
-        rows["samples"] += samples
-        rows["verdicts"] += judged
-    for table, name in ((metric_values, "values"), (round_values, "samples"), (verdicts, "verdicts")):
-        if rows[name]:
-            connection.execute(insert(table), rows[name])
+        for table, children in zip(tables, _children(pk, result)):
+            rows[table] += children
+    for table in tables:
+        if rows[table]:
+            connection.execute(insert(table), rows[table])
 
 
 def record_results(engine: Engine, url: str, run_id: str, run: RunFile | None, found: list[ScenarioResult]) -> Recorded:

@@ -1,6 +1,9 @@
 """The history store's schema, as SQLAlchemy Core tables (the migrations create exactly these).
 
-One row per run, per scenario result, per metric value and per round sample, and per verdict.
+One row per run, per scenario result, per metric value and per round sample, and per verdict; an
+upgrade gate's result adds one row per pair of rounds (the engine pair it ran on, the current
+build's throughput beside the candidate's round sample), from which the gates on record estimate
+the offset between fresh engines (judge/paired.recorded_offset_of).
 Results repeat the run's hardware key and finish time, so a trend (one scenario, one metric, one
 machine, newest first) is one index range scan.  Vector metrics (per-position acceptance) are
 stored one row per position, named `metric[i]`.
@@ -111,4 +114,13 @@ verdicts = Table(
     Column("tolerance", Float),
     Column("judged_by", String(30)),
     Column("note", Text),
+)
+
+gate_pairs = Table(
+    "gate_pairs",
+    metadata,
+    Column("result_pk", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    Column("round", Integer, primary_key=True),  # the candidate's throughput: round_values at this round
+    Column("cluster", Integer, nullable=False),  # the engine pair the two rounds ran on
+    Column("current", Float),  # the current build's throughput in the pair
 )

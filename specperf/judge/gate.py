@@ -11,12 +11,13 @@ Stored baselines play no part.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
 from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INCONCLUSIVE, INVALID, worst
-from .paired import compare_paired, usable_change
+from .paired import PRIOR_DF, RecordedOffset, compare_paired, usable_change
 from .sequential import look_confidence
 from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
 
@@ -166,12 +167,36 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
 
 class GateJudge:
     """The paired gate as a judge (verdicts.Judge): the candidate's rounds against the current build's;
-    `inconclusive_fails`: whether an inconclusive verdict fails the case (--inconclusive)."""
+    `inconclusive_fails`: whether an inconclusive verdict fails the case (--inconclusive);
+    `recorded`: the offset between fresh engines that the gates on record in the history estimate."""
 
-    def __init__(self, inconclusive_fails: bool = True):
+    def __init__(self, inconclusive_fails: bool = True, recorded: RecordedOffset | None = None):
         self.inconclusive_fails = inconclusive_fails
+        self.recorded = recorded
+
+    def rules(self, rules: Rules) -> Rules:
+        """The profile's rules, their engine-offset floor raised to the recorded offset where that is
+        higher and its gates are worth the prior (PRIOR_DF degrees of freedom): the profile's floor
+        is the minimum, so the history can only widen an interval."""
+        recorded = self.recorded
+        if recorded is None or recorded.df < PRIOR_DF or recorded.sd <= rules.gate_engine_offset:
+            return rules
+        return dataclasses.replace(rules, gate_engine_offset=recorded.sd)
+
+    def floor_note(self, rules: Rules) -> str:
+        """Where the floor came from, as the report states it beside each paired verdict."""
+        used, recorded = self.rules(rules).gate_engine_offset, self.recorded
+        if recorded is None:
+            return f"engine-offset floor {used:.1%}, the profile's (no gates on record)"
+        if used > rules.gate_engine_offset:
+            return f"engine-offset floor {recorded.line()}, above the profile's {rules.gate_engine_offset:.1%}"
+        worth = "" if recorded.df >= PRIOR_DF else f", too few to count (under {PRIOR_DF})"
+        return f"engine-offset floor {used:.1%}, the profile's (the history says {recorded.line()}{worth})"
 
     def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
-        verdict = judge_gate(result, rules)
+        verdict = judge_gate(result, self.rules(rules))
         verdict.inconclusive_fails = self.inconclusive_fails
+        for metric in verdict.metrics:
+            if metric.judged_by == "paired":
+                metric.note = f"{metric.note}; {self.floor_note(rules)}" if metric.note else self.floor_note(rules)
         return Judgement(verdict)

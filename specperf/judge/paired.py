@@ -122,38 +122,88 @@ def hl_kappa(n: int) -> float:
     return HL_KAPPA[n - 1] if n <= len(HL_KAPPA) else 1.0472 + 0.2923 / n + 0.2258 / n**2
 
 
+@dataclass(frozen=True)
+class _Clusters:
+    """The parts of a paired change's error: each cluster's estimate, the variance of their spread,
+    and of one cluster's estimate from its pairs' noise (`noise`; `within`: one pair's)."""
+
+    estimates: list[float]
+    spread: float
+    within: float
+    within_df: int
+    noise: float
+
+    @classmethod
+    def of(cls, log_ratios: list[float], clusters: list[int] | None) -> _Clusters:
+        clusters = clusters if clusters is not None else [0] * len(log_ratios)
+        groups: dict[int, list[float]] = {}
+        for value, cluster in zip(log_ratios, clusters):
+            groups.setdefault(cluster, []).append(value)
+        members = list(groups.values())
+        within_df = len(log_ratios) - len(members)
+        squares = math.fsum((x - statistics.fmean(g)) ** 2 for g in members for x in g)
+        within = squares / within_df if within_df > 0 else 0.0
+        estimates = [float(hodges_lehmann(g)) for g in members]
+        return cls(
+            estimates=estimates,
+            spread=statistics.variance(estimates) if len(members) > 1 else 0.0,
+            within=within,
+            within_df=within_df,
+            noise=within * statistics.fmean(hl_kappa(len(g)) / len(g) for g in members),
+        )
+
+
 def paired_change(
     log_ratios: list[float], clusters: list[int] | None = None, offset_floor: float = 0.0, prior_df: int = PRIOR_DF
 ) -> PairedChange:
     """The change and its error from per-pair log ratios; `clusters[j]` names the engines pair j ran
     on (None: all on one engine per side), `offset_floor` the tier's SD of one cluster's offset."""
-    clusters = clusters if clusters is not None else [0] * len(log_ratios)
-    groups: dict[int, list[float]] = {}
-    for value, cluster in zip(log_ratios, clusters):
-        groups.setdefault(cluster, []).append(value)
-    members = list(groups.values())
-    estimates = [float(hodges_lehmann(g)) for g in members]
-    count, pairs = len(members), len(log_ratios)
-    within_df = pairs - count
-    within = math.fsum((x - statistics.fmean(g)) ** 2 for g in members for x in g) / within_df if within_df > 0 else 0.0
-    noise = within * statistics.fmean(hl_kappa(len(g)) / len(g) for g in members)  # of one cluster's estimate
-    spread = statistics.variance(estimates) if count > 1 else 0.0
+    parts = _Clusters.of(log_ratios, clusters)
+    count, within_df = len(parts.estimates), parts.within_df
     if within_df > 0:  # pooled with the prior, which is worth no more than the pair noise behind it
         weight = min(prior_df, within_df) if offset_floor > 0 else 0  # no floor: the tier has no prior
         weight = weight or (within_df if count == 1 else 0)  # one cluster: its pairs' noise is all there is
         df = weight + count - 1
-        variance = (weight * (offset_floor**2 + noise) + (count - 1) * spread) / df
+        variance = (weight * (offset_floor**2 + parts.noise) + (count - 1) * parts.spread) / df
     else:  # no pair noise to build a prior from: the floor is a minimum on the spread
-        variance, df = max(spread, offset_floor**2), max(count - 1, 1)
+        variance, df = max(parts.spread, offset_floor**2), max(count - 1, 1)
     return PairedChange(
-        log_change=statistics.fmean(estimates),
+        log_change=statistics.fmean(parts.estimates),
         se=math.sqrt(variance / count),
         df=df,
-        between_engines=math.sqrt(max(0.0, spread - noise)) if count > 1 else None,
-        between_pairs=math.sqrt(within) if within_df > 0 else None,
+        between_engines=math.sqrt(max(0.0, parts.spread - parts.noise)) if count > 1 else None,
+        between_pairs=math.sqrt(parts.within) if within_df > 0 else None,
         clusters=count,
-        pairs=pairs,
+        pairs=len(log_ratios),
     )
+
+
+@dataclass(frozen=True)
+class RecordedOffset:
+    """The SD of the offset between two fresh engines, estimated from the gates on record."""
+
+    sd: float
+    df: int  # engine pairs less one, summed over the gates
+    gates: int
+
+    def line(self) -> str:
+        return f"{self.sd:.1%} over the {self.gates} gates on record ({self.df} degrees of freedom)"
+
+
+def recorded_offset_of(gates: list[tuple[list[float], list[int]]]) -> RecordedOffset | None:
+    """The offset's SD from gates' pairs (each gate: per-pair log ratios and the engine pair of each):
+    every gate's spread between its engine pairs' estimates less what its pairs' noise explains
+    (paired_change's offset^2 + noise), pooled by degrees of freedom and never below 0 (the
+    method-of-moments estimate of a variance component).  A change between the builds moves every
+    engine pair of a gate alike and drops out.  None without a gate of two engine pairs with noise."""
+    total, df, used = 0.0, 0, 0
+    for log_ratios, clusters in gates:
+        parts = _Clusters.of(log_ratios, clusters)
+        if len(parts.estimates) < 2 or parts.within_df < 1:
+            continue
+        total += (len(parts.estimates) - 1) * (parts.spread - parts.noise)
+        df, used = df + len(parts.estimates) - 1, used + 1
+    return RecordedOffset(math.sqrt(max(0.0, total / df)), df, used) if df else None
 
 
 def usable_change(

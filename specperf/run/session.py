@@ -114,7 +114,7 @@ class RunSession:
         history (opened on first use, for the rest of the run: constructing a session opens nothing)."""
         if self._judge_made is None:
             if self.gating is not None:
-                self._judge_made = self.gating.judge()
+                self._judge_made = self.gating.judge(self.judging.history_url, self.device["hardware_key"], self.log)
             else:
                 self._judge_made, self.history = self.judging.judge(self.device["hardware_key"], self.run_id)
         return self._judge_made
@@ -214,7 +214,8 @@ class RunSession:
         reference = None if scenario.paired_reference else self._gate_references.get(scenario.reference_id)
         own = {side: self._references.get((side, scenario.reference_id)) for side in (CURRENT, CANDIDATE)}
         gating = self.gating and self.gating.max_sets
-        looks = sequential_looks(scenario, self.gating.max_sets, own, reference) if gating else None
+        rules = self.judge.rules(Rules.of(scenario)) if gating else None  # a gate's judge (GateJudge)
+        looks = sequential_looks(scenario, self.gating.max_sets, own, reference, rules) if rules else None
         measured = measure_rounds(
             self.pool,
             wanted,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..judge.gate import GateJudge
+from ..judge.paired import recorded_offset_of
 from ..judge.stored import StoredJudge
-from ..judge.verdicts import Judge
 from ..profiles.scenarios import Scenario
 from ..records import ScenarioResult
 from .engines.engine import DEFAULT_START_TIMEOUT_S
@@ -77,8 +77,19 @@ class Gating:
     inconclusive_fails: bool = True  # --inconclusive fail
     max_sets: int | None = None  # --gate-max-sets: a sequential gate
 
-    def judge(self) -> Judge:
-        return GateJudge(self.inconclusive_fails)
+    def judge(self, history_url: str | None, hardware_key: str, log: Callable[[str], None]) -> GateJudge:
+        """The gate's judge, with the offset between fresh engines that the gates on record in the
+        history estimate (a history that cannot be read is one line, and the profile's floor stands)."""
+        if history_url is None:
+            return GateJudge(self.inconclusive_fails)
+        from ..history import HistoryError, recorded_gate_pairs
+
+        try:
+            recorded = recorded_offset_of(recorded_gate_pairs(history_url, hardware_key))
+        except HistoryError as err:
+            log(f"{err}; the gate's engine-offset floor is the profile's")
+            recorded = None
+        return GateJudge(self.inconclusive_fails, recorded)
 
 
 @dataclass

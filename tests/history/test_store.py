@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import pytest
 from nightly import run_file
 from records import HARDWARE_KEY, make_record, make_scenario
 from sqlalchemy import func, select, text, update
 
-from specperf.history import History, HistoryError
-from specperf.history.tables import metric_values, results, round_values, runs, verdicts
+from specperf.history import History, HistoryError, recorded_gate_pairs
+from specperf.history.tables import gate_pairs, metadata, metric_values, results, round_values, runs, verdicts
+from specperf.judge.paired import recorded_offset_of
 from specperf.judge.verdicts import judge
 
 DAY = datetime.timedelta(days=1)
@@ -106,7 +108,7 @@ def test_a_database_of_a_newer_suite_is_refused_in_one_line(database_url):
     with pytest.raises(HistoryError) as err:
         History(database_url)
     message = str(err.value)
-    assert "\n" not in message and "schema revision f00d is newer than this suite's (0002)" in message
+    assert "\n" not in message and "schema revision f00d is newer than this suite's (0003)" in message
 
 
 def test_an_unreachable_database_fails_in_one_line():
@@ -150,3 +152,72 @@ def test_a_result_with_an_unreadable_finish_time_takes_its_run_s(database_url):
         assert history.record(run.run_id, run, records).added == 1
         (point,) = history.reader().series(make_scenario().id, "throughput_tok_s", HARDWARE_KEY).points
     assert point.finished_at == START
+
+
+def gate_night(n: int, offsets: list[float], *, interrupted: bool = False):
+    """Night n of an upgrade gate: two pairs on each engine pair, the candidate's engines of pair c
+    off by offsets[c] (log), and 1% between the pairs of one engine pair."""
+    from specperf.records import Gate, Metric, Side
+
+    current = [100.0 * (1 + 0.01 * (-1) ** j) for j in range(2 * len(offsets))]
+    candidate = [value * math.exp(offsets[j // 2]) for j, value in enumerate(current)]
+    run, (record,) = nightly(n, 100, interrupted=interrupted)
+    record.metrics["throughput_tok_s"] = Metric(value=sorted(candidate)[len(candidate) // 2], samples=candidate)
+    record.rounds = [r.model_copy(update={"engine_instance": j // 2}) for j, r in enumerate(record.rounds * 2)][
+        : len(candidate)
+    ]
+    side = Side(metrics={"throughput_tok_s": Metric(value=100.0, samples=current)})
+    record.gate = Gate(current=side, candidate_python="/candidate/bin/python", pairing="interleaved")
+    return run, [record]
+
+
+def test_a_gates_pairs_are_kept_and_the_gates_on_record_estimate_the_offset_between_engines(database_url):
+    spread = [0.05, -0.05, 0.05, -0.05]  # the candidate's engine pairs 5% either way
+    with History(database_url) as history:
+        history.record("night-000", *nightly(0, 100))  # no gate: no pairs
+        for n in (1, 2, 3):
+            history.record(f"night-{n:03d}", *gate_night(n, [x * n for x in spread]))
+        history.record("night-004", *gate_night(4, [0.5, -0.5, 0.5, -0.5], interrupted=True))  # incomplete: skipped
+        assert count(history, gate_pairs) == 4 * 8
+        reader = history.reader()
+        found = reader.gate_pairs(make_record().device.hardware_key)
+        assert [clusters for _, clusters in found] == [[0, 0, 1, 1, 2, 2, 3, 3]] * 3
+        newest = found[0][0]  # night 3: +-15% by engine pair, +-1% between its pairs
+        assert newest[0] == pytest.approx(0.15) and newest[2] == pytest.approx(-0.15)
+        assert len(reader.gate_pairs(make_record().device.hardware_key, newest=2)) == 2
+        assert reader.gate_pairs("another-machine") == []
+    offset = recorded_offset_of(recorded_gate_pairs(database_url, make_record().device.hardware_key))
+    # each gate's engine pairs spread by 5n% (variance 4/3 (5n)^2), pooled over 3 x 3 degrees of freedom
+    expected = math.sqrt(sum(4 / 3 * (0.05 * n) ** 2 for n in (1, 2, 3)) / 3)
+    assert (offset.gates, offset.df) == (3, 9) and offset.sd == pytest.approx(expected, rel=0.02)
+
+
+def test_the_migrations_build_the_schema_the_tables_declare(database_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with History(database_url) as history, history.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), metadata)
+    assert [d for d in differences if "alembic_version" not in str(d)] == []
+
+
+def test_a_database_of_the_schema_before_gate_pairs_is_upgraded_with_its_runs_kept(database_url):
+    from alembic import command
+
+    from specperf.history.database import _migration_config
+
+    with History(database_url) as history:
+        history.record("night-000", *nightly(0, 100))
+        with history.engine.begin() as connection:
+            command.downgrade(_migration_config(connection), "0002")
+        assert "gate_pairs" not in sqlalchemy_tables(history)
+    with History(database_url) as history:  # opening it migrates it
+        assert "gate_pairs" in sqlalchemy_tables(history) and count(history, runs) == 1
+        history.record("night-001", *gate_night(1, [0.05, -0.05]))
+        assert count(history, gate_pairs) == 4
+
+
+def sqlalchemy_tables(history: History) -> set[str]:
+    from sqlalchemy import inspect
+
+    return set(inspect(history.engine).get_table_names())

@@ -163,12 +163,16 @@ def look_samples(rounds: dict[Role, list[RoundResult]], side: str, reference: Re
 
 
 def sequential_looks(
-    scenario: Scenario, max_sets: int, references: dict[str, Reference | None], gated: ScenarioResult | None
+    scenario: Scenario,
+    max_sets: int,
+    references: dict[str, Reference | None],
+    gated: ScenarioResult | None,
+    rules: Rules,
 ) -> Looks:
     """A sequential gate's looks (--gate-max-sets): one more set while any speed metric is undecided.
     `references`: each build's no-SD reference measured earlier, by side; `gated`: the gate's no-SD
-    result that speedups are judged relative to."""
-    rules, pairs = Rules.of(scenario), gated_references(gated)
+    result that speedups are judged relative to; `rules`: the gate's judge's (GateJudge.rules)."""
+    pairs = gated_references(gated)
     if scenario.method.is_reference:
         references = {}
 

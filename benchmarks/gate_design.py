@@ -5,7 +5,10 @@ noise model, judged by judge/paired.py as the gate judges.
 Each gate draws every engine pair's offset (SD --offset) and every pair's noise (SD --pair-noise,
 of one pair's log ratio), slows the candidate by the row's fraction, and is judged with the
 profile-style floor (--floor) and tolerance.  The measured noise to put in: docs/methodology/gate.md.
-Prints figures, asserts nothing; needs only the package (no engine):
+With --start-s and --round-s each design also says what it costs a scenario: every engine pair
+starts its two engines fresh (a set side by side, or a block pair with one engine alive) and runs
+its pairs' two rounds each, so E x (2 x start + 2 x P x round) seconds, the starts serial (as on
+one GPU).  Prints figures, asserts nothing; needs only the package (no engine):
 
     python benchmarks/gate_design.py --pair-noise 0.075 --offset 0.015 --designs 4x4 8x4 8x6 8x8 12x4
 """
@@ -44,13 +47,20 @@ def main() -> int:
     parser.add_argument("--designs", nargs="+", default=["4x4", "8x4", "8x6", "8x8", "12x4"], help="ExP")
     parser.add_argument("--gates", type=int, default=400, help="simulated gates per cell")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--start-s", type=float, help="seconds one engine takes to start (with --round-s: cost)")
+    parser.add_argument("--round-s", type=float, help="seconds one round takes")
     args = parser.parse_args()
+    costed = args.start_s is not None and args.round_s is not None
     rng = random.Random(args.seed)
     print(
         f"share of gates flagged / inconclusive (pair noise {args.pair_noise:.1%}, offset {args.offset:.1%}, "
         f"floor {args.floor:.1%})"
     )
-    print(f"{'engine pairs x pairs':>20} " + " ".join(f"{s:>11.0%}" for s in args.slowdowns))
+    print(
+        f"{'engine pairs x pairs':>20} "
+        + " ".join(f"{s:>11.0%}" for s in args.slowdowns)
+        + (f" {'min/scenario':>12}" if costed else "")
+    )
     for design in args.designs:
         engine_pairs, pairs = (int(n) for n in design.split("x"))
         cells = []
@@ -61,7 +71,8 @@ def main() -> int:
             ]
             flagged, undecided = verdicts.count("regression"), verdicts.count("inconclusive")
             cells.append(f"{flagged / args.gates:.2f} / {undecided / args.gates:.2f}")
-        print(f"{design:>20} " + " ".join(f"{cell:>11}" for cell in cells))
+        cost = engine_pairs * (2 * args.start_s + 2 * pairs * args.round_s) / 60 if costed else None
+        print(f"{design:>20} " + " ".join(f"{cell:>11}" for cell in cells) + (f" {cost:>12.1f}" if costed else ""))
     return 0
 
 

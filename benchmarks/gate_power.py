@@ -19,10 +19,20 @@ take turns within every engine pair, each in both run orders), and whose A/A rol
 from repeat to repeat.  The engine starts, most of a gate's time here, are then paid once for all
 arms; each arm is still judged on its own pairs over all the engine pairs, so its false alarms and
 its power are those of a gate of its own, while the arms of one repeat share their engines' offsets
-(they are not independent of one another).  Prints figures, asserts nothing.  Needs the CPU tier's
+(they are not independent of one another).  Each gate's verdict is three-way, as the gate gives it
+(regression flagged, inconclusive, pass, improvement); an A/A false alarm is a regression or an
+improvement.
+
+`--replay FILES --resample N` also draws N gates per design from the engine pairs measured, each
+engine pair with all its pairs: a design of 8 is cpu-gate's (8 engine pairs judged once at 95%),
+8:16:2 the same grown by `--gate-max-sets 8` (two engine pairs a set while inconclusive, each look
+at the confidence judge/sequential.py spends to it).  Drawn gates share engine pairs with one
+another, so their rates say what the design does with engine pairs like those measured, on fewer
+independent engine pairs than gates.  Prints figures, asserts nothing.  Needs the CPU tier's
 environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
+    .tox/cpu/bin/python benchmarks/gate_power.py --replay power.jsonl --resample 2000
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import statistics
 import sys
 import tempfile
@@ -40,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier
 from suite import slowed_python  # noqa: E402
 
 DEFAULT_SCENARIOS = ["smollm2-135m-ngram-k3-bs1-instructcoder"]
-POWER = 0.9
 CLOCKS = ("wall", "cpu")
+THREE_WAY = ("regression", "inconclusive", "pass", "improvement")
 
 
 def one_gate(scenario, calls, current: str, candidate: str, pairs: int, instances: int, sets: int) -> dict:
@@ -155,7 +166,8 @@ def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
 
 
 def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
-    """Per scenario, arm and clock: flagged, improvements called, A/A interval coverage, spread."""
+    """Per scenario, arm and clock: the three-way verdicts (regression flagged, inconclusive, pass,
+    improvement), A/A interval coverage, spread."""
     rows = {}
     for gate in gates:
         for clock in CLOCKS:
@@ -163,19 +175,23 @@ def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
             rows.setdefault((gate["scenario"], gate["arm"], clock), []).append(verdict)
     print(f"\npaired gate, tolerance {tolerance:.0%}, engine-offset floor {offset_floor:.1%}")
     print(
-        f"{'scenario':<40} {'arm':>6} {'clock':>5} {'gates':>5} {'flagged':>7} {'improv.':>7} {'0 in CI':>7} "
-        f"{'median change':>13} {'range':>15} {'CI width':>8} {'SD engines':>10} {'SD pairs':>8}"
+        f"{'scenario':<40} {'arm':>11} {'clock':>5} {'gates':>5} {'flagged':>7} {'inconc.':>7} {'pass':>5} "
+        f"{'improv.':>7} {'0 in CI':>7} {'median change':>13} {'range':>15} {'CI width':>8} {'SD engines':>10} "
+        f"{'SD pairs':>8}"
     )
-    for (sid, arm, clock), verdicts in sorted(rows.items()):
+    for (sid, arm, clock), judged in sorted(rows.items()):
+        verdicts = [v for v in judged if v.change is not None]  # too few pairs: invalid, left out
+        if not verdicts:
+            continue
         changes = [v.change for v in verdicts]
         widths = [v.ci_high - v.ci_low for v in verdicts]
         engines = [v.between_engines for v in verdicts if v.between_engines is not None]
         pairs = [v.between_pairs for v in verdicts if v.between_pairs is not None]
+        counts = {status: sum(v.status == status for v in verdicts) for status in THREE_WAY}
         print(
-            f"{sid:<40} {arm:>6} {clock:>5} {len(verdicts):>5} "
-            f"{sum(v.status == 'regression' for v in verdicts):>7} "
-            f"{sum(v.status == 'improvement' for v in verdicts):>7} "
-            f"{sum(v.ci_low <= 0 <= v.ci_high for v in verdicts):>7} {statistics.median(changes):>+13.1%} "
+            f"{sid:<40} {arm:>11} {clock:>5} {len(verdicts):>5} "
+            + " ".join(f"{counts[status]:>{width}}" for status, width in zip(THREE_WAY, (7, 7, 5, 7)))
+            + f" {sum(v.ci_low <= 0 <= v.ci_high for v in verdicts):>7} {statistics.median(changes):>+13.1%} "
             f"{f'{min(changes):+.1%}..{max(changes):+.1%}':>15} {statistics.median(widths):>8.1%} "
             f"{statistics.median(engines) if engines else math.nan:>10.1%} "
             f"{statistics.median(pairs) if pairs else math.nan:>8.1%}"
@@ -183,19 +199,68 @@ def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
     for sid, clock in sorted({(k[0], k[2]) for k in rows}):
         same = [v for (s, arm, c), vs in rows.items() if s == sid and c == clock and arm.startswith("A/A") for v in vs]
         if same:
-            print(f"{sid}, {clock} time: A/A false alarms {sum(v.status != 'pass' for v in same)} of {len(same)} gates")
-        caught = sorted(
-            float(arm.rstrip("%")) / 100
-            for (s, arm, c), vs in rows.items()
-            if s == sid
-            and c == clock
-            and not arm.startswith("A/A")
-            and sum(v.status == "regression" for v in vs) >= POWER * len(vs)
-        )
-        print(
-            f"{sid}, {clock} time: smallest slowdown flagged in >= {POWER:.0%} of gates: "
-            f"{f'{caught[0]:.0%}' if caught else 'none of those tried'}"
-        )
+            wrong = sum(v.status in ("regression", "improvement") for v in same)
+            print(f"{sid}, {clock} time: A/A false alarms {wrong} of {len(same)} gates")
+
+
+def engine_pairs(gates: list[dict], clock: str = "wall") -> dict[tuple[str, str], list[tuple[list, list]]]:
+    """Per scenario and arm (both A/A role orders as one), every engine pair measured: its pairs'
+    current and candidate throughputs."""
+    found: dict[tuple[str, str], list[tuple[list, list]]] = {}
+    for gate in gates:
+        arm = "A/A" if gate["arm"].startswith("A/A") else gate["arm"]
+        by_cluster: dict[int, tuple[list, list]] = {}
+        for a, b in zip(gate["current"], gate["candidate"]):
+            current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
+            current.append(a["tokens"] / a[f"{clock}_s"])
+            candidate.append(b["tokens"] / b[f"{clock}_s"])
+        found.setdefault((gate["scenario"], arm), []).extend(by_cluster.values())
+    return found
+
+
+def resampled_gate(units: list[tuple[list, list]], tolerance: float, floor: float, confidence: float):
+    """The verdict on these engine pairs' pairs, as the session judges a gate's throughput."""
+    from specperf.judge.paired import compare_paired
+
+    current = [v for unit in units for v in unit[0]]
+    candidate = [v for unit in units for v in unit[1]]
+    clusters = [c for c, unit in enumerate(units) for _ in unit[0]]
+    return compare_paired("throughput_tok_s", current, candidate, tolerance, clusters, floor, confidence=confidence)
+
+
+def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]], tolerance: float, floor: float):
+    """Gates drawn from the engine pairs measured (each engine pair with all its pairs, without
+    replacement within a gate): per design (first look's engine pairs, most, engine pairs a set),
+    the three-way verdicts and the engine pairs used.  A design whose most equals its first is a
+    gate of one look at 95%; else one set at a time while inconclusive, each look at the confidence
+    judge/sequential.py spends to it, as `--gate-max-sets` runs it."""
+    from specperf.judge.sequential import look_confidence
+
+    rng = random.Random(1)
+    print(f"\nresampled gates ({draws} a row), tolerance {tolerance:.0%}, engine-offset floor {floor:.1%}")
+    print(f"{'scenario':<40} {'arm':>5} {'measured':>8} {'design':>9} " + " ".join(f"{s:>11}" for s in THREE_WAY))
+    for (sid, arm), units in sorted(engine_pairs(gates).items()):
+        for first, most, step in designs:
+            if len(units) < most:
+                continue
+            counts = dict.fromkeys(THREE_WAY, 0)
+            used = 0
+            for _ in range(draws):
+                drawn = rng.sample(units, most)
+                looks: list[float] = []
+                for size in range(first, most + 1, step):
+                    looks += [size / most] if most > first else []
+                    verdict = resampled_gate(drawn[:size], tolerance, floor, look_confidence(looks))
+                    if verdict.status != "inconclusive":
+                        break
+                counts[verdict.status] += 1
+                used += size
+            design = f"{first}" if most == first else f"{first}->{most}"
+            print(
+                f"{sid:<40} {arm:>5} {len(units):>8} {design:>9} "
+                + " ".join(f"{counts[s] / draws:>11.1%}" for s in THREE_WAY)
+                + f"   mean engine pairs {used / draws:.1f}"
+            )
 
 
 def lean(gates: list[dict]) -> None:
@@ -297,6 +362,18 @@ def main() -> int:
     parser.add_argument("--json", help="append every gate's rounds to this file (JSON lines)")
     parser.add_argument("--replay", nargs="+", help="judge the gates of these --json files again; measure nothing")
     parser.add_argument(
+        "--resample",
+        type=int,
+        metavar="N",
+        help="with --replay: also N gates per design drawn from the engine pairs measured (--designs)",
+    )
+    parser.add_argument(
+        "--designs",
+        nargs="+",
+        default=["8", "8:16:2"],
+        help="with --resample: FIRST[:MOST:STEP] engine pairs (cpu-gate: 8; with --gate-max-sets 8: 8:16:2)",
+    )
+    parser.add_argument(
         "--busy",
         help="with --replay: leave out gates that overlap a window of this file (lines 'START END', Unix "
         "seconds: when something else was known to load the machine)",
@@ -323,6 +400,9 @@ def main() -> int:
             gates = quiet
         report(gates, first.gate_tolerance, floor)
         lean(gates)
+        if args.resample:
+            designs = [tuple(int(x) for x in (d.split(":") if ":" in d else (d, d, 1))) for d in args.designs]
+            resampled(gates, args.resample, designs, first.gate_tolerance, floor)
         return 0
     prepare = CallPreparer(dataset_dir())
     wrappers = Path(tempfile.mkdtemp(prefix="gate-power-"))

@@ -23,8 +23,8 @@ its power are those of a gate of its own, while the arms of one repeat share the
 (regression flagged, inconclusive, pass, improvement); an A/A false alarm is a regression or an
 improvement.
 
-`--replay FILES --resample N` also draws N gates per design from the engine pairs measured, each
-engine pair with all its pairs: a design of 8 is cpu-gate's (8 engine pairs judged once at 95%),
+`--replay FILES --resample N` also draws N gates per design from the engine pairs measured, per
+scenario, arm and role order, each engine pair with all its pairs: a design of 8 is cpu-gate's (8 engine pairs judged once at 95%),
 8:16:2 the same grown by `--gate-max-sets 8` (two engine pairs a set while inconclusive, each look
 at the confidence judge/sequential.py spends to it).  Drawn gates share engine pairs with one
 another, so their rates say what the design does with engine pairs like those measured, on fewer
@@ -203,18 +203,21 @@ def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:
             print(f"{sid}, {clock} time: A/A false alarms {wrong} of {len(same)} gates")
 
 
-def engine_pairs(gates: list[dict], clock: str = "wall") -> dict[tuple[str, str], list[tuple[list, list]]]:
-    """Per scenario and arm (both A/A role orders as one), every engine pair measured: its pairs'
-    current and candidate throughputs."""
-    found: dict[tuple[str, str], list[tuple[list, list]]] = {}
+def engine_pairs(gates: list[dict], clock: str = "wall") -> dict[tuple[str, str, str], list[tuple[list, list]]]:
+    """Per scenario, arm and role order ("given": this interpreter drives the current side, "swapped":
+    `--candidate` does; a shared-engines repeat's arms take its A/A's order), every engine pair
+    measured: its pairs' current and candidate throughputs."""
+    swapped = {(g["scenario"], g["repeat"]) for g in gates if g["arm"] == "A/A swapped"}
+    found: dict[tuple[str, str, str], list[tuple[list, list]]] = {}
     for gate in gates:
         arm = "A/A" if gate["arm"].startswith("A/A") else gate["arm"]
+        order = "swapped" if (gate["scenario"], gate["repeat"]) in swapped else "given"
         by_cluster: dict[int, tuple[list, list]] = {}
         for a, b in zip(gate["current"], gate["candidate"]):
             current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
             current.append(a["tokens"] / a[f"{clock}_s"])
             candidate.append(b["tokens"] / b[f"{clock}_s"])
-        found.setdefault((gate["scenario"], arm), []).extend(by_cluster.values())
+        found.setdefault((gate["scenario"], arm, order), []).extend(by_cluster.values())
     return found
 
 
@@ -238,8 +241,11 @@ def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]]
 
     rng = random.Random(1)
     print(f"\nresampled gates ({draws} a row), tolerance {tolerance:.0%}, engine-offset floor {floor:.1%}")
-    print(f"{'scenario':<40} {'arm':>5} {'measured':>8} {'design':>9} " + " ".join(f"{s:>11}" for s in THREE_WAY))
-    for (sid, arm), units in sorted(engine_pairs(gates).items()):
+    print(
+        f"{'scenario':<40} {'arm':>5} {'roles':>7} {'measured':>8} {'design':>9} "
+        + " ".join(f"{s:>11}" for s in THREE_WAY)
+    )
+    for (sid, arm, order), units in sorted(engine_pairs(gates).items()):
         for first, most, step in designs:
             if len(units) < most:
                 continue
@@ -257,7 +263,7 @@ def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]]
                 used += size
             design = f"{first}" if most == first else f"{first}->{most}"
             print(
-                f"{sid:<40} {arm:>5} {len(units):>8} {design:>9} "
+                f"{sid:<40} {arm:>5} {order:>7} {len(units):>8} {design:>9} "
                 + " ".join(f"{counts[s] / draws:>11.1%}" for s in THREE_WAY)
                 + f"   mean engine pairs {used / draws:.1f}"
             )

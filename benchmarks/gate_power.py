@@ -24,12 +24,12 @@ its power are those of a gate of its own, while the arms of one repeat share the
 improvement.
 
 `--replay FILES --resample N` also draws N gates per design from the engine pairs measured, per
-scenario, arm and role order, each engine pair with all its pairs: a design of 8 is cpu-gate's (8 engine pairs judged once at 95%),
-8:16:2 the same grown by `--gate-max-sets 8` (two engine pairs a set while inconclusive, each look
-at the confidence judge/sequential.py spends to it).  Drawn gates share engine pairs with one
-another, so their rates say what the design does with engine pairs like those measured, on fewer
-independent engine pairs than gates.  Prints figures, asserts nothing.  Needs the CPU tier's
-environment:
+scenario, arm and role order, each engine pair with all its pairs: a design of 8 is cpu-gate's (8
+engine pairs judged once at 95%), 8:16:2 the same grown by `--gate-max-sets 8` (two engine pairs a
+set while inconclusive, each look at the confidence judge/sequential.py spends to it). Drawn gates
+share engine pairs with one another, so their rates say what the design does with engine pairs like
+those measured, on fewer independent engine pairs than gates. Prints figures, asserts nothing.
+Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
     .tox/cpu/bin/python benchmarks/gate_power.py --replay power.jsonl --resample 2000

@@ -196,7 +196,8 @@ class GateJudge:
     def __call__(self, result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Judgement:
         verdict = judge_gate(result, self.rules(rules))
         verdict.inconclusive_fails = self.inconclusive_fails
+        floor = self.floor_note(rules)
         for metric in verdict.metrics:
             if metric.judged_by == "paired":
-                metric.note = f"{metric.note}; {self.floor_note(rules)}" if metric.note else self.floor_note(rules)
+                metric.note = f"{metric.note}; {floor}" if metric.note else floor
         return Judgement(verdict)

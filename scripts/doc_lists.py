@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # the checkout's package, run from anywhere
 from specperf.judge.metrics import LEAST_SPEED, METRICS, MetricSpec  # noqa: E402
 from specperf.methods import METHODS  # noqa: E402
 from specperf.profiles.registry import BATCHING_MODES  # noqa: E402
-from specperf.records.scenario import SERVE, Method, Model, Scenario  # noqa: E402
+from specperf.records.scenario import SERVE, Method, Model, Sampling, Scenario  # noqa: E402
 
 BLOCK = re.compile(r"(<!-- doc_lists: ([\w-]+) -->\n)(.*?)(<!-- /doc_lists -->)", re.S)
 JUDGED_BY = {"mannwhitney": "tolerance and U test", "threshold": "tolerance alone"}
@@ -73,10 +73,30 @@ def methods() -> str:
 
 # Placeholders for the id's parts, each written in capitals once the id is made (a stored name is
 # lower case); each number and name is one no real scenario has.
-PARTS = {"MODEL": "m0del", "LABEL": "l4bel", "DATASET": "d4taset", "B": 9731, "C": 8642, "R": 97.25}
+PARTS = {
+    "MODEL": "m0del",
+    "LABEL": "l4bel",
+    "DATASET": "d4taset",
+    "B": 9731,
+    "C": 8642,
+    "R": 97.25,
+    "T": 7.125,
+    "P": 0.8125,
+    "K": 7531,
+}
 # The scenario's settings that id_forms gives a placeholder or varies over their values (`serves`:
 # the mode); tests/test_doc_lists.py holds them to the ones Scenario._id reads.
-ID_SETTINGS = {"model", "batch_size", "dataset", "batching", "trace", "serves", "concurrency", "request_rate"}
+ID_SETTINGS = {
+    "model",
+    "batch_size",
+    "dataset",
+    "batching",
+    "trace",
+    "serves",
+    "concurrency",
+    "request_rate",
+    "sampling",
+}
 
 
 def _placeholder_id(**settings) -> str:
@@ -94,14 +114,14 @@ def _placeholder_id(**settings) -> str:
     text = scenario.id
     for part in ("MODEL", "LABEL", "DATASET"):
         text = text.replace(str(PARTS[part]), part)
-    for letter in ("B", "C", "R"):
+    for letter in ("B", "C", "R", "T", "P", "K"):
         text = text.replace(f"{PARTS[letter]:g}", letter)
     return text
 
 
 def id_forms() -> str:
     """The forms a scenario id takes, from Scenario's own id: each offline batching mode, traced or
-    not, and a serve scenario with and without a request rate."""
+    not, a serve scenario with and without a request rate, and sampled ones."""
     rows = []
     for batching in BATCHING_MODES:
         for trace in (False, True):
@@ -111,6 +131,16 @@ def id_forms() -> str:
     rows.append((f'`mode = "{SERVE}"`, concurrency C', _placeholder_id(**serve)))
     rows.append(
         (f'`mode = "{SERVE}"`, concurrency C, `request_rate = R`', _placeholder_id(**serve, request_rate=PARTS["R"]))
+    )
+    hot = Sampling(temperature=PARTS["T"])
+    rows.append(("`sampling = { temperature = T }`", _placeholder_id(sampling=hot)))
+    full = Sampling(temperature=PARTS["T"], top_p=PARTS["P"], top_k=PARTS["K"])
+    rows.append(("`sampling = { temperature = T, top_p = P, top_k = K }`", _placeholder_id(sampling=full)))
+    rows.append(
+        (
+            f'`mode = "{SERVE}"`, concurrency C, `sampling = {{ temperature = T }}`',
+            _placeholder_id(**serve, sampling=hot),
+        )
     )
     head = "| scenario | its id |\n|---|---|"
     return "\n".join([head, *(f"| {what} | `{form}` |" for what, form in rows)]) + "\n"

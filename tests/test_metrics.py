@@ -34,8 +34,10 @@ def test_metric_specs_are_consistent():
         "speedup",
         "tpot_speedup",
         "mean_acceptance_length",
+        "request_mean_acceptance_length",
         "draft_acceptance_rate",
         "per_position_acceptance",
+        "request_per_position_acceptance",
         "lossless_fraction",
         *(f"{latency}_p{p}_ms" for latency in ("ttft", "tpot", "itl") for p in (50, 99)),
     }

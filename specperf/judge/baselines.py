@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Baseline, ScenarioResult
+from ..records import VECTOR_METRICS, Baseline, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
 from .metrics import METRICS, implausible, known_metric, metric_samples, sample_summary, spec_for
 
@@ -57,7 +57,7 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
         summaries={
             name: sample_summary([s for s in entry.samples if isinstance(s, (int, float))])
             for name, entry in result.metrics.items()
-            if name != "per_position_acceptance"
+            if name not in VECTOR_METRICS
         },
         provenance=result.provenance,
         device=result.device.to_json(),
@@ -65,6 +65,7 @@ def baseline_from_result(result: ScenarioResult) -> Baseline:
         memory=result.memory,
         recorded_at=result.finished_at,
         trace=result.trace.totals() if result.trace else None,
+        request_acceptance=[] if result.scenario.sampling.greedy else result.request_acceptance,
     )
 
 

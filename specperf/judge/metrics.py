@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import CallTiming, Counters, Metric, Number
+from ..records import VECTOR_METRICS, CallTiming, Counters, Metric, Number
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -95,6 +96,16 @@ METRICS: dict[str, MetricSpec] = {
             math.inf,
         ),
         MetricSpec(
+            "request_mean_acceptance_length",
+            "tokens",
+            HIGHER,
+            0.05,
+            "threshold",
+            "the mean over requests of each request's 1 + accepted / drafts (every request weighs the same)",
+            1.0,
+            math.inf,
+        ),
+        MetricSpec(
             "draft_acceptance_rate",
             "",
             HIGHER,
@@ -111,6 +122,16 @@ METRICS: dict[str, MetricSpec] = {
             0.05,
             "threshold",
             "accepted at draft position i / drafts, each position checked",
+            0.0,
+            1.0,
+        ),
+        MetricSpec(
+            "request_per_position_acceptance",
+            "",
+            HIGHER,
+            0.05,
+            "threshold",
+            "the mean over requests of each request's accepted at draft position i / drafts",
             0.0,
             1.0,
         ),
@@ -169,15 +190,18 @@ def implausible(metric: str, value: object, kind: str | None) -> str | None:
 DYNAMIC_VS_BEST_K = "dynamic_vs_best_k"
 
 
+def vector_of(metric: str) -> str | None:
+    """The vector metric a flattened name belongs to (acceptance_pos2: per_position_acceptance), or None."""
+    return next((vector for vector, prefix in VECTOR_METRICS.items() if re.fullmatch(rf"{prefix}\d+", metric)), None)
+
+
 def known_metric(metric: str) -> bool:
-    return metric in METRICS or metric.startswith("acceptance_pos")
+    return metric in METRICS or vector_of(metric) is not None
 
 
 def spec_for(metric: str) -> MetricSpec:
-    """Specs are per metric name; per-position rates (acceptance_pos0, ...) share one."""
-    if metric.startswith("acceptance_pos"):
-        return METRICS["per_position_acceptance"]
-    return METRICS[metric]
+    """Specs are per metric name; the positions of a vector (acceptance_pos0, ...) share its one."""
+    return METRICS[vector_of(metric) or metric]
 
 
 def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> Counters:
@@ -261,13 +285,25 @@ def sample_summary(samples: list[float]) -> dict[str, Any]:
 
 
 def metric_samples(metrics: dict[str, Metric]) -> dict[str, list[float]]:
-    """Flatten a result's metrics to name -> samples; per-position vectors become acceptance_pos<i>."""
+    """Flatten a result's metrics to name -> samples; per-position vectors become acceptance_pos<i>
+    (request_acceptance_pos<i>: records.VECTOR_METRICS)."""
     flat: dict[str, list[float]] = {}
     for name, entry in metrics.items():
-        if name == "per_position_acceptance":
+        if name in VECTOR_METRICS:
             for round_values in entry.samples:
                 for i, value in enumerate(round_values if isinstance(round_values, list) else []):
-                    flat.setdefault(f"acceptance_pos{i}", []).append(value)
+                    flat.setdefault(f"{VECTOR_METRICS[name]}{i}", []).append(value)
         else:  # scalar samples (records.checked_metrics keeps lists to the vector metrics)
             flat[name] = [s for s in entry.samples if isinstance(s, (int, float))]
+    return flat
+
+
+def metric_errors(metrics: dict[str, Metric]) -> dict[str, float]:
+    """A sampled result's standard errors over requests (judge/sampled.py), flattened as metric_samples flattens."""
+    flat: dict[str, float] = {}
+    for name, entry in metrics.items():
+        if isinstance(entry.se, list) and name in VECTOR_METRICS:
+            flat |= {f"{VECTOR_METRICS[name]}{i}": se for i, se in enumerate(entry.se)}
+        elif isinstance(entry.se, (int, float)):
+            flat[name] = entry.se
     return flat

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import MetricVerdict
-from ..status import IMPROVEMENT, INCONCLUSIVE, INVALID, PASS, REGRESSION
+from ..status import INCONCLUSIVE, INVALID, PASS
 from .metrics import HIGHER
-from .verdicts import EPSILON, GATE_TOLERANCE, spec_for
+from .verdicts import EPSILON, GATE_TOLERANCE, spec_for, three_way
 
 MIN_PAIRS = 5  # with fewer, no test of the pairs' noise is worth having
 CONFIDENCE = 0.95
@@ -274,17 +274,3 @@ def compare_paired(
     if verdict.status == INCONCLUSIVE:
         verdict.note += f"; neither shown within {tolerance:.0%} nor shown worse: more engine pairs would tell"
     return verdict
-
-
-def three_way(least_worse: float, most_worse: float, tolerance: float) -> str:
-    """The verdict of a 95% interval of how much worse the candidate is (Chromium's Pinpoint says
-    same / different / unknown): an improvement where all of it is better than no change and it
-    reaches beyond the tolerance; a pass where none of it is worse than the tolerance (shown not
-    worse); a regression where all of it is worse than no change (and it reaches beyond the
-    tolerance); else inconclusive.  So a change near the tolerance can be flagged, where a rule that
-    asks the estimate to lie beyond it catches a true change of the tolerance at most half the time."""
-    if most_worse < 0 and least_worse < -tolerance - EPSILON:
-        return IMPROVEMENT
-    if most_worse <= tolerance + EPSILON:
-        return PASS
-    return REGRESSION if least_worse > 0 else INCONCLUSIVE

@@ -2,8 +2,9 @@
 
 A change is a regression only when it is larger than the metric's tolerance and, for metrics
 judged by "mannwhitney", a one-sided Mann-Whitney U test over the round samples agrees
-(asv and Google Benchmark judge the same way).  Deterministic metrics (acceptance, lossless)
-are judged on the threshold alone.
+(asv and Google Benchmark judge the same way).  Deterministic metrics (greedy acceptance, lossless)
+are judged on the threshold alone; a sampled scenario's acceptance on its interval over requests
+(judge/sampled.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,22 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..records import Baseline, BaselineRef, Metric, MetricVerdict, ScenarioResult, Verdict
+from ..records import Baseline, BaselineRef, Metric, MetricVerdict, Scenario, ScenarioResult, Verdict
 from ..records.scenario import GATE_TOLERANCE
-from ..status import ERROR, FAILING, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, worst
-from .metrics import HIGHER, known_metric, metric_samples, spec_for
+from ..status import (
+    ERROR,
+    FAILING,
+    IMPROVEMENT,
+    INCOMPATIBLE,
+    INCONCLUSIVE,
+    INVALID,
+    NO_BASELINE,
+    PASS,
+    REGRESSION,
+    worst,
+)
+from .metrics import HIGHER, known_metric, metric_errors, metric_samples, spec_for
+from .sampled import paired_changes
 
 __all__ = ["GATE_TOLERANCE", "spec_for"]  # also read from here by the other judges
 
@@ -25,6 +38,7 @@ MIN_ROUNDS = 4  # with fewer rounds on either side, p < ALPHA is impossible
 NOISE_MULTIPLE = 3.0  # with a measured run-to-run CV, changes within 3 CV are noise (see noise.py)
 MAX_NOISE_TOLERANCE = 0.5  # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
+Z95 = 1.959963984540054  # the normal's 97.5% point: a two-sided 95% interval
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,99 @@ def compare_metric(
     return verdict
 
 
+def on_interval(scenario: Scenario, metric: str) -> bool:
+    """Whether `metric` of `scenario` is judged on its interval over requests: a sampled scenario's acceptance."""
+    return not scenario.sampling.greedy and spec_for(metric).deterministic and metric != "lossless_fraction"
+
+
+def compare_sampled(
+    metric: str,
+    baseline: float | None,
+    current: float,
+    change: float | None,
+    error: float | None,
+    tolerance: float | None = None,
+    figures: int = 1,
+    how: str = "",
+    requests: int | None = None,
+) -> MetricVerdict:
+    """A sampled acceptance figure against its baseline's, judged on the interval of its change
+    (`change`: the log ratio; `error`: its standard error; None where unknown).  One of `figures`
+    judged so in a scenario: each interval is widened (Bonferroni) so that all of them hold together
+    95% of the time, and an unchanged scenario is flagged in at most 5% of runs however many
+    figures it has.  `how` says how the change was paired, for the note; `requests`, how many the
+    error rests on (a t interval on requests - 1 degrees of freedom; None: a normal one)."""
+    spec = spec_for(metric)
+    tol = spec.rel_tolerance if tolerance is None else tolerance
+    if not math.isfinite(current):
+        return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note="no current value")
+    if baseline is None:
+        return MetricVerdict(metric=metric, status=NO_BASELINE, current=current, tolerance=tol)
+    verdict = MetricVerdict(metric=metric, status=INVALID, baseline=baseline, current=current, tolerance=tol)
+    if change is None or error is None or not math.isfinite(error):
+        verdict.note = "no error over requests on both sides: a sampled figure is judged on its interval"
+        return verdict
+    from scipy.stats import norm, t
+
+    level = 1 - ALPHA / 2 / figures
+    z = float(t.ppf(level, requests - 1) if requests and requests > 1 else norm.ppf(level))
+    low, high = math.expm1(change - z * error), math.expm1(change + z * error)
+    worse = (-high, -low) if spec.direction == HIGHER else (low, high)
+    verdict.status = three_way(worse[0], worse[1], tol)
+    verdict.change, verdict.ci_low, verdict.ci_high = math.expm1(change), low, high
+    together = f", 95% over the scenario's {figures} acceptance figures" if figures > 1 else ""
+    verdict.note = f"sampled: {1 - ALPHA / figures:.1%} interval over requests{how}{together}"
+    return verdict
+
+
+def sampled_verdicts(
+    names: list[str],
+    current: dict[str, Metric],
+    baseline: dict[str, Metric],
+    rules: Rules = DEFAULT_RULES,
+    paired: dict[str, tuple[float, float]] | None = None,
+    requests: int | None = None,
+) -> list[MetricVerdict]:
+    """The verdicts of a sampled scenario's acceptance figures `names` (flattened: acceptance_pos0, ...),
+    judged together on their intervals (compare_sampled): from `paired` changes where the baseline
+    kept its requests' counts (sampled.paired_changes), else from each side's own error as
+    independent samples."""
+    values, errors = metric_samples(current), metric_errors(current)
+    base_values, base_errors = metric_samples(baseline), metric_errors(baseline)
+    verdicts = []
+    for name in names:
+        now = statistics.median(values[name]) if values.get(name) else math.nan
+        then = statistics.median(base_values[name]) if base_values.get(name) else None
+        change, error, how = None, None, ""
+        if paired is not None and name in paired:
+            (change, error), how = paired[name], ", request by request"
+        elif then is not None and then > 0 and now > 0 and name in errors:
+            # a baseline without its error (the history's median over runs): taken as this run's
+            base_error = base_errors[name] / then if name in base_errors else errors[name] / now
+            change, error = math.log(now / then), math.hypot(errors[name] / now, base_error)
+            how = "" if name in base_errors else ", the baseline's error taken as this run's"
+        elif then is not None and then == now == 0:
+            change, error = 0.0, 0.0
+        verdicts.append(
+            compare_sampled(name, then, now, change, error, rules.tolerance(name), len(names), how, requests)
+        )
+    return verdicts
+
+
+def three_way(least_worse: float, most_worse: float, tolerance: float) -> str:
+    """The verdict of a 95% interval of how much worse the candidate is (Chromium's Pinpoint says
+    same / different / unknown): an improvement where all of it is better than no change and it
+    reaches beyond the tolerance; a pass where none of it is worse than the tolerance (shown not
+    worse); a regression where all of it is worse than no change (and it reaches beyond the
+    tolerance); else inconclusive.  So a change near the tolerance can be flagged, where a rule that
+    asks the estimate to lie beyond it catches a true change of the tolerance at most half the time."""
+    if most_worse < 0 and least_worse < -tolerance - EPSILON:
+        return IMPROVEMENT
+    if most_worse <= tolerance + EPSILON:
+        return PASS
+    return REGRESSION if least_worse > 0 else INCONCLUSIVE
+
+
 def one_sided_p(baseline: list[float], current: list[float], direction: str, worse: bool) -> float:
     """p-value of the U test in the direction of the observed change."""
     from scipy.stats import mannwhitneyu
@@ -165,16 +272,38 @@ def judge(
     base = judged_samples(baseline.metrics)[0] if baseline is not None else {}
     current, unknown = judged_samples(result.metrics)
     noise = noise or {}
+    on_intervals = [name for name in current if on_interval(scenario, name)]
     verdicts = [
         compare_metric(name, base.get(name, []), samples, rules.tolerance(name), noise.get(name))
         for name, samples in current.items()
-    ]
+        if name not in on_intervals
+    ] + sampled_verdicts(
+        on_intervals,
+        result.metrics,
+        baseline.metrics if baseline is not None else {},
+        rules,
+        paired(result, baseline),
+        len(result.request_acceptance) or None,
+    )
     for verdict in verdicts:
         if rules.is_informational(verdict.metric):
             verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
     judged = scenario_verdict(result, verdicts, baseline is not None, rules)
     judged.note = "; ".join(filter(None, [judged.note, unknown_note(unknown)]))
     return judged
+
+
+def paired(result: ScenarioResult, baseline: Baseline | None) -> dict[str, tuple[float, float]] | None:
+    """A sampled result's changes request by request against a baseline that kept its requests'
+    counts (sampled.paired_changes: the same scenario hash, so the same prompts in the same order);
+    None where it kept none."""
+    if (
+        baseline is None
+        or len(baseline.request_acceptance) != len(result.request_acceptance)
+        or len(result.request_acceptance) < 2
+    ):
+        return None
+    return paired_changes(result.request_acceptance, baseline.request_acceptance)
 
 
 def scenario_verdict(

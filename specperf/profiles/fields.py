@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PlainValidator
+from pydantic import Field, PlainValidator, ValidationError
 
 from ..checkpoints import BUILTINS, builtin_recipe, is_builtin
 from ..judge.metrics import DYNAMIC_VS_BEST_K, METRICS
-from ..records.scenario import MODES, SLUG
+from ..records.scenario import MODES, SLUG, Sampling
 from .registry import (
     BATCHING_MODES,
     GPU_CLASSES,
@@ -110,6 +110,20 @@ def _tolerance(value: Any) -> float:
     return value
 
 
+def _sampling(value: Any) -> dict[str, Any]:
+    """A [sampling] table: some of Sampling's fields (records/scenario.py), each in its range."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a table, got {value!r}")
+    if unknown := sorted(value.keys() - Sampling.model_fields.keys()):
+        raise ValueError(f"unknown field {unknown[0]!r} (allowed: {', '.join(Sampling.model_fields)})")
+    try:
+        Sampling.model_validate(value)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        raise ValueError(f"{first['loc'][0]}: {first['msg']}, got {first['input']!r}") from None
+    return dict(value)
+
+
 NonNegativeInt = _checked(lambda v: _integer(v, 0, "non-negative"), Annotated[int, Field(ge=0)])
 Rounds = _bounded(1000)
 Warmup = _bounded(100, low=0)
@@ -141,6 +155,7 @@ Tolerances = Annotated[
     Field(description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)"),
 ]
 EngineArgs = Annotated[dict[str, Any], Field(description="keyword arguments of vllm.LLM(...)")]
+SamplingSettings = _checked(_sampling, Sampling)
 EngineEnv = Annotated[
     dict[str, Text],
     Field(description='environment variables of the engine processes, e.g. VLLM_DISABLE_COMPILE_CACHE = "1"'),

@@ -29,7 +29,7 @@ __all__ = ["REFERENCE_METHOD", "Method", "Model", "Profile", "ProfileError", "Sc
 
 # Scenario fields a profile sets: from the cell where it says, else from [profile]; tables merge.
 EXPANDED = frozenset({"profile", "model", "method", "batch_size", "dataset", "checkpoints", "hash", "concurrency"})
-MERGED = ("engine_args", "env", "tolerances")
+MERGED = ("engine_args", "env", "tolerances", "sampling")
 
 
 class ProfileError(Exception):
@@ -170,7 +170,7 @@ def _expand(profile: str, spec: ProfileFile, cell: CellTable) -> Iterator[Scenar
 
 def settings(profile: ProfileTable, cell: CellTable) -> dict:
     """Every Scenario field a profile sets, for one cell: the cell's value where it gives one, else
-    [profile]'s; engine_args and tolerances are [profile]'s updated by the cell's."""
+    [profile]'s; engine_args, env, tolerances and sampling are [profile]'s updated by the cell's."""
     values = {}
     for name in Scenario.model_fields.keys() - EXPANDED:
         of_cell = getattr(cell, name, None)

@@ -38,6 +38,7 @@ from .fields import (
     PromptForm,
     Requests,
     Rounds,
+    SamplingSettings,
     SDMethodName,
     Selection,
     Slug,
@@ -105,15 +106,15 @@ class ProfileTable(_Table):
     )
     selection: Selection = _as_scenario(
         "selection",
-        "hash: the first num_requests records ranked by "
-        "sha256(seed:id); study: the study's order (a streaming shuffle with the seed, "
-        "ShareGPT a seeded random.shuffle) and its length filters",
+        "hash: the first num_requests records ranked by sha256(seed:id); study: the study's order (a streaming "
+        "shuffle with the seed, ShareGPT a seeded random.shuffle) and its length filters",
     )
     prompt_form: PromptForm = _as_scenario(
         "prompt_form", "token_ids: the suite's token ids; study: the study's prompt strings (prompt_ids)"
     )
     engine_args: EngineArgs = {}
     env: EngineEnv = {}
+    sampling: SamplingSettings = Field({}, description="temperature, top_p, top_k and seed of every request")
     allow_code: bool = Field(False, description="let engine_args and env load code: " + ", ".join(CODE_ARGS + CODE_ENV))
     vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}
@@ -128,15 +129,13 @@ class ProfileTable(_Table):
     )
     gate_instances: GateEngines = _as_scenario(
         "gate_instances",
-        "paired runs (--candidate, paired_reference): engines "
-        "per side, side by side, pairs taking them in turn; averages the offset "
-        "between fresh engines of one build",
+        "paired runs (--candidate, paired_reference): engines per side, side by side, pairs taking them in "
+        "turn; averages the offset between fresh engines of one build",
     )
     gate_engine_sets: GateEngines = _as_scenario(
         "gate_engine_sets",
-        "paired runs: the pairs split over this many "
-        "sets of fresh engines, started anew for each set (more engine "
-        "pairs, each an independent draw of the offset between engines)",
+        "paired runs: the pairs split over this many sets of fresh engines, started anew for each set (more "
+        "engine pairs, each an independent draw of the offset between engines)",
     )
     gate_engine_offset: Annotated[float, Field(ge=0, le=0.2)] = _as_scenario(
         "gate_engine_offset",
@@ -253,6 +252,7 @@ class CellTable(_Table):
     vllm: VllmVersion = _optional("default: [profile] vllm")
     trace: bool = _optional("default: [profile] trace")
     engine_args: EngineArgs = Field({}, description="merged over [profile.engine_args]")
+    sampling: SamplingSettings = Field({}, description="merged over [profile.sampling]")
     env: EngineEnv = Field({}, description="merged over [profile.env]")
     tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")
 

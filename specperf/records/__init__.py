@@ -25,6 +25,7 @@ from .measured import (
     Memory,
     Metric,
     OutputCheck,
+    RequestAcceptance,
     RequestTrace,
     Round,
     ShownOutput,
@@ -35,7 +36,7 @@ from .measured import (
     WorkloadFacts,
     checked_metrics,
 )
-from .scenario import Method, Model, Scenario
+from .scenario import Method, Model, Sampling, Scenario
 
 __all__ = [
     "Baseline",
@@ -59,6 +60,7 @@ __all__ = [
     "Number",
     "Provenance",
     "Record",
+    "RequestAcceptance",
     "RequestTrace",
     "STEP_BATCH",
     "STEP_PARTS",
@@ -66,6 +68,7 @@ __all__ = [
     "RunFile",
     "RunStats",
     "SCHEMA_VERSION",
+    "Sampling",
     "Scenario",
     "ScenarioResult",
     "ShownOutput",

@@ -19,6 +19,7 @@ from .measured import (
     Memory,
     Metric,
     OutputCheck,
+    RequestAcceptance,
     Round,
     ShownOutput,
     StudyThroughput,
@@ -112,6 +113,7 @@ class Figures(Record):
     lossless: Lossless | None = None
     output_check: OutputCheck | None = None
     trace: Trace | None = None
+    request_acceptance: list[RequestAcceptance] = Field(default_factory=list)  # an SD scenario's, per request
 
 
 class ResultHead(Record):
@@ -169,6 +171,8 @@ class Baseline(Record):
     hardware_key: str
     metrics: dict[str, Metric]
     _metrics_shape = field_validator("metrics")(checked_metrics)
+    # a sampled scenario's requests' counts: the next run's acceptance is judged request by request
+    request_acceptance: list[RequestAcceptance] = Field(default_factory=list)
     summaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
     provenance: Provenance = Field(default_factory=dict)
     device: dict[str, Any] | None = None

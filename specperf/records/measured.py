@@ -20,6 +20,39 @@ class Counters(Record):
     accepted_per_pos: list[Number] = Field(default_factory=list)
 
 
+class RequestAcceptance(Record):
+    """One request's SD counts over a result's measured rounds, from vLLM's per-request metrics: its
+    verify steps (those that drafted), tokens drafted and accepted, and accepted at each draft position."""
+
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = Field(default_factory=list)
+
+    @classmethod
+    def of_histogram(cls, histogram: list[int], drafted: int) -> RequestAcceptance:
+        """vLLM's counts (histogram[j]: verify steps that accepted j drafts): acceptance is a prefix,
+        so position p is accepted in every step that accepted more than p."""
+        return cls(
+            steps=sum(histogram),
+            drafted=drafted,
+            accepted=sum(j * count for j, count in enumerate(histogram)),
+            accepted_per_pos=[sum(histogram[p + 1 :]) for p in range(len(histogram) - 1)],
+        )
+
+    def __add__(self, other: RequestAcceptance) -> RequestAcceptance:
+        longest = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        pad = [0] * longest
+        return RequestAcceptance(
+            steps=self.steps + other.steps,
+            drafted=self.drafted + other.drafted,
+            accepted=self.accepted + other.accepted,
+            accepted_per_pos=[
+                a + b for a, b in zip((self.accepted_per_pos + pad)[:longest], (other.accepted_per_pos + pad)[:longest])
+            ],
+        )
+
+
 class CallTiming(Record):
     """One generate() call of a round: its time, its tokens, and whether its first request ended on EOS."""
 
@@ -56,16 +89,22 @@ class Metric(Record):
 
     value: float | list[float] | None
     samples: list[float | list[float] | None] = Field(default_factory=list)
+    # a sampled scenario's acceptance: the value's standard error over requests (judge/sampled.py)
+    se: float | list[float] | None = None
 
 
-VECTOR_METRICS = ("per_position_acceptance",)  # one value per draft position
+# One value per draft position: each name with the prefix its positions are judged under (acceptance_pos0, ...)
+VECTOR_METRICS = {
+    "per_position_acceptance": "acceptance_pos",
+    "request_per_position_acceptance": "request_acceptance_pos",
+}
 
 
 def checked_metrics(metrics: dict[str, Metric]) -> dict[str, Metric]:
     """Vector metrics hold lists (per round), every other metric numbers."""
     for name, metric in metrics.items():
         vector = name in VECTOR_METRICS
-        for value in [metric.value, *metric.samples]:
+        for value in [metric.value, *metric.samples, metric.se]:
             if value is not None and isinstance(value, list) != vector:
                 raise ValueError(
                     f"{name}: {'a list per draft position' if vector else 'a number'} expected, got {value!r}"

@@ -62,6 +62,47 @@ class Method(Record):
 REFERENCE_METHOD = Method(label=NO_SD_LABEL, name=NO_SD)
 
 
+class Sampling(Record):
+    """How every request draws its tokens (vLLM's SamplingParams).  Greedy at temperature 0, as the
+    study and vLLM's acceptance test measure; above 0 each request draws with a seed of its own,
+    `seed` + its place in the round, so that every round draws the same tokens and a run with
+    another seed draws another sample of the same distribution.  Greedy ignores top_p and top_k."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: Annotated[float, Field(ge=0, le=10)] = 0.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    top_k: Annotated[int, Field(ge=0)] = 0  # 0: every token
+    seed: Annotated[int, Field(ge=0)] = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def label(self) -> str:
+        """The scenario id's suffix: none for greedy, else "-t0.8", "-p0.95" where top_p < 1, "-topk50"."""
+        if self.greedy:
+            return ""
+        return (
+            f"-t{self.temperature:g}"
+            + (f"-p{self.top_p:g}" if self.top_p < 1 else "")
+            + (f"-topk{self.top_k}" if self.top_k else "")
+        )
+
+    def hashed(self) -> dict[str, Any]:
+        """What changes the measured distribution (not the seed: another seed is another sample of it)."""
+        return {} if self.greedy else {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+
+    def params(self, place: int) -> dict[str, Any]:
+        """SamplingParams' keywords for the request at `place` in the round (its seed: seed + place)."""
+        if self.greedy:
+            return {"temperature": 0.0}
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "seed": self.seed + place}
+
+
+GREEDY = Sampling()
+
+
 class Scenario(Record):
     model_config = ConfigDict(frozen=True)
 
@@ -79,6 +120,7 @@ class Scenario(Record):
     engine_args: dict[str, Any] = Field(default_factory=dict)
     tolerances: dict[str, float] = Field(default_factory=dict)
     informational: list[str] = Field(default_factory=list)  # judged and shown, never failing the case
+    sampling: Sampling = GREEDY  # how requests draw tokens; greedy by default
     paired_reference: bool = False  # the no-SD engine runs beside the SD one, rounds alternating
     gate_tolerance: float = GATE_TOLERANCE
     gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
@@ -153,13 +195,14 @@ class Scenario(Record):
         return self.mode == SERVE
 
     def _id(self, method_label: str) -> str:
+        sampled = self.sampling.label()
         if self.serves:  # concurrency (and arrival rate) instead of a batch size
             rate = f"-r{self.request_rate:g}" if self.request_rate else ""
-            return f"{self.model.name}-{method_label}-c{self.concurrency}{rate}-{self.dataset}-serve"
+            return f"{self.model.name}-{method_label}-c{self.concurrency}{rate}-{self.dataset}{sampled}-serve"
         # The study's batches replicate one prompt; batches of distinct prompts say so in the id.
         # A traced scenario is another measurement (tracing costs throughput), with baselines of its own.
         suffix = ("" if self.batching == "replicate" else f"-{self.batching}") + ("-traced" if self.trace else "")
-        return f"{self.model.name}-{method_label}-bs{self.batch_size}-{self.dataset}{suffix}"
+        return f"{self.model.name}-{method_label}-bs{self.batch_size}-{self.dataset}{sampled}{suffix}"
 
     @property
     def engine_key(self) -> str:
@@ -189,7 +232,8 @@ class Scenario(Record):
         Rounds, warm-up and tolerances change how much and how strictly, not what, so they are left out;
         so are the gate_* settings (how a paired run spreads its rounds over engines, how strictly it
         judges them), which change no round.
-        Prompt settings at their defaults are left out too, so adding one kept the hashes of the rest.
+        Prompt and sampling settings at their defaults are left out too, so adding one kept the hashes
+        of the rest.
         """
         prompts: dict[str, Any] = {"selection": self.selection} if self.selection != "hash" else {}
         if self.prompt_form != "token_ids":
@@ -197,6 +241,8 @@ class Scenario(Record):
         prompts.update({k: v for k, v in (("chat", self.chat), ("thinking", self.model.thinking)) if v is not None})
         if self.serves:  # offline scenarios keep the hashes they had before the serving mode
             prompts.update(concurrency=self.concurrency, request_rate=self.request_rate)
+        if not self.sampling.greedy:  # greedy scenarios keep theirs
+            prompts["sampling"] = self.sampling.hashed()
         return hashlib.sha256(
             canonical(
                 {

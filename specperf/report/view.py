@@ -8,6 +8,7 @@ from pathlib import Path
 from ..analysis import traces
 from ..analysis.best_k import KChoice, best_k_table
 from ..analysis.dynamic_sd import DynamicAgainstFixed, dynamic_against_fixed
+from ..judge.verdicts import Z95
 from ..profiles.registry import scenarios_loading_code
 from ..records import Device, ScenarioResult
 from ..run.hardware.telemetry import foreign_process_text
@@ -135,6 +136,13 @@ class ScenarioView:
 
     def value(self, metric: str):
         return self.result.value(metric)
+
+    def interval(self, metric: str) -> tuple[float, float] | None:
+        """A sampled scenario's 95% interval of `metric` over its requests (judge/sampled.py), or None."""
+        entry = self.result.metrics.get(metric)
+        if entry is None or not isinstance(entry.value, (int, float)) or not isinstance(entry.se, (int, float)):
+            return None
+        return entry.value - Z95 * entry.se, entry.value + Z95 * entry.se
 
     def judged(self, metric: str):
         """The verdict of one metric, or None where it was not judged."""

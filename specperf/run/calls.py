@@ -10,14 +10,14 @@ from ..profiles import workloads
 from ..profiles.scenarios import Scenario
 from ..profiles.workloads import Request
 from ..records import WorkloadFacts
-from .engines.protocol import Load
+from .engines.protocol import Batch, Load
 
 
 @dataclass
 class Calls:
     """One round's calls (token-id prompts per call), the request behind each prompt, and the facts."""
 
-    calls: list[list[list[int]]] | list[Load]  # a serve scenario's round is one Load
+    calls: list[list[list[int]]] | list[Batch] | list[Load]  # a sampled call is a Batch, a served round one Load
     requests: list[Request]  # flat, in the order of the calls' prompts
     facts: WorkloadFacts
 
@@ -34,6 +34,23 @@ def batch(scenario: Scenario, requests: list[Request], prompts: list[list[int]])
     cycled = [i % len(prompts) for i in range(count)]
     calls = [[prompts[i] for i in cycled[s : s + b]] for s in range(0, count, b)]
     return calls, [requests[i] for i in cycled]
+
+
+def sampled_params(scenario: Scenario, count: int) -> list[dict] | None:
+    """A sampled scenario's SamplingParams keywords for each of a round's `count` requests, in order
+    (each its own seed); None for a greedy one."""
+    sampling = scenario.sampling
+    return None if sampling.greedy else [sampling.params(place) for place in range(count)]
+
+
+def sampled_calls(scenario: Scenario, calls: list[list[list[int]]]) -> list:
+    """A sampled scenario's calls as Batches, each prompt with its sampling keywords (its seed that
+    of its place in the round); a greedy scenario's as they are."""
+    params = sampled_params(scenario, sum(len(call) for call in calls))
+    if params is None:
+        return calls
+    places = iter(params)
+    return [Batch(call, [next(places) for _ in call]) for call in calls]
 
 
 def prompting(scenario: Scenario) -> workloads.Prompting:
@@ -80,12 +97,14 @@ class CallPreparer:
         requests = list(sample.requests)
         prompts = tokenise(requests, tokenizer)
         if scenario.serves:  # the round is one load of every prompt (run/serving/served.py)
+            params = sampled_params(scenario, len(prompts))
             calls, call_requests = (
-                [Load(prompts, scenario.concurrency or 1, scenario.request_rate, scenario.seed)],
+                [Load(prompts, scenario.concurrency or 1, scenario.request_rate, scenario.seed, params)],
                 requests,
             )
         else:
             calls, call_requests = batch(scenario, requests, prompts)
+            calls = sampled_calls(scenario, calls)
         facts = WorkloadFacts(
             source=sample.source,
             checksum=sample.checksum,

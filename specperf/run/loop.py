@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..judge import metrics
-from ..records import CallTiming, Counters, Memory
+from ..records import CallTiming, Counters, Memory, RequestAcceptance
 from .engines.engine import EngineError
 from .engines.protocol import Reply
 from .tracing import trace as tracing
@@ -44,6 +44,8 @@ class RoundResult:
     latency: dict[str, float | None] | None = None  # a served round's latency percentiles
     errors: int = 0  # a served round's failed requests
     client_bound: bool = False  # a served round whose load generator may have set the pace
+    # an SD round's counts per request, in order; None where the engine's vLLM gave none for one of them
+    request_acceptance: list[RequestAcceptance] | None = None
 
     @property
     def throughput(self) -> float:
@@ -60,6 +62,14 @@ def call_timing(reply: Reply) -> CallTiming:
         output_tokens=reply.output_tokens,
         eos=reasons[0] == "stop" if reasons else None,
     )
+
+
+def request_acceptance(replies: list[Reply]) -> list[RequestAcceptance] | None:
+    """The round's per-request SD counts, its calls' requests in order (None: not all were counted)."""
+    raw = [counts for r in replies for counts in (r.request_acceptance or [None] * max(1, len(r.token_ids)))]
+    if not raw or any(counts is None for counts in raw):
+        return None
+    return [RequestAcceptance.of_histogram(c["histogram"], c["drafted"]) for c in raw if c is not None]
 
 
 def run_rounds(step: Callable[[], None], count: int) -> None:
@@ -132,6 +142,7 @@ def measure(
                 latency=replies[0].latency if len(replies) == 1 else None,  # a served round is one load
                 errors=sum(r.errors for r in replies),
                 client_bound=any(r.client_bound for r in replies),
+                request_acceptance=request_acceptance(replies),
             )
         )
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from ..analysis import ngram
-from ..judge import metrics
+from ..judge import metrics, sampled
 from ..judge.verdicts import MIN_ROUNDS
 from ..methods import method_of
 from ..profiles import workloads
@@ -19,6 +19,7 @@ from ..records import (
     Lossless,
     Metric,
     OutputCheck,
+    RequestAcceptance,
     Round,
     ShownOutput,
     StudyThroughput,
@@ -133,17 +134,20 @@ def summarise(
     latencies = served_latencies(rounds)
     values |= latencies
     lossless = None
+    per_request = request_totals(rounds)
     if not scenario.method.is_reference:
         per_round = [metrics.acceptance(r.counters) for r in rounds]
         overall = metrics.acceptance(counters)
         for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
             values[name] = Metric(value=overall[name], samples=[a[name] for a in per_round])
+        if not scenario.sampling.greedy:  # an estimate over the requests, with its error (judge/sampled.py)
+            values |= sampled.acceptance_metrics(per_request)
         speedup = speedups(throughputs, reference)
         if speedup is not None:
             values["speedup"] = Metric(value=_median(speedup), samples=speedup)
             if tpot_speedup := tpot_speedups(latencies, reference):
                 values["tpot_speedup"] = Metric(value=_median(tpot_speedup), samples=tpot_speedup)
-            if check.way != OutputCheck.NOT_CHECKED and check.way == reference.checked_by:
+            if scenario.sampling.greedy and check.way != OutputCheck.NOT_CHECKED and check.way == reference.checked_by:
                 fraction = metrics.lossless_fraction(output_hashes, reference.output_hashes)
                 values["lossless_fraction"] = Metric(value=fraction, samples=[fraction])
                 lossless = Lossless(
@@ -176,6 +180,7 @@ def summarise(
         metrics=values,
         lossless=lossless,
         output_check=check.record,
+        request_acceptance=per_request,
         trace=build_trace(
             [r.trace for r in rounds],
             requests,
@@ -184,6 +189,14 @@ def summarise(
             [len(p) for p in prompts] if prompts is not None else None,
         ),
     )
+
+
+def request_totals(rounds: list[RoundResult]) -> list[RequestAcceptance]:
+    """Each request's SD counts summed over the rounds; none where a round lacks them."""
+    counted = [r.request_acceptance for r in rounds]
+    if not counted or any(c is None or len(c) != len(counted[0] or []) for c in counted):
+        return []
+    return [sum(column[1:], column[0]) for column in zip(*counted)]  # type: ignore[arg-type]
 
 
 def served_latencies(rounds: list[RoundResult]) -> dict[str, Metric]:
@@ -249,7 +262,8 @@ def validity(
         reasons.append("a round produced no output tokens")
     if needs_reference and not scenario.method.is_reference and "speedup" not in summary.metrics:
         reasons.append(f"no reference result {scenario.reference_id} in this run")
-    if check.way == OutputCheck.TIMING and any(r.token_ids != rounds[0].token_ids for r in rounds):
+    greedy = scenario.sampling.greedy  # sampled outputs are judged by their distribution, not repeated
+    if greedy and check.way == OutputCheck.TIMING and any(r.token_ids != rounds[0].token_ids for r in rounds):
         reasons.append("greedy outputs differ between rounds")
     if check.record.stable is False:
         reasons.append(f"greedy outputs depend on the batch ({check.record.note})")

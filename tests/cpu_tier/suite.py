@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = Path(__file__).resolve().parent / "profiles"
 FAULT_PLUGIN = Path(__file__).resolve().parent / "vllm_faults"
@@ -87,8 +89,14 @@ def slowed_python(folder: Path, fraction: float | Path, python: str = sys.execut
     path = folder / f"python-{method}{f'switched-{fraction.name}' if switched else f'{fraction:g}'}"
     value = f"@{fraction}" if switched else f"{fraction}"
     slowdown = f"{method}:{value}" if method else value
+    return faulty_python(path, f"step_slowdown={slowdown}", python)
+
+
+def faulty_python(path: Path, fault: str, python: str = sys.executable) -> str:
+    """A wrapper at `path` that runs `python` with the fault plugin loaded and SPECPERF_FAULT=`fault`
+    (tests/cpu_tier/vllm_faults): an engine's interpreter for a known fault."""
     path.write_text(
-        f"#!/bin/sh\nexport SPECPERF_FAULT=step_slowdown={slowdown}\n"
+        f"#!/bin/sh\nexport SPECPERF_FAULT={fault}\n"
         f"export PYTHONPATH={FAULT_PLUGIN}${{PYTHONPATH:+:$PYTHONPATH}}\n"
         f'exec {python} "$@"\n'
     )
@@ -113,3 +121,31 @@ def second_environment(folder: Path) -> str:
     ).stdout.strip()
     (Path(target) / "this-build.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return str(python)
+
+
+def check_request_acceptance(result: dict, requests: int) -> None:
+    """Each request's counts, summed over the rounds, add up to vLLM's counters over them."""
+    per_request = result["request_acceptance"]
+    assert len(per_request) == requests
+    for counts in per_request:
+        positions = counts["accepted_per_pos"]
+        assert counts["accepted"] <= counts["drafted"] <= 3 * counts["steps"]
+        assert positions == sorted(positions, reverse=True)  # a later position only after the ones before
+        assert sum(positions) == counts["accepted"]
+    counters = result["counters"]
+    assert sum(r["steps"] for r in per_request) == counters["drafts"]
+    assert sum(r["drafted"] for r in per_request) == counters["draft_tokens"]
+    assert sum(r["accepted"] for r in per_request) == counters["accepted"] > 0
+    per_position = [sum(column) for column in zip(*(r["accepted_per_pos"] for r in per_request))]
+    assert per_position == counters["accepted_per_pos"]
+
+
+def check_sampled_acceptance(result: dict) -> None:
+    """A sampled SD result's acceptance: both weightings, each with its error over requests; no lossless."""
+    metrics, counters = result["metrics"], result["counters"]
+    assert metrics["mean_acceptance_length"]["value"] == pytest.approx(1 + counters["accepted"] / counters["drafts"])
+    for name in ("mean_acceptance_length", "request_mean_acceptance_length", "draft_acceptance_rate"):
+        assert metrics[name]["se"] > 0, name
+    for name in ("per_position_acceptance", "request_per_position_acceptance"):
+        assert len(metrics[name]["se"]) == len(metrics[name]["value"]) == 3
+    assert "lossless_fraction" not in metrics  # greedy equality says nothing of sampled outputs

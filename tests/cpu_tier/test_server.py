@@ -28,6 +28,8 @@ pytestmark = pytest.mark.cpu_tier
 
 ENGINE_ARGS = {"enforce_eager": True, "dtype": "float32", "max_model_len": 1024, "kv_cache_memory_bytes": 128 * 2**20}
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+GREEDY_SERVED = "smollm2-135m-ngram-k3-c2-instructcoder-serve"
+SAMPLED_SERVED = "smollm2-135m-ngram-k3-c2-instructcoder-t0.8-p0.95-serve"
 
 
 def config(model: str, speculative_config=None, **engine_args) -> EngineConfig:
@@ -68,6 +70,9 @@ def test_a_server_is_measured_with_streamed_requests_and_its_counters_and_stops_
         before = read_spec_counters(running.url)
         measured = run_round(running.url, cfg.model, code_prompts(cfg.model, 4), max_tokens=16, concurrency=2)
         after = read_spec_counters(running.url)
+        params = [{"temperature": 0.8, "top_p": 0.95, "seed": seed} for seed in range(4)]
+        sampled = run_round(running.url, cfg.model, code_prompts(cfg.model, 4), 16, concurrency=2, params=params)
+        after_sampled = read_spec_counters(running.url)
         attached = measured_through_serve_url(tmp_path, running.url)
         assert running.alive(), "the suite stopped a server it did not start"
     finally:
@@ -85,10 +90,18 @@ def test_a_server_is_measured_with_streamed_requests_and_its_counters_and_stops_
     assert len(drafted.accepted_per_pos) == NGRAM["num_speculative_tokens"]
     assert 1.0 <= acceptance(drafted)["mean_acceptance_length"] <= 1 + NGRAM["num_speculative_tokens"]
     assert "--config" in running.commands[0] and (tmp_path / "server.args.yaml").is_file()
+    # vLLM's per-request counts ride each stream's last event; over the round they are its counters
+    per_request = [r.acceptance for r in measured.requests]
+    assert all(counts is not None for counts in per_request), per_request
+    assert sum(sum(counts["histogram"]) for counts in per_request) == drafted.drafts
+    assert sum(counts["drafted"] for counts in per_request) == drafted.draft_tokens
+    assert sampled.errors == 0
+    sampled_counts = [r.acceptance for r in sampled.requests]
+    assert sum(sum(counts["histogram"]) for counts in sampled_counts) == counter_delta(after, after_sampled).drafts
 
 
 def measured_through_serve_url(tmp_path, url: str) -> dict:
-    """The suite's run of the serve profile's n-gram scenario on a server it did not start."""
+    """The suite's run of the serve profile's n-gram scenarios (greedy and sampled) on a server it did not start."""
     from suite import PROFILES, only_run_dir, read_results, run_suite
 
     reports = tmp_path / "attached"
@@ -99,9 +112,17 @@ def measured_through_serve_url(tmp_path, url: str) -> dict:
 
 
 def check_attached(attached: dict, url: str) -> None:
-    (result,) = attached["results"].values()  # no no-SD reference beside a running server
+    from suite import check_request_acceptance, check_sampled_acceptance
+
+    results = attached["results"]  # no no-SD reference beside a running server
+    assert set(results) == {GREEDY_SERVED, SAMPLED_SERVED}
+    sampled = results[SAMPLED_SERVED]
+    assert sampled["status"] == "ok" and sampled["validity"]["valid"], sampled["validity"]
+    check_request_acceptance(sampled, requests=4)
+    check_sampled_acceptance(sampled)
+    result = results[GREEDY_SERVED]
     assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
-    assert result["scenario"]["id"] == "smollm2-135m-ngram-k3-c2-instructcoder-serve"
+    check_request_acceptance(result, requests=4)
     assert result["metrics"]["tpot_p50_ms"]["value"] > 0 and "speedup" not in result["metrics"]
     assert result["metrics"]["mean_acceptance_length"]["value"] >= 1.0  # from the running server's /metrics
     assert result["device"]["hardware_key"].startswith("server-127-0-0-1-")

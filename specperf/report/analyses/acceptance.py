@@ -42,6 +42,7 @@ class AcceptanceRow:
     model: str
     method: str
     cells: list[AcceptanceCell | None]  # one per column (dataset); None where not run
+    sampling: str = ""  # a sampled row's settings as its ids end ("-t0.8-p0.95"): never pooled with greedy
 
 
 @dataclass(frozen=True)
@@ -52,19 +53,19 @@ class AcceptanceTable:
 
 def acceptance_table(results: list[ScenarioResult]) -> AcceptanceTable:
     """Acceptance per (model, method) and dataset, pooled over batch sizes; finished SD scenarios only."""
-    cells: dict[tuple[str, str], dict[str, list[ScenarioResult]]] = {}
+    cells: dict[tuple[str, str, str], dict[str, list[ScenarioResult]]] = {}
     for r in results:
         if r.status == OK and not r.scenario.is_reference:
-            key = (r.scenario.model.name, r.scenario.method.label)
+            key = (r.scenario.model.name, r.scenario.method.label, r.scenario.sampling.label())
             cells.setdefault(key, {}).setdefault(r.scenario.dataset, []).append(r)
     columns = sorted({dataset for by_dataset in cells.values() for dataset in by_dataset})
     rows = []
-    for (model, method), by_dataset in sorted(cells.items()):
+    for (model, method, sampling), by_dataset in sorted(cells.items()):
         row = [
             AcceptanceCell(pooled_acceptance(members), sorted({m.scenario.batch_size for m in members}))
             if (members := by_dataset.get(dataset))
             else None
             for dataset in columns
         ]
-        rows.append(AcceptanceRow(model, method, row))
+        rows.append(AcceptanceRow(model, method, row, sampling))
     return AcceptanceTable(columns, rows)

@@ -29,6 +29,10 @@ from typing import Any
 from ..engines.engine import PINNED_ENGINE_ARGS, EngineConfig, EngineError
 from . import methods as vllm_methods
 
+# vLLM's per-request SD counts (0.29 and later): "summary" for every SD engine, which the suite reads
+# for each request's acceptance (engines/process.request_acceptance); a traced engine's "detailed"
+REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
+
 
 @dataclass(frozen=True)
 class VllmFacts:
@@ -63,6 +67,8 @@ def vllm_arguments(config: EngineConfig, vllm: VllmFacts, environ: Mapping[str, 
         options = vllm_methods.proposer_options(config.speculative_config)
         if options is not None:
             kwargs["additional_config"] = {vllm_methods.PROPOSER_OPTIONS_KEY: options}
+        if REQUEST_METRICS_ARG in vllm.engine_args:
+            kwargs.setdefault(REQUEST_METRICS_ARG, "summary")
     env = dict(environ)
     backend = vllm_methods.attention_backend_arg(environ, vllm.engine_args)
     if backend:  # the argument alone: vLLM 0.13 and 0.14 refuse both, later ones ignore the variable

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ...paths import PACKAGE_PARENT
 from ..hardware.device import has_nvidia_gpu
 from . import child
-from .protocol import Close, Failed, Generate, Ready, Reply
+from .protocol import Batch, Close, Failed, Generate, Ready, Reply
 
 # Pinned as the study pins them; a profile's engine_args cannot override these.
 PINNED_ENGINE_ARGS = {"enable_prefix_caching": False, "disable_log_stats": False}
@@ -118,10 +118,13 @@ class Engine:
         self.effective_config = ready.effective_config
         self._busy = False
 
-    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float = 3600.0) -> Reply:
-        """One timed `generate()` call over token-id prompts; greedy, so outputs are comparable."""
+    def generate(self, prompts: list[list[int]] | Batch, max_tokens: int, timeout_s: float = 3600.0) -> Reply:
+        """One timed `generate()` call over token-id prompts: greedy, or sampled where a Batch says how."""
         self._busy = True
-        self._send(Generate(prompts, max_tokens))
+        if isinstance(prompts, Batch):
+            self._send(Generate(prompts.prompts, max_tokens, prompts.params))
+        else:
+            self._send(Generate(prompts, max_tokens))
         reply = self._receive(timeout_s, GENERATE)
         assert isinstance(reply, Reply), reply
         self._busy = False

@@ -18,7 +18,7 @@ import traceback
 
 from ...messages import one_line
 from ..builds import methods as vllm_methods
-from ..builds.arguments import VllmFacts, vllm_arguments
+from ..builds.arguments import REQUEST_METRICS_ARG, VllmFacts, vllm_arguments
 from ..builds.versions import installed_vllm
 from ..tracing import trace as tracing
 from .engine import EngineConfig
@@ -133,6 +133,13 @@ def read_spec_counters(llm) -> dict:
     return totals
 
 
+def request_acceptance(output) -> dict | None:
+    """A request's SD counts from vLLM's per-request metrics (vllm_arguments asks for them where the
+    installed vLLM has them): verify steps by accepted draft tokens, and tokens drafted; None without."""
+    metrics = getattr(output.outputs[0], "spec_decode_metrics", None)
+    return None if metrics is None else {"histogram": list(metrics.histogram), "drafted": metrics.num_draft_tokens}
+
+
 def answer_pipe(conn, config: EngineConfig) -> None:
     """Answers the pipe protocol: Ready once the engine is built (else Failed), then a Reply to each
     Generate until Close.  Runs after exec (engine._answer_pipe_in), whose environment holds config.env."""
@@ -146,8 +153,8 @@ def answer_pipe(conn, config: EngineConfig) -> None:
         provenance = vllm_provenance()
         vllm = installed_facts(provenance["vllm"])
         kwargs = engine_arguments(config, vllm)
-        if timer is not None and "speculative_config" in kwargs and tracing.DETAILED_METRICS_ARG in vllm.engine_args:
-            kwargs[tracing.DETAILED_METRICS_ARG] = "detailed"
+        if timer is not None and REQUEST_METRICS_ARG in kwargs:  # vllm_arguments asked for a summary
+            kwargs[REQUEST_METRICS_ARG] = "detailed"
             public_acceptance = True
         from vllm import LLM, SamplingParams
 
@@ -169,7 +176,11 @@ def answer_pipe(conn, config: EngineConfig) -> None:
             return
         prompts = request.prompts
         try:
-            params = SamplingParams(temperature=0.0, max_tokens=request.max_tokens)
+            params = (
+                [SamplingParams(max_tokens=request.max_tokens, **keywords) for keywords in request.params]
+                if request.params
+                else SamplingParams(temperature=0.0, max_tokens=request.max_tokens)
+            )
             before = counters  # no read right before the timed call: get_metrics() costs ~2 ms
             if timer is not None:
                 timer.drain()
@@ -199,6 +210,7 @@ def answer_pipe(conn, config: EngineConfig) -> None:
                     counters_after=after,
                     memory=peak_memory(llm, config.tensor_parallel_size),
                     trace=trace,
+                    request_acceptance=[request_acceptance(o) for o in outputs] if config.speculative_config else None,
                 )
             )
         except BaseException as err:  # noqa: BLE001

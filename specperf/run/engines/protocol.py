@@ -14,10 +14,27 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Generate:
-    """One timed generate() call over token-id prompts, greedy."""
+    """One timed generate() call over token-id prompts: greedy, or each prompt drawn with its own
+    SamplingParams keywords (`params`, one dict per prompt)."""
 
     prompts: list[list[int]]
     max_tokens: int
+    params: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A sampled offline call: its prompts, each with its SamplingParams keywords (its seed among
+    them: records.Sampling.params).  Iterates over its prompts, as a greedy call does."""
+
+    prompts: list[list[int]]
+    params: list[dict[str, Any]]
+
+    def __iter__(self):
+        return iter(self.prompts)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
 
 
 @dataclass(frozen=True)
@@ -30,6 +47,7 @@ class Load:
     concurrency: int
     request_rate: float | None = None
     seed: int = 42
+    params: list[dict[str, Any]] | None = None  # a sampled load: each request's sampling keywords
 
     def __iter__(self):
         return iter(self.prompts)
@@ -68,6 +86,8 @@ class Reply:
     latency: dict[str, float | None] | None = None  # a served Load: p50/p90/p99 of each latency (run/serving/load.py)
     client_bound: bool = False  # a served Load: the client, not the server, may have set the pace
     errors: int = 0  # a served Load: requests that failed
+    # per request of an SD engine: vLLM's per-request counts (process.request_acceptance), None where it gave none
+    request_acceptance: list[dict[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True)

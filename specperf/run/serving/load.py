@@ -1,8 +1,9 @@
 """The serving mode's load generator: streamed completions against an OpenAI-compatible server.
 
-A round sends every prompt once (token ids, as the offline mode sends them, or text), greedy, at
-most `concurrency` in flight, arriving all at once or (with `request_rate`) as a seeded Poisson
-process, each streamed back as server-sent events.  Per request it keeps what `vllm bench serve`
+A round sends every prompt once (token ids, as the offline mode sends them, or text), greedy or
+with each request's sampling keywords (its seed among them), at most `concurrency` in flight,
+arriving all at once or (with `request_rate`) as a seeded Poisson process, each streamed back as
+server-sent events.  Per request it keeps what `vllm bench serve`
 keeps, defined as it defines them (vllm/benchmarks/lib/endpoint_request_func.py): time to first
 token at the first event that carries a choice, an inter-token latency for every later one (an
 event may carry several tokens when drafts are accepted), the end-to-end latency at the last one,
@@ -40,6 +41,7 @@ class RequestTiming:
     token_ids: list[int] = field(default_factory=list)  # where the server returns them (return_token_ids)
     finish_reason: str | None = None  # "stop" (EOS), "length", ...
     error: str | None = None  # a request that failed or timed out, one line
+    acceptance: dict | None = None  # vLLM's per-request SD counts (the final usage event's metrics), if sent
 
     @property
     def tpot_s(self) -> float | None:
@@ -143,6 +145,11 @@ async def stream_request(
                 usage = event.get("usage")
                 if usage:
                     timing.output_tokens = int(usage.get("completion_tokens") or 0)
+                if sd := (event.get("metrics") or {}).get("speculative_decoding"):
+                    timing.acceptance = {
+                        "histogram": sd.get("acceptance_histogram"),
+                        "drafted": sd.get("num_draft_tokens"),
+                    }
                 if any(choice.get("finish_reason") == "abort" for choice in choices):
                     timing.error = "the server aborted the request"
                     return timing
@@ -170,6 +177,7 @@ async def _round(
     request_rate: float | None,
     seed: int,
     timeout_s: float,
+    params: list[dict] | None,
 ) -> tuple[list[RequestTiming], float]:
     rng = random.Random(seed)
     gate = asyncio.Semaphore(concurrency)
@@ -177,7 +185,7 @@ async def _round(
     async with httpx.AsyncClient(limits=limits, timeout=timeout_s) as client:
         started = time.perf_counter()
 
-        async def send(prompt: Prompt, delay_s: float) -> RequestTiming:
+        async def send(prompt: Prompt, delay_s: float, sampling: dict) -> RequestTiming:
             await asyncio.sleep(delay_s)
             async with gate:
                 body = {
@@ -185,6 +193,7 @@ async def _round(
                     "prompt": prompt,
                     "max_tokens": max_tokens,
                     "temperature": 0.0,
+                    **sampling,
                     "stream": True,
                     "stream_options": {"include_usage": True},
                     "return_token_ids": True,  # vLLM's: outputs compared token by token; older ones ignore it
@@ -196,7 +205,8 @@ async def _round(
             arrivals.append(at)
             if request_rate:
                 at += rng.expovariate(request_rate)
-        timings = await asyncio.gather(*(send(p, d) for p, d in zip(prompts, arrivals)))
+        sampled = params or [{}] * len(prompts)
+        timings = await asyncio.gather(*(send(p, d, s) for p, d, s in zip(prompts, arrivals, sampled)))
         return list(timings), time.perf_counter() - started
 
 
@@ -209,8 +219,12 @@ def run_round(
     request_rate: float | None = None,
     seed: int = 42,
     timeout_s: float = 600.0,
+    params: list[dict] | None = None,
 ) -> LoadRound:
-    """Send every prompt once; returns when all have finished or failed."""
+    """Send every prompt once (`params`: each request's sampling keywords; None: greedy); returns when
+    all have finished or failed."""
     cpu0 = time.process_time()
-    timings, wall_s = asyncio.run(_round(url, model, prompts, max_tokens, concurrency, request_rate, seed, timeout_s))
+    timings, wall_s = asyncio.run(
+        _round(url, model, prompts, max_tokens, concurrency, request_rate, seed, timeout_s, params)
+    )
     return LoadRound(timings, wall_s, time.process_time() - cpu0)

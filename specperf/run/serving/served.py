@@ -70,6 +70,7 @@ class ServedEngine:
                 load.request_rate,
                 load.seed,
                 timeout_s,
+                load.params,
             )
             after = read_spec_counters(url)
         except OSError as err:
@@ -90,6 +91,7 @@ class ServedEngine:
             latency=measured.percentiles(),
             client_bound=measured.client_bound,
             errors=measured.errors,
+            request_acceptance=[r.acceptance for r in requests] if self.config.speculative_config else None,
         )
 
     def close(self) -> None:

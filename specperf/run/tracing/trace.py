@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # the engine process imports this module: it needs no workloa
     from ...profiles.workloads import Request
 
 PLUGIN_DIR = Path(__file__).resolve().with_name("vllm_trace")
-DETAILED_METRICS_ARG = "per_request_spec_decode_metrics"
 MAX_STEPS = 20_000  # per-step times kept per result (about 25 bytes a step)
 MAX_POSITIONS = 20_000  # output positions given n-gram's acceptance per result
 NEVER_DRAFTED = {"drafted": [], "accepted": []}  # a request no step drafted for: the hook never saw it

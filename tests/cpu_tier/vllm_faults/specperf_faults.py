@@ -12,11 +12,16 @@ Tests put this folder on PYTHONPATH; vLLM then loads `register` in every engine 
     SPECPERF_FAULT="step_slowdown=none:0.5"   the same, for the engines of one method only
     SPECPERF_FAULT="step_slowdown=@/tmp/f"    the fraction read from that file at every step, so that
                                               a benchmark can change it between rounds
+    SPECPERF_FAULT="draft_wrong=0.1"          an n-gram draft's first token is wrong in 10% of drafts
+                                              (seeded): acceptance lower by a known amount
+    SPECPERF_FAULT="accept_all=1"             the rejection sampler accepts every draft: a broken
+                                              sampler whose outputs no longer follow the target's
 
 Faults combine with commas.  The method "none" names engines without speculative decoding.
 """
 
 import os
+import random
 import signal
 import time
 
@@ -48,8 +53,10 @@ def register() -> None:
     if not faults or getattr(register, "done", False):
         return
     register.done = True
-    if "propose_delay_ms" in faults or "ngram_window" in faults:
+    if "propose_delay_ms" in faults or "ngram_window" in faults or "draft_wrong" in faults:
         _patch_ngram(faults)
+    if "accept_all" in faults:
+        after_import("vllm.v1.sample.rejection_sampler", _accept_every_draft)
     if "die_on_generate" in faults or "hang_on_generate" in faults or "lossy" in faults:
         _patch_generate(faults)
     if "step_slowdown" in faults:
@@ -64,6 +71,8 @@ def _patch_ngram(faults: dict) -> None:
 def _patch_proposer(NgramProposer, faults: dict) -> None:
     init, propose = NgramProposer.__init__, NgramProposer.propose
     delay_s = float(faults.get("propose_delay_ms", 0)) / 1000
+    wrong = float(faults.get("draft_wrong", 0))
+    draws = random.Random(0)
 
     def patched_init(self, vllm_config, *args, **kwargs):
         init(self, vllm_config, *args, **kwargs)
@@ -73,10 +82,44 @@ def _patch_proposer(NgramProposer, faults: dict) -> None:
     def patched_propose(self, *args, **kwargs):
         if delay_s:
             time.sleep(delay_s)
-        return propose(self, *args, **kwargs)
+        drafts = propose(self, *args, **kwargs)
+        if wrong:  # the neighbouring token id: the target seldom draws it where it drew the draft
+            drafts = [[d[0] ^ 1, *d[1:]] if d and draws.random() < wrong else d for d in drafts]
+        return drafts
 
     NgramProposer.__init__ = patched_init
     NgramProposer.propose = patched_propose
+
+
+def _accept_every_draft(module) -> None:
+    """rejection_sample (looked up by RejectionSampler.forward at each call) replaced by one that
+    keeps every draft token and appends the bonus token."""
+    import torch
+
+    def accept_all(
+        draft_token_ids,
+        num_draft_tokens,
+        max_spec_len,
+        cu_num_draft_tokens,
+        draft_probs,
+        target_logits,
+        bonus_token_ids,
+        *args,
+        **kwargs,
+    ):
+        out = torch.full(
+            (len(num_draft_tokens), max_spec_len + 1),
+            -1,  # vLLM's PLACEHOLDER_TOKEN_ID
+            dtype=torch.int32,
+            device=bonus_token_ids.device,
+        )
+        for i, n in enumerate(num_draft_tokens):
+            start = int(cu_num_draft_tokens[i]) - n
+            out[i, :n] = draft_token_ids[start : start + n]
+            out[i, n] = bonus_token_ids[i, 0]
+        return out
+
+    module.rejection_sample = accept_all
 
 
 def _fraction(spec: str):

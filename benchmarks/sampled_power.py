@@ -1,0 +1,135 @@
+"""How a sampled scenario's acceptance is judged on this machine: false alarms and power, measured.
+
+Each repeat starts three fresh engines of one sampled SD scenario and runs its requests once on each,
+each with a seed of its own: the baseline; an A/A engine of the same build; and a "drop" engine
+whose n-gram drafts are wrong in a known share of steps (the CPU-tier fault plugin's draft_wrong: a
+lower acceptance by a known amount).  Each arm is judged against the baseline as the suite judges it
+(judge/verdicts.sampled_verdicts, every acceptance figure of the scenario together): request by
+request, as against a baseline that kept its requests' counts, and as independent samples, as
+against one that did not (the history's).  Then the requests a cell needs to catch the measured drop
+9 times in 10 follow from the measured spreads.  Prints figures, asserts nothing.  Needs the CPU
+tier's environment:
+
+    .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.25
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier"))
+from suite import PROFILES, faulty_python  # noqa: E402
+
+PROFILE = str(PROFILES / "sampled.toml")
+SCENARIO = "smollm2-135m-ngram-k3-bs4-instructcoder-t0.8-p0.95"
+ARMS = ("A/A by request", "A/A independent", "drop by request", "drop independent")
+
+
+def draw(scenario, python: str | None, seeds: list[int], prepare) -> dict[int, list]:
+    """One fresh engine of `scenario` (in `python`'s environment), warmed up, one round per seed:
+    each round's per-request SD counts."""
+    from specperf.run import loop
+    from specperf.run.pool import EnginePool
+
+    pool = EnginePool(log=lambda line: None)
+    try:
+        engines, _ = pool.engines_for({"sd": (scenario, python)})
+        drawn = {}
+        for seed in seeds:
+            seeded = scenario.replace(sampling=scenario.sampling.model_copy(update={"seed": seed}))
+            calls = prepare(seeded).calls
+            if not drawn:
+                loop.warm_up(engines, calls, scenario.output_len, scenario.warmup)
+            (round_,) = loop.measure(engines, calls, scenario.output_len, schedule=["sd"])["sd"]
+            drawn[seed] = round_.request_acceptance
+        return drawn
+    finally:
+        pool.close()
+
+
+def judged(current: list, baseline: list, by_request: bool) -> tuple[str, str, float, float]:
+    """The scenario's verdict (the worst of its acceptance figures'), mean_acceptance_length's, its
+    change and the change's standard error (log units)."""
+    import math
+
+    from specperf.judge.metrics import metric_samples
+    from specperf.judge.sampled import acceptance_metrics, paired_changes
+    from specperf.judge.verdicts import sampled_verdicts
+    from specperf.status import worst
+
+    now, then = acceptance_metrics(current), acceptance_metrics(baseline)
+    names = list(metric_samples(now))
+    pairs = paired_changes(current, baseline) if by_request else None
+    verdicts = sampled_verdicts(names, now, then, paired=pairs, requests=len(current))
+    length = next(v for v in verdicts if v.metric == "mean_acceptance_length")
+    if pairs is not None:
+        error = pairs["mean_acceptance_length"][1]
+    else:
+        a, b = now["mean_acceptance_length"], then["mean_acceptance_length"]
+        error = math.hypot(a.se / a.value, b.se / b.value)
+    return worst(v.status for v in verdicts), length.status, length.change or 0.0, error
+
+
+def requests_needed(errors: dict[str, float], requests: int, change: float, figures: int) -> dict[str, int]:
+    """Requests a cell needs so that a true change of `change` in mean acceptance length is flagged
+    9 times in 10 with `figures` figures judged together: the measured error of the change at
+    `requests` requests, scaled as 1 / sqrt(n)."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1 - 0.05 / 2 / figures) + norm.ppf(0.9)
+    return {how: math.ceil(requests * (z * error / abs(math.log1p(change))) ** 2) for how, error in errors.items()}
+
+
+def main() -> int:
+    from specperf.paths import dataset_dir
+    from specperf.profiles.scenarios import load_profile
+    from specperf.run.calls import CallPreparer
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--requests", type=int, help="prompts per round (each the batch size's replicas)")
+    parser.add_argument("--wrong", type=float, default=0.25, help="share of n-gram drafts made wrong in the drop arm")
+    args = parser.parse_args()
+    (scenario,) = [s for s in load_profile(PROFILE).scenarios if s.id == SCENARIO]
+    if args.requests:
+        scenario = scenario.replace(num_requests=args.requests)
+    prepare = CallPreparer(dataset_dir())
+    wrong = faulty_python(Path(tempfile.mkdtemp(prefix="sampled-power-")) / "python", f"draft_wrong={args.wrong}")
+    outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
+    for repeat in range(args.repeats):
+        a, b = 1000 + 2 * repeat, 1001 + 2 * repeat
+        base = draw(scenario, None, [a], prepare)[a]
+        again = draw(scenario, None, [b], prepare)[b]
+        dropped = draw(scenario, wrong, [b], prepare)[b]
+        for arm, current in (("A/A", again), ("drop", dropped)):
+            outcomes[f"{arm} by request"].append(judged(current, base, by_request=True))
+            outcomes[f"{arm} independent"].append(judged(current, base, by_request=False))
+        print(f"repeat {repeat + 1}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
+    requests = len(base)
+    print(f"\n{SCENARIO}, {requests} requests a run, {args.repeats} repeats, draft_wrong={args.wrong}")
+    print(f"{'arm':<18} {'scenario: flagged / inconclusive / pass / improvement':>56} {'length alone':>28} change")
+    for arm, rows in outcomes.items():
+        scenario_counts, length_counts = Counter(r[0] for r in rows), Counter(r[1] for r in rows)
+
+        def shown(counts: Counter) -> str:
+            return " / ".join(str(counts[s]) for s in ("regression", "inconclusive", "pass", "improvement"))
+
+        mean_change = statistics.mean(r[2] for r in rows)
+        print(f"{arm:<18} {shown(scenario_counts):>56} {shown(length_counts):>28} {mean_change:+.1%}")
+    drop = statistics.mean(r[2] for r in outcomes["drop independent"])
+    errors = {how: statistics.mean(r[3] for r in outcomes[f"A/A {how}"]) for how in ("by request", "independent")}
+    figures = 3 + 2 * len(base[0].accepted_per_pos)
+    print(f"error of the change at {requests} requests (log units): {errors}")
+    needed = requests_needed(errors, requests, drop, figures)
+    print(f"requests for the measured drop ({drop:+.1%}) 9 times in 10: {needed}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

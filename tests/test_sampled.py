@@ -331,3 +331,19 @@ def test_the_report_shows_a_sampled_scenarios_intervals_and_keeps_it_apart_from_
     )
     assert "per request" not in scenario_detail(html, greedy.scenario.id)
     assert "sampled -t0.8-p0.95" in section(html, "acceptance")  # a row of its own: never pooled with greedy
+
+
+def test_informational_figures_do_not_widen_the_gating_ones():
+    from specperf.judge.verdicts import Rules, sampled_verdicts
+    from specperf.records import Metric
+
+    names = ["mean_acceptance_length", "acceptance_pos0", "acceptance_pos1"]
+    current = {
+        "mean_acceptance_length": Metric(value=1.9, samples=[1.9], se=0.01),
+        "per_position_acceptance": Metric(value=[0.5, 0.3], samples=[[0.5, 0.3]], se=[0.01, 0.01]),
+    }
+    every = sampled_verdicts(names, current, current)
+    assert "95% over the scenario's 3 acceptance figures" in every[0].note
+    rules = Rules(informational=frozenset({"per_position_acceptance"}))
+    (length, *_) = sampled_verdicts(names, current, current, rules)
+    assert length.note == "sampled: 95.0% interval over requests"

@@ -198,6 +198,7 @@ def sampled_verdicts(
     independent samples."""
     values, errors = metric_samples(current), metric_errors(current)
     base_values, base_errors = metric_samples(baseline), metric_errors(baseline)
+    gating = max(1, sum(not rules.is_informational(name) for name in names))  # an informational one widens none
     verdicts = []
     for name in names:
         now = statistics.median(values[name]) if values.get(name) else math.nan
@@ -212,9 +213,7 @@ def sampled_verdicts(
             how = "" if name in base_errors else ", the baseline's error taken as this run's"
         elif then is not None and then == now == 0:
             change, error = 0.0, 0.0
-        verdicts.append(
-            compare_sampled(name, then, now, change, error, rules.tolerance(name), len(names), how, requests)
-        )
+        verdicts.append(compare_sampled(name, then, now, change, error, rules.tolerance(name), gating, how, requests))
     return verdicts
 
 

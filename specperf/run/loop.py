@@ -16,14 +16,14 @@ from typing import Protocol
 from ..judge import metrics
 from ..records import CallTiming, Counters, Memory, RequestAcceptance
 from .engines.engine import EngineError
-from .engines.protocol import Reply
+from .engines.protocol import Batch, Reply
 from .tracing import trace as tracing
 
 Label = Hashable  # an engine's name in a measurement, the caller's choice
 
 
 class Generator(Protocol):
-    def generate(self, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> Reply: ...
+    def generate(self, prompts: list[list[int]] | Batch, max_tokens: int, timeout_s: float) -> Reply: ...
 
 
 @dataclass

@@ -1,0 +1,44 @@
+"""Drawing the same prompts many times on an SD engine and on its no-SD reference, for the test
+that SD's sampled tokens follow the target's distribution (judge/distribution.py).
+
+Each prompt is drawn `draws` times in one call, each draw with a seed of its own (a no-SD engine
+repeats a seed's draws, vLLM 0.32's SD engines do not: docs/methodology/sampled.md), `tokens`
+tokens long: the first output positions, where the check looks.
+"""
+
+from __future__ import annotations
+
+from ..judge.distribution import distribution_match_p
+from ..records import Sampling
+from .engines.protocol import Batch
+from .loop import Generator
+
+DRAWS = 64  # draws of each prompt per side
+POSITIONS = 16  # output positions compared
+SEED = 7_000_000  # the draws' seeds start here: apart from the timing rounds' (records.Sampling.params)
+TIMEOUT_S = 600.0  # one prompt's draws
+
+
+def draws(
+    engine: Generator,
+    prompts: list[list[int]],
+    sampling: Sampling,
+    count: int = DRAWS,
+    tokens: int = POSITIONS,
+    seed: int = SEED,
+) -> list[list[list[int]]]:
+    """Per prompt, `count` draws of its first `tokens` output tokens on `engine`, seeded from `seed` on."""
+    seeded = sampling.model_copy(update={"seed": seed})
+    return [
+        engine.generate(Batch([prompt] * count, [seeded.params(i) for i in range(count)]), tokens, TIMEOUT_S).token_ids
+        for prompt in prompts
+    ]
+
+
+def match_p(
+    sd: Generator, reference: Generator, prompts: list[list[int]], sampling: Sampling, count: int = DRAWS
+) -> float | None:
+    """distribution_match_p of `sd`'s draws of `prompts` against `reference`'s (None: nothing to tell)."""
+    return distribution_match_p(
+        draws(sd, prompts, sampling, count), draws(reference, prompts, sampling, count), POSITIONS
+    )

@@ -121,8 +121,8 @@ class Options:
     )
     inconclusive: str = option(
         "--inconclusive",
-        "upgrade gate: whether a speed metric the gate can neither show within its tolerance nor "
-        "show worse fails the case (fail) or is only reported (warn)",
+        "whether a metric that can neither be shown within its tolerance nor shown worse (a gate's "
+        "speed, a sampled scenario's acceptance) fails the case (fail) or is only reported (warn)",
         default="fail",
         choices=("fail", "warn"),
     )

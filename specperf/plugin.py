@@ -199,6 +199,7 @@ def specperf_session(request):
             history_url=run_history_url(config),
             rolling_runs=opts.rolling_baseline,
             two_strike=opts.two_strike,
+            inconclusive_fails=opts.inconclusive == "fail",
         ),
         measuring=Measuring(
             dataset_dir=opts.dataset_dir,

@@ -398,3 +398,24 @@ def test_a_history_that_cannot_be_read_leaves_the_profiles_floor_and_says_so_in_
     said = [line for line in lines if "engine-offset floor" in line]
     assert len(said) == 1 and str(broken) in said[0] and "\n" not in said[0]
     assert said[0].endswith("the gate's engine-offset floor is the profile's")
+
+
+def test_a_gate_judges_a_sampled_scenarios_acceptance_on_its_interval(tmp_path):
+    """Sampled acceptance is an estimate: the gate judges it as a sampled baseline is judged, and
+    says nothing of greedy output drift between sampled outputs."""
+    from specperf.judge.gate import judge_gate
+    from specperf.records import Metric, Sampling
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    result.scenario = result.scenario.replace(sampling=Sampling(temperature=0.8))
+    result.gate.current.metrics["mean_acceptance_length"] = Metric(value=2.0, samples=[2.0], se=0.02)
+    result.metrics["mean_acceptance_length"] = Metric(value=1.96, samples=[1.96], se=0.02)  # -2%, inside 5%
+    result.gate.output_drift = 3
+    judged = judge_gate(result)
+    length = next(m for m in judged.metrics if m.metric == "mean_acceptance_length")
+    assert length.note.startswith("sampled") and length.ci_low < length.change < length.ci_high
+    assert length.judged_by == "current build" and "output drift" not in judged.note
+    result.metrics["mean_acceptance_length"] = Metric(value=1.6, samples=[1.6], se=0.02)
+    assert next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length").status == "regression"

@@ -161,7 +161,6 @@ def usage_error(pytester, *args) -> str:
             "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError",
         ),
         (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
-        (["--inconclusive", "warn"], "--inconclusive goes with --candidate"),
         (["--gate-max-sets", "4"], "--gate-max-sets goes with --candidate"),
         (["--candidate", "/usr/bin/python3", "--gate-max-sets", "0"], "--gate-max-sets must be 1..64 sets, got 0"),
         (["--serve-url", "staging:8000"], "--serve-url: 'staging:8000' is not an http(s) URL"),

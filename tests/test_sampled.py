@@ -14,6 +14,7 @@ from records import make_record, make_scenario
 from specperf.judge import sampled
 from specperf.judge.verdicts import compare_sampled, judge
 from specperf.records import RequestAcceptance, Sampling
+from specperf.records.scenario import REFERENCE_METHOD
 from specperf.run.calls import sampled_calls, sampled_params
 from specperf.run.engines.protocol import Batch
 from specperf.status import IMPROVEMENT, INCONCLUSIVE, INVALID, PASS, REGRESSION
@@ -36,7 +37,9 @@ def test_a_sampled_scenario_says_so_in_its_id_and_hash_but_not_its_seed():
     assert sampled_one.id == greedy.id + "-t0.8-p0.95"
     assert sampled_one.reference_id == greedy.reference_id + "-t0.8-p0.95"  # its no-SD reference samples alike
     assert sampled_one.hash != greedy.hash
-    assert sampled_one.engine_key == greedy.engine_key  # one engine serves greedy and sampled requests
+    assert sampled_one.engine_key != greedy.engine_key  # its engine counts each request's acceptance
+    reference = make_scenario(REFERENCE_METHOD)
+    assert reference.replace(sampling=SAMPLED).engine_key == reference.engine_key  # a no-SD engine counts none
     other_seed = greedy.replace(sampling=SAMPLED.model_copy(update={"seed": 8}))
     assert (other_seed.id, other_seed.hash) == (sampled_one.id, sampled_one.hash)  # another sample, same figures
     with_top_k = greedy.replace(sampling=Sampling(temperature=1.0, top_k=50))
@@ -347,3 +350,15 @@ def test_informational_figures_do_not_widen_the_gating_ones():
     rules = Rules(informational=frozenset({"per_position_acceptance"}))
     (length, *_) = sampled_verdicts(names, current, current, rules)
     assert length.note == "sampled: 95.0% interval over requests"
+
+
+def test_a_rate_that_falls_to_zero_is_judged_on_its_difference():
+    from specperf.judge.verdicts import sampled_verdicts
+    from specperf.records import Metric
+
+    then = {"per_position_acceptance": Metric(value=[0.5, 0.2], samples=[[0.5, 0.2]], se=[0.005, 0.01])}
+    now = {"per_position_acceptance": Metric(value=[0.5, 0.0], samples=[[0.5, 0.0]], se=[0.005, 0.0])}
+    verdicts = {v.metric: v for v in sampled_verdicts(["acceptance_pos0", "acceptance_pos1"], now, then)}
+    assert verdicts["acceptance_pos1"].status == REGRESSION and verdicts["acceptance_pos1"].change == -1.0
+    assert "fell to 0" in verdicts["acceptance_pos1"].note
+    assert verdicts["acceptance_pos0"].status == PASS

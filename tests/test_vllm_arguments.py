@@ -137,3 +137,20 @@ def test_another_environments_vllm_is_read_without_importing_it(tmp_path, monkey
     other.chmod(other.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PYTHONPATH", str(site))
     assert environments.vllm_facts(str(other)) == VllmFacts("0.20.2", frozenset({"model", "attention_backend"}))
+
+
+@pytest.mark.parametrize(
+    "request_metrics, spec, engine_args, expected",
+    [
+        (True, NGRAM, WITH_BACKEND_ARG | {"per_request_spec_decode_metrics"}, "summary"),
+        (False, NGRAM, WITH_BACKEND_ARG | {"per_request_spec_decode_metrics"}, None),  # greedy: not paid for
+        (True, NGRAM, WITH_BACKEND_ARG, None),  # a vLLM before 0.29 has no per-request counts
+        (True, None, WITH_BACKEND_ARG | {"per_request_spec_decode_metrics"}, None),  # nothing to count without SD
+    ],
+)
+def test_an_engine_of_sampled_scenarios_asks_for_each_requests_counts(request_metrics, spec, engine_args, expected):
+    import dataclasses
+
+    config = dataclasses.replace(engine_config(spec), request_metrics=request_metrics)
+    arguments = vllm_arguments(config, VllmFacts("0.32.0", frozenset(engine_args)), {})
+    assert arguments.kwargs.get("per_request_spec_decode_metrics") == expected

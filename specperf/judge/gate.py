@@ -19,7 +19,17 @@ from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INCONCLUSIVE, INVALID, worst
 from .paired import PRIOR_DF, RecordedOffset, compare_paired, usable_change
 from .sequential import look_confidence
-from .verdicts import DEFAULT_RULES, Judgement, Rules, compare_metric, judged_samples, spec_for, unknown_note
+from .verdicts import (
+    DEFAULT_RULES,
+    Judgement,
+    Rules,
+    compare_metric,
+    judged_samples,
+    on_interval,
+    sampled_verdicts,
+    spec_for,
+    unknown_note,
+)
 
 # A ratio to the no-SD reference -> what it divides: the SD scenario's metric, the gate's reference
 # pairs of it, and whether it is a latency (judged as its inverse, a rate, so that ratios subtract).
@@ -135,14 +145,19 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     confidence = look_confidence(result.gate.looks)
     candidate, unknown = judged_samples(result.metrics)
     references = {field: getattr(result.gate, field) for _, field, _ in RATIOS.values()}
-    verdicts = []
+    sampled = [name for name in candidate if on_interval(scenario, name)]  # a sampled scenario's acceptance
+    verdicts = sampled_verdicts(sampled, result.metrics, result.gate.current.metrics, rules)
     for name, samples in candidate.items():
+        if name in sampled:
+            continue
         if spec_for(name).deterministic:
             verdict = compare_metric(name, current.get(name, []), samples, rules.tolerance(name))
-            verdict.judged_by = "current build"
         else:
             verdict = speed_verdict(name, current, candidate, clusters, rules, confidence, references)
         verdicts.append(verdict)
+    for verdict in verdicts:
+        if spec_for(verdict.metric).deterministic:
+            verdict.judged_by = "current build"
     status = worst(v.status for v in verdicts)
     reasons = [
         *(result.validity.reasons if result.validity else []),
@@ -157,7 +172,7 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
         reasons
         + (
             [f"greedy output differs from the current build for {result.gate.output_drift} request(s) (output drift)"]
-            if result.gate.output_drift
+            if result.gate.output_drift and scenario.sampling.greedy
             else []
         )
         + list(filter(None, [unknown_note(unknown)]))

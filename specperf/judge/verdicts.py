@@ -154,13 +154,15 @@ def compare_sampled(
     figures: int = 1,
     how: str = "",
     requests: int | None = None,
+    linear: bool = False,
 ) -> MetricVerdict:
     """A sampled acceptance figure against its baseline's, judged on the interval of its change
     (`change`: the log ratio; `error`: its standard error; None where unknown).  One of `figures`
     judged so in a scenario: each interval is widened (Bonferroni) so that all of them hold together
     95% of the time, and an unchanged scenario is flagged in at most 5% of runs however many
     figures it has.  `how` says how the change was paired, for the note; `requests`, how many the
-    error rests on (a t interval on requests - 1 degrees of freedom; None: a normal one)."""
+    error rests on (a t interval on requests - 1 degrees of freedom; None: a normal one); `linear`:
+    `change` and `error` are relative, not log (a figure that fell to 0 has no log ratio)."""
     spec = spec_for(metric)
     tol = spec.rel_tolerance if tolerance is None else tolerance
     if not math.isfinite(current):
@@ -175,10 +177,12 @@ def compare_sampled(
 
     level = 1 - ALPHA / 2 / figures
     z = float(t.ppf(level, requests - 1) if requests and requests > 1 else norm.ppf(level))
-    low, high = math.expm1(change - z * error), math.expm1(change + z * error)
+    low, high = change - z * error, change + z * error
+    if not linear:
+        low, high = math.expm1(low), math.expm1(high)
     worse = (-high, -low) if spec.direction == HIGHER else (low, high)
     verdict.status = three_way(worse[0], worse[1], tol)
-    verdict.change, verdict.ci_low, verdict.ci_high = math.expm1(change), low, high
+    verdict.change, verdict.ci_low, verdict.ci_high = change if linear else math.expm1(change), low, high
     together = f", 95% over the scenario's {figures} acceptance figures" if figures > 1 else ""
     verdict.note = f"sampled: {1 - ALPHA / figures:.1%} interval over requests{how}{together}"
     return verdict
@@ -203,7 +207,7 @@ def sampled_verdicts(
     for name in names:
         now = statistics.median(values[name]) if values.get(name) else math.nan
         then = statistics.median(base_values[name]) if base_values.get(name) else None
-        change, error, how = None, None, ""
+        change, error, how, linear = None, None, "", False
         if paired is not None and name in paired:
             (change, error), how = paired[name], ", request by request"
         elif then is not None and then > 0 and now > 0 and name in errors:
@@ -213,7 +217,12 @@ def sampled_verdicts(
             how = "" if name in base_errors else ", the baseline's error taken as this run's"
         elif then is not None and then == now == 0:
             change, error = 0.0, 0.0
-        verdicts.append(compare_sampled(name, then, now, change, error, rules.tolerance(name), gating, how, requests))
+        elif then is not None and then > 0 and now == 0 and name in errors:  # fell to 0: no log ratio
+            base_error = base_errors.get(name, errors[name])
+            change, error, how, linear = -1.0, math.hypot(errors[name], base_error) / then, ", fell to 0", True
+        verdicts.append(
+            compare_sampled(name, then, now, change, error, rules.tolerance(name), gating, how, requests, linear)
+        )
     return verdicts
 
 

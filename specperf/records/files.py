@@ -113,7 +113,8 @@ class Figures(Record):
     lossless: Lossless | None = None
     output_check: OutputCheck | None = None
     trace: Trace | None = None
-    request_acceptance: list[RequestAcceptance] = Field(default_factory=list)  # an SD scenario's, per request
+    # a sampled SD scenario's, per request (left out of the file where there are none)
+    request_acceptance: list[RequestAcceptance] = Field(default_factory=list, exclude_if=lambda counts: not counts)
 
 
 class ResultHead(Record):
@@ -172,7 +173,7 @@ class Baseline(Record):
     metrics: dict[str, Metric]
     _metrics_shape = field_validator("metrics")(checked_metrics)
     # a sampled scenario's requests' counts: the next run's acceptance is judged request by request
-    request_acceptance: list[RequestAcceptance] = Field(default_factory=list)
+    request_acceptance: list[RequestAcceptance] = Field(default_factory=list, exclude_if=lambda counts: not counts)
     summaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
     provenance: Provenance = Field(default_factory=dict)
     device: dict[str, Any] | None = None

@@ -89,8 +89,9 @@ class Metric(Record):
 
     value: float | list[float] | None
     samples: list[float | list[float] | None] = Field(default_factory=list)
-    # a sampled scenario's acceptance: the value's standard error over requests (judge/sampled.py)
-    se: float | list[float] | None = None
+    # a sampled scenario's acceptance: the value's standard error over requests (judge/sampled.py);
+    # left out of the file where there is none, so that greedy files stay as they were
+    se: float | list[float] | None = Field(default=None, exclude_if=lambda se: se is None)
 
 
 # One value per draft position: each name with the prefix its positions are judged under (acceptance_pos0, ...)

@@ -224,6 +224,8 @@ class Scenario(Record):
             key["env"] = self.env
         if self.serves:
             key["mode"] = SERVE  # a server, shared by the key's concurrencies and workloads
+        if not self.sampling.greedy and self.method.speculative_config():
+            key["request_metrics"] = True  # counts each request's acceptance: greedy engines do not pay for it
         return canonical({**key, "trace": True} if self.trace else key)
 
     def _content_hash(self) -> str:

@@ -17,6 +17,7 @@ DRAWS = 64  # draws of each prompt per side
 POSITIONS = 16  # output positions compared
 SEED = 7_000_000  # the draws' seeds start here: apart from the timing rounds' (records.Sampling.params)
 TIMEOUT_S = 600.0  # one prompt's draws
+OTHER_SEEDS = 1_000_000  # the SD side draws from here on: seeds of its own, so that its draws are independent
 
 
 def draws(
@@ -40,5 +41,7 @@ def match_p(
 ) -> float | None:
     """distribution_match_p of `sd`'s draws of `prompts` against `reference`'s (None: nothing to tell)."""
     return distribution_match_p(
-        draws(sd, prompts, sampling, count), draws(reference, prompts, sampling, count), POSITIONS
+        draws(sd, prompts, sampling, count, seed=SEED + OTHER_SEEDS),
+        draws(reference, prompts, sampling, count),
+        POSITIONS,
     )

@@ -62,6 +62,7 @@ def engine_config(scenario: Scenario) -> EngineConfig:
         env={**default_env(), **vllm_methods.method_env(scenario.method.name), **scenario.env},
         trace=scenario.trace,
         serve=scenario.serves,
+        request_metrics=not scenario.sampling.greedy,
     )
 
 

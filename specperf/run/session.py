@@ -288,6 +288,7 @@ class RunSession:
     def _judge(self, result: ScenarioResult, scenario: Scenario) -> None:
         """Judged by the profile in force: a kept result's own tolerances play no part."""
         judged = self.judge(result, Rules.of(scenario))
+        judged.verdict.inconclusive_fails &= self.gating is not None or self.judging.inconclusive_fails  # a gate's own
         result.verdict = judged.verdict
         if judged.baseline is not None:
             result.baseline = judged.baseline

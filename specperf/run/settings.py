@@ -55,6 +55,7 @@ class Judging:
     history_url: str | None = None  # the run history database (history.database.history_url)
     rolling_runs: int | None = None  # judge against the last N runs in the history, not baselines/
     two_strike: bool = False  # with rolling_runs: a speed regression fails once confirmed
+    inconclusive_fails: bool = True  # --inconclusive fail: a sampled scenario's acceptance shown neither way
 
     def judge(self, hardware_key: str, run_id: str):
         """The judge these settings make, and the history it reads (to be closed; None without one)."""

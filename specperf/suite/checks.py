@@ -66,8 +66,6 @@ def check_options(config) -> None:
             describe_device()  # CUDA_VISIBLE_DEVICES must name devices NVML lists
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
-    if opts.inconclusive != "fail" and not opts.candidate:
-        raise pytest.UsageError("--inconclusive goes with --candidate (only an upgrade gate can be inconclusive)")
     if opts.gate_max_sets is not None and not opts.candidate:
         raise pytest.UsageError("--gate-max-sets goes with --candidate (it adds engine sets to a gate)")
     if opts.gate_max_sets is not None and not 1 <= opts.gate_max_sets <= 64:

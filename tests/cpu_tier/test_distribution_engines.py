@@ -21,7 +21,7 @@ def checked(tmp_path_factory):
     from specperf.paths import dataset_dir
     from specperf.profiles.scenarios import REFERENCE_METHOD, load_profile
     from specperf.run.calls import CallPreparer
-    from specperf.run.distribution_check import POSITIONS, SEED, draws
+    from specperf.run.distribution_check import OTHER_SEEDS, POSITIONS, SEED, draws
     from specperf.run.pool import EnginePool
 
     (scenario,) = [s for s in load_profile(str(PROFILES / "sampled.toml")).scenarios if not s.is_reference]
@@ -32,9 +32,10 @@ def checked(tmp_path_factory):
     try:
         engines, _ = pool.engines_for({"sd": (scenario, None), "nosd": (reference, None), "broken": (scenario, broken)})
         target = draws(engines["nosd"], prompts, scenario.sampling)
-        again = draws(engines["nosd"], prompts, scenario.sampling, seed=SEED + 1_000_000)
-        sd = draws(engines["sd"], prompts, scenario.sampling)
-        accepting_all = draws(engines["broken"], prompts, scenario.sampling)
+        other = SEED + OTHER_SEEDS  # every side's draws independent of the target's
+        again = draws(engines["nosd"], prompts, scenario.sampling, seed=other)
+        sd = draws(engines["sd"], prompts, scenario.sampling, seed=other)
+        accepting_all = draws(engines["broken"], prompts, scenario.sampling, seed=other)
     finally:
         pool.close()
     found = {

@@ -34,7 +34,14 @@ SAMPLED_SERVED = "smollm2-135m-ngram-k3-c2-instructcoder-t0.8-p0.95-serve"
 
 def config(model: str, speculative_config=None, **engine_args) -> EngineConfig:
     return EngineConfig(
-        checkpoints.resolve(model), None, 1, 42, speculative_config, {**ENGINE_ARGS, **engine_args}, default_env()
+        checkpoints.resolve(model),
+        None,
+        1,
+        42,
+        speculative_config,
+        {**ENGINE_ARGS, **engine_args},
+        default_env(),
+        request_metrics=True,  # each request's SD counts, as a sampled scenario's server asks
     )
 
 

@@ -29,8 +29,9 @@ from typing import Any
 from ..engines.engine import PINNED_ENGINE_ARGS, EngineConfig, EngineError
 from . import methods as vllm_methods
 
-# vLLM's per-request SD counts (0.29 and later): "summary" for every SD engine, which the suite reads
-# for each request's acceptance (engines/process.request_acceptance); a traced engine's "detailed"
+# vLLM's per-request SD counts (0.29 and later): "summary" for an engine of sampled scenarios, whose
+# acceptance the suite estimates over requests (engines/process.request_acceptance); a traced
+# engine's "detailed" (run/tracing/trace.py)
 REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
 
 
@@ -67,7 +68,7 @@ def vllm_arguments(config: EngineConfig, vllm: VllmFacts, environ: Mapping[str, 
         options = vllm_methods.proposer_options(config.speculative_config)
         if options is not None:
             kwargs["additional_config"] = {vllm_methods.PROPOSER_OPTIONS_KEY: options}
-        if REQUEST_METRICS_ARG in vllm.engine_args:
+        if config.request_metrics and REQUEST_METRICS_ARG in vllm.engine_args:
             kwargs.setdefault(REQUEST_METRICS_ARG, "summary")
     env = dict(environ)
     backend = vllm_methods.attention_backend_arg(environ, vllm.engine_args)

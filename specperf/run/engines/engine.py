@@ -67,6 +67,7 @@ class EngineConfig:
     env: dict = field(default_factory=dict)
     trace: bool = False  # run.tracing.trace: per-step acceptance and step times with every call
     serve: bool = False  # behind vLLM's OpenAI-compatible server (run/serving/served.py), not LLM.generate
+    request_metrics: bool = False  # each request's SD counts (a sampled scenario's: vllm_arguments)
 
 
 SPECPERF_SOURCE = str(PACKAGE_PARENT)  # the folder this specperf package sits in

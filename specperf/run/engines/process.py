@@ -153,7 +153,7 @@ def answer_pipe(conn, config: EngineConfig) -> None:
         provenance = vllm_provenance()
         vllm = installed_facts(provenance["vllm"])
         kwargs = engine_arguments(config, vllm)
-        if timer is not None and REQUEST_METRICS_ARG in kwargs:  # vllm_arguments asked for a summary
+        if timer is not None and "speculative_config" in kwargs and REQUEST_METRICS_ARG in vllm.engine_args:
             kwargs[REQUEST_METRICS_ARG] = "detailed"
             public_acceptance = True
         from vllm import LLM, SamplingParams

@@ -145,11 +145,10 @@ async def stream_request(
                 usage = event.get("usage")
                 if usage:
                     timing.output_tokens = int(usage.get("completion_tokens") or 0)
-                if sd := (event.get("metrics") or {}).get("speculative_decoding"):
-                    timing.acceptance = {
-                        "histogram": sd.get("acceptance_histogram"),
-                        "drafted": sd.get("num_draft_tokens"),
-                    }
+                sd = (event.get("metrics") or {}).get("speculative_decoding") or {}
+                histogram, drafted = sd.get("acceptance_histogram"), sd.get("num_draft_tokens")
+                if isinstance(histogram, list) and all(type(n) is int for n in histogram) and type(drafted) is int:
+                    timing.acceptance = {"histogram": histogram, "drafted": drafted}
                 if any(choice.get("finish_reason") == "abort" for choice in choices):
                     timing.error = "the server aborted the request"
                     return timing

@@ -1,5 +1,6 @@
 """Drawing the same prompts many times on an SD engine and on its no-SD reference, for the test
-that SD's sampled tokens follow the target's distribution (judge/distribution.py).
+that SD's sampled tokens follow the target's distribution (judge/distribution.py.distribution_match_p
+of the two sides' draws, each side drawn from seeds of its own).
 
 Each prompt is drawn `draws` times in one call, each draw with a seed of its own (a no-SD engine
 repeats a seed's draws, vLLM 0.32's SD engines do not: docs/methodology/sampled.md), `tokens`
@@ -8,7 +9,6 @@ tokens long: the first output positions, where the check looks.
 
 from __future__ import annotations
 
-from ..judge.distribution import distribution_match_p
 from ..records import Sampling
 from .engines.protocol import Batch
 from .loop import Generator
@@ -34,14 +34,3 @@ def draws(
         engine.generate(Batch([prompt] * count, [seeded.params(i) for i in range(count)]), tokens, TIMEOUT_S).token_ids
         for prompt in prompts
     ]
-
-
-def match_p(
-    sd: Generator, reference: Generator, prompts: list[list[int]], sampling: Sampling, count: int = DRAWS
-) -> float | None:
-    """distribution_match_p of `sd`'s draws of `prompts` against `reference`'s (None: nothing to tell)."""
-    return distribution_match_p(
-        draws(sd, prompts, sampling, count, seed=SEED + OTHER_SEEDS),
-        draws(reference, prompts, sampling, count),
-        POSITIONS,
-    )

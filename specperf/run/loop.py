@@ -66,8 +66,8 @@ def call_timing(reply: Reply) -> CallTiming:
 
 def request_acceptance(replies: list[Reply]) -> list[RequestAcceptance] | None:
     """The round's per-request SD counts, its calls' requests in order (None: not all were counted)."""
-    raw = [counts for r in replies for counts in (r.request_acceptance or [None] * max(1, len(r.token_ids)))]
-    if not raw or any(counts is None for counts in raw):
+    raw = [counts for r in replies for counts in (r.request_acceptance or [None])]
+    if not raw or None in raw:
         return None
     return [RequestAcceptance.of_histogram(c["histogram"], c["drafted"]) for c in raw if c is not None]
 

@@ -7,15 +7,16 @@ lower acceptance by a known amount).  Each arm is judged against the baseline as
 (judge/verdicts.sampled_verdicts, every acceptance figure of the scenario together): request by
 request, as against a baseline that kept its requests' counts, and as independent samples, as
 against one that did not (the history's).  Then the requests a cell needs to catch the measured drop
-9 times in 10 follow from the measured spreads.  Prints figures, asserts nothing.  Needs the CPU
-tier's environment:
+9 times in 10 follow from the measured spreads.  Prints figures, asserts nothing; `--out` keeps
+each run's per-request counts (a JSON line a repeat).  Needs the CPU tier's environment:
 
-    .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.25
+    .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.1 --out power.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -95,6 +96,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--requests", type=int, help="prompts per round (each the batch size's replicas)")
     parser.add_argument("--wrong", type=float, default=0.25, help="share of n-gram drafts made wrong in the drop arm")
+    parser.add_argument("--out", type=Path, help="a JSON line a repeat: each run's per-request counts")
     args = parser.parse_args()
     (scenario,) = [s for s in load_profile(PROFILE).scenarios if s.id == SCENARIO]
     if args.requests:
@@ -110,6 +112,10 @@ def main() -> int:
         for arm, current in (("A/A", again), ("drop", dropped)):
             outcomes[f"{arm} by request"].append(judged(current, base, by_request=True))
             outcomes[f"{arm} independent"].append(judged(current, base, by_request=False))
+        if args.out:
+            runs = {"base": base, "again": again, "dropped": dropped}
+            with args.out.open("a") as out:
+                print(json.dumps({k: [r.model_dump() for r in v] for k, v in runs.items()}), file=out)
         print(f"repeat {repeat + 1}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
     requests = len(base)
     print(f"\n{SCENARIO}, {requests} requests a run, {args.repeats} repeats, draft_wrong={args.wrong}")

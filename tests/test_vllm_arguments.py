@@ -136,7 +136,8 @@ def test_another_environments_vllm_is_read_without_importing_it(tmp_path, monkey
     other.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     other.chmod(other.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PYTHONPATH", str(site))
-    assert environments.vllm_facts(str(other)) == VllmFacts("0.20.2", frozenset({"model", "attention_backend"}))
+    found = environments.vllm_facts(str(other))
+    assert found == VllmFacts("0.20.2", frozenset({"model", "attention_backend"}), distribution="vllm")
 
 
 @pytest.mark.parametrize(

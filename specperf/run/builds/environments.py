@@ -38,11 +38,13 @@ def facts(modules: list[str]) -> dict:
 
 
 def own_vllm_facts() -> dict:
-    """This environment's vLLM as vllm_facts() needs it: its version and EngineArgs' names (from its source)."""
+    """This environment's vLLM as vllm_facts() needs it: its version, distribution and EngineArgs'
+    names (from its source)."""
     from .fields import engine_arg_names
 
     installed = installed_vllm()
-    return {"version": installed[1] if installed else None, "engine_args": sorted(engine_arg_names() or ())}
+    distribution, version = installed or (None, None)
+    return {"version": version, "distribution": distribution, "engine_args": sorted(engine_arg_names() or ())}
 
 
 def _ask(python: str, *args: str) -> dict:
@@ -81,7 +83,7 @@ def vllm_facts(python: str | None = None) -> VllmFacts:
     found = own_vllm_facts() if here else _ask(python, VLLM_FACTS)
     if found["version"] is None:
         raise EnvironmentProblem(f"{python or sys.executable}: vLLM is not installed in that environment")
-    return VllmFacts(found["version"], frozenset(found["engine_args"]))
+    return VllmFacts(found["version"], frozenset(found["engine_args"]), distribution=found.get("distribution"))
 
 
 if __name__ == "__main__":

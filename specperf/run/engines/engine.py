@@ -22,10 +22,11 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
 from ...paths import PACKAGE_PARENT
+from ..builds.fixes import PLUGIN_DIR as FIXES_PLUGIN_DIR
 from ..hardware.device import has_nvidia_gpu
 from . import child
 from .protocol import Batch, Close, Failed, Generate, Ready, Reply
@@ -73,16 +74,21 @@ class EngineConfig:
 SPECPERF_SOURCE = str(PACKAGE_PARENT)  # the folder this specperf package sits in
 
 
+def engine_pythonpath(environ: Mapping[str, str]) -> str:
+    """The PYTHONPATH of an engine process or server the suite starts: this specperf's source first,
+    so that both sides of a gate run the same engine code and only vLLM and its environment differ,
+    then the plugin of the vLLM fixes (builds/fixes.py), then what `environ` had."""
+    return os.pathsep.join(filter(None, [SPECPERF_SOURCE, str(FIXES_PLUGIN_DIR), environ.get("PYTHONPATH")]))
+
+
 def _answer_pipe_in(python: str, conn, config: EngineConfig) -> None:
-    """Become `python` and answer the pipe there (engine_process.answer_pipe).  This specperf's source
-    goes first on its path, so both sides of a gate run the same engine code and only vLLM and its
-    environment differ."""
+    """Become `python` and answer the pipe there (engine_process.answer_pipe), on engine_pythonpath."""
     fd = conn.fileno()
     os.set_inheritable(fd, True)
     env = {
         **os.environ,
         **config.env,  # from its start, as /proc and every library see it
-        "PYTHONPATH": os.pathsep.join(filter(None, [SPECPERF_SOURCE, os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": engine_pythonpath(os.environ),
     }
     os.execve(
         python, [python, "-m", "specperf.run.engines.process", str(fd), json.dumps(dataclasses.asdict(config))], env

@@ -17,6 +17,7 @@ import time
 import traceback
 
 from ...messages import one_line
+from ..builds import fixes as vllm_fixes
 from ..builds import methods as vllm_methods
 from ..builds.arguments import REQUEST_METRICS_ARG, VllmFacts, vllm_arguments
 from ..builds.versions import installed_vllm
@@ -82,6 +83,7 @@ def vllm_provenance() -> dict:
         "vllm": vllm.__version__,
         "vllm_distribution": " ".join(installed) if installed else None,
         "torch": torch.__version__,
+        **vllm_fixes.provenance(*(installed or (None, None))),
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..builds import fixes as vllm_fixes
 from ..builds.environments import EnvironmentProblem, vllm_facts
 from ..engines.engine import EngineConfig, EngineError, EngineTimeout
 from ..engines.protocol import Load, Reply
@@ -48,7 +49,11 @@ class ServedEngine:
                 raise EngineError(str(err)) from None
             self.server = Server(config, log_path, vllm, python or sys.executable, start_timeout_s).start()
             self.model_name = config.model  # the server's default model name: the path it loaded
-            self.provenance = {"vllm": vllm.version, "served_by": "vllm.entrypoints.openai.api_server"}
+            self.provenance = {
+                "vllm": vllm.version,
+                "served_by": "vllm.entrypoints.openai.api_server",
+                **vllm_fixes.provenance(vllm.distribution, vllm.version),
+            }
             self.effective_config = {"server_command": " ".join(self.server.commands[-1])}
         self.start_s = self.server.start_s
         self.pid = self.server.process.pid if self.server.process else None

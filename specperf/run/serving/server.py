@@ -24,7 +24,7 @@ from typing import Any
 
 from ..builds import methods as vllm_methods
 from ..builds.arguments import VllmArguments, VllmFacts, vllm_arguments
-from ..engines.engine import EngineConfig, EngineError, EngineTimeout, default_env
+from ..engines.engine import EngineConfig, EngineError, EngineTimeout, default_env, engine_pythonpath
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 HOST = "127.0.0.1"
@@ -61,6 +61,7 @@ def server_arguments(config: EngineConfig, vllm: VllmFacts) -> VllmArguments:
     names, and the engine core, which runs beside the server rather than in its process.  vLLM
     itself turns the file into flags, so a False boolean becomes `--no-NAME` only where vLLM has one."""
     environ = {**os.environ, **default_env(), **config.env}
+    environ["PYTHONPATH"] = engine_pythonpath(environ)
     for name in OFFLINE_ONLY_ENV:
         environ.pop(name, None)
     arguments = vllm_arguments(config, vllm, environ)

@@ -419,3 +419,28 @@ def test_a_gate_judges_a_sampled_scenarios_acceptance_on_its_interval(tmp_path):
     assert length.judged_by == "current build" and "output drift" not in judged.note
     result.metrics["mean_acceptance_length"] = Metric(value=1.6, samples=[1.6], se=0.02)
     assert next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length").status == "regression"
+
+
+def test_a_gate_judges_sampled_acceptance_request_by_request_where_both_builds_kept_their_counts(tmp_path):
+    """Both builds ran the same prompts in the same order: the candidate's requests pair with the
+    current build's, which takes out how unequally the prompts lend themselves to drafting."""
+    from specperf.judge import sampled
+    from specperf.judge.gate import judge_gate
+    from specperf.records import RequestAcceptance, Sampling
+
+    def requests(accepted: int) -> list[RequestAcceptance]:  # prompts that accept 0 to 39 of 60 drafts
+        return [RequestAcceptance(steps=20, drafted=60, accepted=accepted + i, accepted_per_pos=[]) for i in range(40)]
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    result.scenario = result.scenario.replace(sampling=Sampling(temperature=0.8))
+    current, candidate = requests(10), requests(9)  # every request one accepted token fewer in 20 steps: -3%
+    result.gate.current.metrics |= sampled.acceptance_metrics(current)
+    result.metrics |= sampled.acceptance_metrics(candidate)
+    apart = next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length")
+    assert apart.status == "inconclusive" and "request by request" not in apart.note  # the spread between prompts
+    result.gate.current.request_acceptance, result.request_acceptance = current, candidate
+    paired = next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length")
+    assert "request by request" in paired.note and paired.status == "pass"  # -3%, well inside 5%
+    assert paired.ci_high - paired.ci_low < (apart.ci_high - apart.ci_low) / 5

@@ -1,6 +1,6 @@
 """The vLLM fixes (specperf/run/builds/fixes.py): which engines run with them, how vLLM finds their
 plugin, and what a result says of them.  Whether the bugs are there and the fixes mend them, on the
-installed vLLM: tests/cpu_tier/test_vllm_fixes.py."""
+installed vLLM: tests/cpu_tier/test_vllm_fixes_needed.py."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from .verdicts import (
     DEFAULT_RULES,
     Judgement,
     Rules,
+    changes_by_request,
     compare_metric,
     judged_samples,
     on_interval,
@@ -146,7 +147,9 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     candidate, unknown = judged_samples(result.metrics)
     references = {field: getattr(result.gate, field) for _, field, _ in RATIOS.values()}
     sampled = [name for name in candidate if on_interval(scenario, name)]  # a sampled scenario's acceptance
-    verdicts = sampled_verdicts(sampled, result.metrics, result.gate.current.metrics, rules)
+    by_request = changes_by_request(result.request_acceptance, result.gate.current.request_acceptance)
+    requests = len(result.request_acceptance) or None
+    verdicts = sampled_verdicts(sampled, result.metrics, result.gate.current.metrics, rules, by_request, requests)
     for name, samples in candidate.items():
         if name in sampled:
             continue

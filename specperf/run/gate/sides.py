@@ -116,6 +116,7 @@ def gate_record(
         metrics=current.summary.metrics,
         output_hashes=current.summary.output_hashes,
         validity=current.validity,
+        request_acceptance=current.summary.request_acceptance,
     )
     return Gate(
         current=side,

@@ -204,7 +204,8 @@ def test_the_same_requests_are_judged_request_by_request():
 
 
 def test_pairs_of_the_same_prompts_with_other_draws_keep_false_alarms_rare(monkeypatch):
-    """Where vLLM does not repeat a seed's draws, request i is still the same prompt on both sides:
+    """Drawn with other seeds (or by a vLLM that does not repeat a seed's draws), request i is still
+    the same prompt on both sides:
     200 simulated A/A comparisons between unequal prompts, judged request by request (500
     resamples each, for time).  At 24 requests the rule flags a little above its nominal 2.5% a
     side (400 such gates: 3.75% and 2.5%, docs/methodology/sampled.md)."""

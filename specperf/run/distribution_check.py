@@ -2,9 +2,10 @@
 that SD's sampled tokens follow the target's distribution (judge/distribution.py.distribution_match_p
 of the two sides' draws, each side drawn from seeds of its own).
 
-Each prompt is drawn `draws` times in one call, each draw with a seed of its own (a no-SD engine
-repeats a seed's draws, vLLM 0.32's SD engines do not: docs/methodology/sampled.md), `tokens`
-tokens long: the first output positions, where the check looks.
+Each prompt is drawn `draws` times in one call, each draw with a seed of its own, `tokens` tokens
+long: the first output positions, where the check looks.  A seed repeats its draws, with SD and
+without, and an SD draw shares a no-SD draw's tokens up to the first draft, so each side draws
+from seeds of its own (docs/methodology/sampled.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ DRAWS = 64  # draws of each prompt per side
 POSITIONS = 16  # output positions compared
 SEED = 7_000_000  # the draws' seeds start here: apart from the timing rounds' (records.Sampling.params)
 TIMEOUT_S = 600.0  # one prompt's draws
-OTHER_SEEDS = 1_000_000  # the SD side draws from here on: seeds of its own, so that its draws are independent
+OTHER_SEEDS = 1_000_000  # apart between sides: each side's draws independent of the others'
 
 
 def draws(

@@ -6,11 +6,14 @@ whose n-gram drafts are wrong in a known share of steps (the CPU-tier fault plug
 lower acceptance by a known amount).  Each arm is judged against the baseline as the suite judges it
 (judge/verdicts.sampled_verdicts, every acceptance figure of the scenario together): request by
 request, as against a baseline that kept its requests' counts, and as independent samples, as
-against one that did not (the history's).  Then the requests a cell needs to catch the measured drop
-9 times in 10 follow from the measured spreads.  Prints figures, asserts nothing; `--out` keeps
-each run's per-request counts (a JSON line a repeat).  Needs the CPU tier's environment:
+against one that did not (the history's).  Whether the errors are honest: the baseline's spread
+between runs of the same build against its bootstrap error.  Then the requests a cell needs to catch
+the measured drop, and a 5% drop, 9 times in 10 follow from the measured errors.  Prints figures,
+asserts nothing; `--out` keeps each run's per-request counts (a JSON line a repeat), `--replay`
+judges them again.  Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.1 --out power.jsonl
+    .tox/cpu/bin/python benchmarks/sampled_power.py --replay power.jsonl --wrong 0.1
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from suite import PROFILES, faulty_python  # noqa: E402
 
 PROFILE = str(PROFILES / "sampled.toml")
 SCENARIO = "smollm2-135m-ngram-k3-bs4-instructcoder-t0.8-p0.95"
+SEED_STRIDE = 10_000  # apart between runs: more than a run's requests
 ARMS = ("A/A by request", "A/A independent", "drop by request", "drop independent")
 
 
@@ -88,37 +92,67 @@ def requests_needed(errors: dict[str, float], requests: int, change: float, figu
 
 
 def main() -> int:
-    from specperf.paths import dataset_dir
-    from specperf.profiles.scenarios import load_profile
-    from specperf.run.calls import CallPreparer
+    from specperf.records import RequestAcceptance
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--requests", type=int, help="prompts per round (each the batch size's replicas)")
     parser.add_argument("--wrong", type=float, default=0.25, help="share of n-gram drafts made wrong in the drop arm")
     parser.add_argument("--out", type=Path, help="a JSON line a repeat: each run's per-request counts")
+    parser.add_argument("--replay", type=Path, help="judge the repeats an earlier --out kept, running no engine")
     args = parser.parse_args()
+    if args.replay:
+        repeats = [
+            {arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in json.loads(line).items()}
+            for line in args.replay.read_text().splitlines()
+        ]
+    else:
+        repeats = run_repeats(args)
+    outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
+    for number, runs in enumerate(repeats, start=1):
+        for arm, current in (("A/A", runs["again"]), ("drop", runs["dropped"])):
+            outcomes[f"{arm} by request"].append(judged(current, runs["base"], by_request=True))
+            outcomes[f"{arm} independent"].append(judged(current, runs["base"], by_request=False))
+        print(f"repeat {number}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
+    summarise(repeats, outcomes, args.wrong)
+    return 0
+
+
+def run_repeats(args) -> list[dict[str, list]]:
+    """Each repeat's three runs (fresh engines): their per-request counts, kept in --out as they come."""
+    from specperf.paths import dataset_dir
+    from specperf.profiles.scenarios import load_profile
+    from specperf.run.calls import CallPreparer
+
     (scenario,) = [s for s in load_profile(PROFILE).scenarios if s.id == SCENARIO]
     if args.requests:
         scenario = scenario.replace(num_requests=args.requests)
     prepare = CallPreparer(dataset_dir())
     wrong = faulty_python(Path(tempfile.mkdtemp(prefix="sampled-power-")) / "python", f"draft_wrong={args.wrong}")
-    outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
+    repeats = []
     for repeat in range(args.repeats):
-        a, b = 1000 + 2 * repeat, 1001 + 2 * repeat
-        base = draw(scenario, None, [a], prepare)[a]
-        again = draw(scenario, None, [b], prepare)[b]
-        dropped = draw(scenario, wrong, [b], prepare)[b]
-        for arm, current in (("A/A", again), ("drop", dropped)):
-            outcomes[f"{arm} by request"].append(judged(current, base, by_request=True))
-            outcomes[f"{arm} independent"].append(judged(current, base, by_request=False))
+        # request i draws with seed + i, and a seed repeats its draws: every run on seeds of its own
+        a, b = SEED_STRIDE * (2 * repeat + 1), SEED_STRIDE * (2 * repeat + 2)
+        runs = {
+            "base": draw(scenario, None, [a], prepare)[a],
+            "again": draw(scenario, None, [b], prepare)[b],
+            "dropped": draw(scenario, wrong, [b], prepare)[b],
+        }
         if args.out:
-            runs = {"base": base, "again": again, "dropped": dropped}
             with args.out.open("a") as out:
                 print(json.dumps({k: [r.model_dump() for r in v] for k, v in runs.items()}), file=out)
-        print(f"repeat {repeat + 1}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
+        repeats.append(runs)
+    return repeats
+
+
+def summarise(repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:
+    """The arms' verdicts, the errors' honesty (the baseline's spread between runs against its
+    bootstrap error) and the requests a cell needs."""
+    from specperf.judge.sampled import acceptance_metrics
+
+    base = repeats[0]["base"]
     requests = len(base)
-    print(f"\n{SCENARIO}, {requests} requests a run, {args.repeats} repeats, draft_wrong={args.wrong}")
+    print(f"\n{SCENARIO}, {requests} requests a run, {len(repeats)} repeats, draft_wrong={wrong}")
     print(f"{'arm':<18} {'scenario: flagged / inconclusive / pass / improvement':>56} {'length alone':>28} change")
     for arm, rows in outcomes.items():
         scenario_counts, length_counts = Counter(r[0] for r in rows), Counter(r[1] for r in rows)
@@ -128,13 +162,21 @@ def main() -> int:
 
         mean_change = statistics.mean(r[2] for r in rows)
         print(f"{arm:<18} {shown(scenario_counts):>56} {shown(length_counts):>28} {mean_change:+.1%}")
+    lengths = [acceptance_metrics(runs[arm])["mean_acceptance_length"] for runs in repeats for arm in ("base", "again")]
+    spread = statistics.stdev(math.log(m.value) for m in lengths)
+    bootstrap = statistics.mean(m.se / m.value for m in lengths)
+    print(
+        f"mean_acceptance_length {statistics.mean(m.value for m in lengths):.3f} over {len(lengths)} runs of the same "
+        f"build: spread between runs {spread:.4f}, bootstrap error {bootstrap:.4f} (log units)"
+    )
     drop = statistics.mean(r[2] for r in outcomes["drop independent"])
     errors = {how: statistics.mean(r[3] for r in outcomes[f"A/A {how}"]) for how in ("by request", "independent")}
+    errors["independent, between runs"] = spread * math.sqrt(2)
     figures = 3 + 2 * len(base[0].accepted_per_pos)
     print(f"error of the change at {requests} requests (log units): {errors}")
-    needed = requests_needed(errors, requests, drop, figures)
-    print(f"requests for the measured drop ({drop:+.1%}) 9 times in 10: {needed}")
-    return 0
+    for change in (drop, -0.05):
+        needed = requests_needed(errors, requests, change, figures)
+        print(f"requests for a change of {change:+.1%} 9 times in 10: {needed}")
 
 
 if __name__ == "__main__":

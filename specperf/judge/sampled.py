@@ -119,9 +119,8 @@ def paired_changes(
     """Each figure's change (log ratio, current over baseline) and its standard error, the two sides
     being the same prompts in the same order, request i against request i: a bootstrap that
     resamples the pairs, so what both sides share cancels out of the error: the prompts (how much
-    each lends itself to drafting), and the draws where vLLM repeats them (the same seed; on
-    vLLM 0.32's CPU build an SD engine does not, docs/methodology/sampled.md).  Identical sides
-    give a change of 0 with an error of 0."""
+    each lends itself to drafting), and the draws where they repeat (the same seed on the same
+    build: docs/methodology/sampled.md).  Identical sides give a change of 0 with an error of 0."""
     if len(current) != len(baseline) or len(current) < 2:
         raise ValueError(f"{len(current)} requests against {len(baseline)}: not the same requests")
     positions = _positions(current, baseline)

@@ -58,20 +58,19 @@ def draw(scenario, python: str | None, seeds: list[int], prepare) -> dict[int, l
         pool.close()
 
 
-def judged(current: list, baseline: list, by_request: bool) -> tuple[str, str, float, float]:
+def judged(scenario, current: list, baseline: list, by_request: bool) -> tuple[str, str, float, float]:
     """The scenario's verdict (the worst of its acceptance figures'), mean_acceptance_length's, its
     change and the change's standard error (log units)."""
-    import math
-
     from specperf.judge.metrics import metric_samples
-    from specperf.judge.sampled import acceptance_metrics, paired_changes
-    from specperf.judge.verdicts import sampled_verdicts
+    from specperf.judge.sampled import acceptance_metrics
+    from specperf.judge.verdicts import changes_by_request, sampled_verdicts, samples_of
     from specperf.status import worst
 
-    now, then = acceptance_metrics(current), acceptance_metrics(baseline)
+    now = acceptance_metrics(current, scenario.prompt_replicas)
+    then = acceptance_metrics(baseline, scenario.prompt_replicas)
     names = list(metric_samples(now))
-    pairs = paired_changes(current, baseline) if by_request else None
-    verdicts = sampled_verdicts(names, now, then, paired=pairs, requests=len(current))
+    pairs = changes_by_request(scenario, current, baseline) if by_request else None
+    verdicts = sampled_verdicts(names, now, then, paired=pairs, requests=samples_of(scenario, current))
     length = next(v for v in verdicts if v.metric == "mean_acceptance_length")
     if pairs is not None:
         error = pairs["mean_acceptance_length"][1]
@@ -92,6 +91,7 @@ def requests_needed(errors: dict[str, float], requests: int, change: float, figu
 
 
 def main() -> int:
+    from specperf.profiles.scenarios import load_profile
     from specperf.records import RequestAcceptance
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -101,32 +101,31 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="a JSON line a repeat: each run's per-request counts")
     parser.add_argument("--replay", type=Path, help="judge the repeats an earlier --out kept, running no engine")
     args = parser.parse_args()
+    (scenario,) = [s for s in load_profile(PROFILE).scenarios if s.id == SCENARIO]
+    if args.requests:
+        scenario = scenario.replace(num_requests=args.requests)
     if args.replay:
         repeats = [
             {arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in json.loads(line).items()}
             for line in args.replay.read_text().splitlines()
         ]
     else:
-        repeats = run_repeats(args)
+        repeats = run_repeats(scenario, args)
     outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
     for number, runs in enumerate(repeats, start=1):
         for arm, current in (("A/A", runs["again"]), ("drop", runs["dropped"])):
-            outcomes[f"{arm} by request"].append(judged(current, runs["base"], by_request=True))
-            outcomes[f"{arm} independent"].append(judged(current, runs["base"], by_request=False))
+            outcomes[f"{arm} by request"].append(judged(scenario, current, runs["base"], by_request=True))
+            outcomes[f"{arm} independent"].append(judged(scenario, current, runs["base"], by_request=False))
         print(f"repeat {number}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
-    summarise(repeats, outcomes, args.wrong)
+    summarise(scenario, repeats, outcomes, args.wrong)
     return 0
 
 
-def run_repeats(args) -> list[dict[str, list]]:
+def run_repeats(scenario, args) -> list[dict[str, list]]:
     """Each repeat's three runs (fresh engines): their per-request counts, kept in --out as they come."""
     from specperf.paths import dataset_dir
-    from specperf.profiles.scenarios import load_profile
     from specperf.run.calls import CallPreparer
 
-    (scenario,) = [s for s in load_profile(PROFILE).scenarios if s.id == SCENARIO]
-    if args.requests:
-        scenario = scenario.replace(num_requests=args.requests)
     prepare = CallPreparer(dataset_dir())
     wrong = faulty_python(Path(tempfile.mkdtemp(prefix="sampled-power-")) / "python", f"draft_wrong={args.wrong}")
     repeats = []
@@ -145,7 +144,7 @@ def run_repeats(args) -> list[dict[str, list]]:
     return repeats
 
 
-def summarise(repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:
+def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:
     """The arms' verdicts, the errors' honesty (the baseline's spread between runs against its
     bootstrap error) and the requests a cell needs."""
     from specperf.judge.sampled import acceptance_metrics
@@ -162,7 +161,11 @@ def summarise(repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: 
 
         mean_change = statistics.mean(r[2] for r in rows)
         print(f"{arm:<18} {shown(scenario_counts):>56} {shown(length_counts):>28} {mean_change:+.1%}")
-    lengths = [acceptance_metrics(runs[arm])["mean_acceptance_length"] for runs in repeats for arm in ("base", "again")]
+    lengths = [
+        acceptance_metrics(runs[arm], scenario.prompt_replicas)["mean_acceptance_length"]
+        for runs in repeats
+        for arm in ("base", "again")
+    ]
     spread = statistics.stdev(math.log(m.value) for m in lengths)
     bootstrap = statistics.mean(m.se / m.value for m in lengths)
     print(

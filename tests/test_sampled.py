@@ -110,6 +110,22 @@ def test_requests_that_never_drafted_are_left_out_and_one_request_has_no_error()
 # ---------------------------------------------------------------- judging on the interval
 
 
+def test_a_prompts_replicas_are_resampled_together():
+    """The study's calls replicate one prompt over the batch: the replicas share it, so where prompts
+    differ and a prompt's replicas agree, resampling requests one by one would count each prompt
+    four times; resampled together, the error is the prompts' own (about twice as wide)."""
+    prompts = [RequestAcceptance(steps=20, drafted=60, accepted=a, accepted_per_pos=[a // 2]) for a in range(5, 45, 4)]
+    replicated = [r for r in prompts for _ in range(4)]
+    apart, together = sampled.acceptance_metrics(replicated), sampled.acceptance_metrics(replicated, cluster=4)
+    alone = sampled.acceptance_metrics(prompts)
+    for name in ("mean_acceptance_length", "request_mean_acceptance_length", "draft_acceptance_rate"):
+        assert apart[name].value == together[name].value == pytest.approx(alone[name].value)
+        assert together[name].se == pytest.approx(alone[name].se, rel=0.15)
+        assert together[name].se == pytest.approx(2 * apart[name].se, rel=0.15)
+    assert make_scenario(batch_size=4).prompt_replicas == 4
+    assert make_scenario(batch_size=4).replace(batching="distinct").prompt_replicas == 1
+
+
 @pytest.mark.parametrize(
     "baseline, current, se, status",
     [

@@ -28,6 +28,7 @@ from .verdicts import (
     judged_samples,
     on_interval,
     sampled_verdicts,
+    samples_of,
     spec_for,
     unknown_note,
 )
@@ -147,8 +148,8 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     candidate, unknown = judged_samples(result.metrics)
     references = {field: getattr(result.gate, field) for _, field, _ in RATIOS.values()}
     sampled = [name for name in candidate if on_interval(scenario, name)]  # a sampled scenario's acceptance
-    by_request = changes_by_request(result.request_acceptance, result.gate.current.request_acceptance)
-    requests = len(result.request_acceptance) or None
+    by_request = changes_by_request(scenario, result.request_acceptance, result.gate.current.request_acceptance)
+    requests = samples_of(scenario, result.request_acceptance)
     verdicts = sampled_verdicts(sampled, result.metrics, result.gate.current.metrics, rules, by_request, requests)
     for name, samples in candidate.items():
         if name in sampled:

@@ -5,8 +5,9 @@ acceptance is an estimate over its requests.  Each figure is computed from the r
 (records.RequestAcceptance, from vLLM's per-request metrics) in two weightings: by verify step, as
 vLLM's counters weigh (a long output weighs more), and by request (each request's own mean counts
 once).  Its standard error comes from a bootstrap over requests (scipy.stats.bootstrap, a request
-resampled with all its counts), and a baseline keeps it, so that a change is judged
-on its 95% interval (verdicts.compare_sampled).
+resampled with all its counts, and the replicas of one prompt in a call resampled together: they
+share the prompt, so they are not independent samples of the workload), and a baseline keeps it, so
+that a change is judged on its 95% interval (verdicts.compare_sampled).
 """
 
 from __future__ import annotations
@@ -24,35 +25,37 @@ SEED = 0  # the bootstrap's draws: a result's errors are the same each time they
 COUNTS = 3  # a request's columns before its per-position ones: steps, drafted, accepted
 
 
-def _table(requests: list[RequestAcceptance], positions: int) -> list[np.ndarray]:
-    """The requests' counts as columns: steps, drafted, accepted, then accepted at each position."""
-    rows = [[r.steps, r.drafted, r.accepted, *(r.accepted_per_pos + [0] * positions)[:positions]] for r in requests]
-    return list(np.array(rows, dtype=float).T)
-
-
-def _per_request(numerator: np.ndarray, steps: np.ndarray, axis: int) -> Any:
-    """The mean over the requests that drafted of numerator / steps (request-weighted)."""
-    share = np.divide(numerator, steps, out=np.full(np.broadcast(numerator, steps).shape, np.nan), where=steps > 0)
-    return np.nanmean(share, axis=axis)
+def _table(requests: list[RequestAcceptance], positions: int, cluster: int = 1) -> list[np.ndarray]:
+    """The requests' counts as columns, summed over each run of `cluster` consecutive requests (the
+    replicas of one prompt, which share it, resampled together): steps, drafted, accepted, accepted
+    at each position; then, of the requests that drafted, their number and the sums of their own
+    accepted / steps and accepted at each position / steps (the request-weighted figures)."""
+    counts = np.array(
+        [[r.steps, r.drafted, r.accepted, *(r.accepted_per_pos + [0] * positions)[:positions]] for r in requests],
+        dtype=float,
+    ).reshape(len(requests), COUNTS + positions)
+    steps = counts[:, :1]
+    shares = np.divide(counts[:, 2:], steps, out=np.zeros_like(counts[:, 2:]), where=steps > 0)
+    rows = np.hstack([counts, (steps > 0).astype(float), shares])
+    return list(np.add.reduceat(rows, np.arange(0, len(rows), cluster), axis=0).T) if len(rows) else list(rows.T)
 
 
 def _figures(positions: int) -> dict[str, Callable[..., Any]]:
-    """Every acceptance figure as a statistic of the columns (_table), by its judged name."""
+    """Every acceptance figure as a statistic of the columns (_table), by its judged name: each a
+    ratio of two columns' sums, so that a resample of clusters is a resample of their requests."""
+    drafted = COUNTS + positions  # the column of the requests that drafted; their shares follow
 
-    def token(column: int, plus: float = 0.0, over: int = 0) -> Callable[..., Any]:
+    def ratio(column: int, over: int, plus: float = 0.0) -> Callable[..., Any]:
         return lambda *cols, axis=-1: plus + np.sum(cols[column], axis=axis) / np.sum(cols[over], axis=axis)
 
-    def request(column: int, plus: float = 0.0) -> Callable[..., Any]:
-        return lambda *cols, axis=-1: plus + _per_request(cols[column], cols[0], axis)
-
     figures = {
-        "mean_acceptance_length": token(2, plus=1.0),
-        "request_mean_acceptance_length": request(2, plus=1.0),
-        "draft_acceptance_rate": token(2, over=1),
+        "mean_acceptance_length": ratio(2, 0, plus=1.0),
+        "request_mean_acceptance_length": ratio(drafted + 1, drafted, plus=1.0),
+        "draft_acceptance_rate": ratio(2, 1),
     }
     for p in range(positions):
-        figures[f"acceptance_pos{p}"] = token(COUNTS + p)
-        figures[f"request_acceptance_pos{p}"] = request(COUNTS + p)
+        figures[f"acceptance_pos{p}"] = ratio(COUNTS + p, 0)
+        figures[f"request_acceptance_pos{p}"] = ratio(drafted + 2 + p, drafted)
     return figures
 
 
@@ -80,14 +83,16 @@ def _positions(*sides: list[RequestAcceptance]) -> int:
     return max((len(r.accepted_per_pos) for side in sides for r in side), default=0)
 
 
-def acceptance_metrics(requests: list[RequestAcceptance]) -> dict[str, Metric]:
+def acceptance_metrics(requests: list[RequestAcceptance], cluster: int = 1) -> dict[str, Metric]:
     """A sampled SD scenario's acceptance over its requests: each figure's value (its one sample:
-    the requests are the samples here) and standard error, in both weightings."""
-    drafted = [r for r in requests if r.steps > 0]
-    if not drafted:
+    the requests are the samples here) and standard error, in both weightings; the error resamples
+    runs of `cluster` consecutive requests together (a prompt's replicas: prompt_cluster)."""
+    positions = _positions(requests)
+    columns = _table(requests, positions, cluster)
+    drafted = columns[0] > 0 if columns else np.array([], dtype=bool)
+    if not drafted.any():
         return {}
-    positions = _positions(drafted)
-    columns = _table(drafted, positions)
+    columns = [column[drafted] for column in columns]  # a cluster that never drafted tells nothing
     found: dict[str, tuple[float, float]] = {}
     for name, statistic in _figures(positions).items():
         value = float(statistic(*columns))
@@ -114,18 +119,19 @@ def acceptance_metrics(requests: list[RequestAcceptance]) -> dict[str, Metric]:
 
 
 def paired_changes(
-    current: list[RequestAcceptance], baseline: list[RequestAcceptance]
+    current: list[RequestAcceptance], baseline: list[RequestAcceptance], cluster: int = 1
 ) -> dict[str, tuple[float, float]]:
     """Each figure's change (log ratio, current over baseline) and its standard error, the two sides
     being the same prompts in the same order, request i against request i: a bootstrap that
-    resamples the pairs, so what both sides share cancels out of the error: the prompts (how much
+    resamples the pairs (runs of `cluster` of them together: a prompt's replicas), so what both
+    sides share cancels out of the error: the prompts (how much
     each lends itself to drafting), and the draws where they repeat (the same seed on the same
     build: docs/methodology/sampled.md).  Identical sides give a change of 0 with an error of 0."""
     if len(current) != len(baseline) or len(current) < 2:
         raise ValueError(f"{len(current)} requests against {len(baseline)}: not the same requests")
     positions = _positions(current, baseline)
-    columns = _table(current, positions) + _table(baseline, positions)
-    width = COUNTS + positions
+    columns = _table(current, positions, cluster) + _table(baseline, positions, cluster)
+    width = len(columns) // 2
     changes = {}
     for name, statistic in _figures(positions).items():
 

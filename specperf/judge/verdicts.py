@@ -299,8 +299,10 @@ def judge(
         result.metrics,
         baseline.metrics if baseline is not None else {},
         rules,
-        changes_by_request(result.request_acceptance, baseline.request_acceptance if baseline is not None else []),
-        len(result.request_acceptance) or None,
+        changes_by_request(
+            scenario, result.request_acceptance, baseline.request_acceptance if baseline is not None else []
+        ),
+        samples_of(scenario, result.request_acceptance),
     )
     for verdict in verdicts:
         if rules.is_informational(verdict.metric):
@@ -310,15 +312,21 @@ def judge(
     return judged
 
 
+def samples_of(scenario: Scenario, requests: list[RequestAcceptance]) -> int | None:
+    """The independent samples a sampled figure's error rests on (its t interval's): the prompts
+    of its requests, a prompt's replicas counted once; None where it kept no requests."""
+    return -(-len(requests) // scenario.prompt_replicas) or None
+
+
 def changes_by_request(
-    current: list[RequestAcceptance], baseline: list[RequestAcceptance]
+    scenario: Scenario, current: list[RequestAcceptance], baseline: list[RequestAcceptance]
 ) -> dict[str, tuple[float, float]] | None:
     """A sampled result's changes request by request against a baseline (or a gate's current build)
     that kept its requests' counts (sampled.paired_changes: the same scenario hash, so the same
-    prompts in the same order); None where it kept none."""
+    prompts in the same order, a prompt's replicas resampled together); None where it kept none."""
     if len(baseline) != len(current) or len(current) < 2:
         return None
-    return paired_changes(current, baseline)
+    return paired_changes(current, baseline, scenario.prompt_replicas)
 
 
 def scenario_verdict(

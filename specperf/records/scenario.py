@@ -190,6 +190,12 @@ class Scenario(Record):
         return self.method.is_reference
 
     @property
+    def prompt_replicas(self) -> int:
+        """Consecutive requests of a round that share one prompt: an offline call's batch, where it
+        replicates one prompt (the study's); else 1."""
+        return self.batch_size if self.batching == "replicate" and not self.serves else 1
+
+    @property
     def serves(self) -> bool:
         """Measured behind vLLM's OpenAI-compatible server (run/serving/served.py), not with LLM.generate."""
         return self.mode == SERVE

@@ -141,7 +141,7 @@ def summarise(
         for name in ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance"):
             values[name] = Metric(value=overall[name], samples=[a[name] for a in per_round])
         if not scenario.sampling.greedy:  # an estimate over the requests, with its error (judge/sampled.py)
-            values |= sampled.acceptance_metrics(per_request)
+            values |= sampled.acceptance_metrics(per_request, scenario.prompt_replicas)
         speedup = speedups(throughputs, reference)
         if speedup is not None:
             values["speedup"] = Metric(value=_median(speedup), samples=speedup)

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (34, 14), "h100-nightly": (192, 13), "study-full": (316, 24)}
+SIZES = {"cpu-smoke": (34, 14), "h100-nightly": (195, 15), "study-full": (316, 24)}
 
 
 def speed_metrics() -> set[str]:
@@ -70,8 +70,9 @@ def test_scenario_ids_are_readable_and_unique(profiles, name):
         if s.serves:
             assert s.id == f"{s.model.name}-{s.method.label}-c{s.concurrency}-{s.dataset}-serve"
             continue
-        assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}{traced}"
-        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+(-traced)?", s.id), s.id
+        sampled = s.sampling.label()  # -t0.8-p0.95 where it samples
+        assert s.id == f"{s.model.name}-{s.method.label}-bs{s.batch_size}-{s.dataset}{sampled}{traced}"
+        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-bs\d+-[a-z_0-9]+(-t[0-9.]+(-p[0-9.]+)?)?(-traced)?", s.id), s.id
 
 
 def test_known_ids_exist(profiles):
@@ -116,8 +117,19 @@ def test_engine_keys_group_batch_sizes_and_datasets(profiles, name):
     keys = {s.engine_key for s in scenarios}
     assert len(keys) == SIZES[name][1]
     # models of one checkpoint (Qwen3-8B with thinking on and off) share its engines; another
-    # engine environment (study-full's tree cells' attention backend) is another engine
-    engines = {(s.model.path, s.method.label, s.trace, s.serves, tuple(sorted(s.env.items()))) for s in scenarios}
+    # engine environment (study-full's tree cells' attention backend) is another engine, and so is
+    # a sampled SD scenario's, which asks vLLM for each request's counts
+    engines = {
+        (
+            s.model.path,
+            s.method.label,
+            s.trace,
+            s.serves,
+            tuple(sorted(s.env.items())),
+            not s.sampling.greedy and not s.method.is_reference,
+        )
+        for s in scenarios
+    }
     assert len(keys) == len(engines)
 
 

@@ -10,8 +10,9 @@ from specperf.run import sharding
 
 
 def offline_nightly():
-    """h100-nightly's offline scenarios: the shapes these tests state (its serve cells have keys of their own)."""
-    return [s for s in load_profile("h100-nightly").scenarios if not s.serves]
+    """h100-nightly's greedy offline scenarios: the shapes these tests state (its serve and sampled
+    cells have keys of their own)."""
+    return [s for s in load_profile("h100-nightly").scenarios if not s.serves and s.sampling.greedy]
 
 
 def sd_keys(scenarios):

@@ -8,7 +8,9 @@ import importlib.metadata
 import os
 
 import pytest
+from pydantic import TypeAdapter
 
+from specperf.records.base import Provenance
 from specperf.run.builds import fixes
 from specperf.run.builds.arguments import VllmFacts
 from specperf.run.engines.engine import SPECPERF_SOURCE, EngineConfig, engine_pythonpath
@@ -30,7 +32,9 @@ from specperf.run.serving.server import server_arguments
 )
 def test_a_fix_is_wanted_only_by_the_releases_known_to_have_its_bug(distribution, version, wanted):
     assert fixes.wanted(distribution, version) == wanted
-    assert fixes.provenance(distribution, version) == ({"vllm_fixes": wanted} if wanted else {})
+    said = fixes.provenance(distribution, version)
+    assert said == ({"vllm_fixes": "; ".join(wanted)} if wanted else {})
+    assert TypeAdapter(Provenance).validate_python(said) == said  # a result that says so reads back
 
 
 def test_vllm_finds_the_fixes_plugin_on_an_engines_path_and_it_is_fixes_register():

@@ -28,7 +28,7 @@ def test_every_sampled_scenario_ran_and_is_valid(results):
         assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
         assert result["scenario"]["sampling"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "seed": 100}
         # the engine ran with the vLLM fixes its vLLM wants (run/builds/fixes.py), and says so
-        assert result["provenance"].get("vllm_fixes", []) == fixes.wanted(*installed_vllm())
+        assert result["provenance"].get("vllm_fixes", "") == "; ".join(fixes.wanted(*installed_vllm()))
 
 
 def test_replicas_of_a_prompt_draw_different_outputs(results):

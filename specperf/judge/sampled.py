@@ -86,7 +86,7 @@ def _positions(*sides: list[RequestAcceptance]) -> int:
 def acceptance_metrics(requests: list[RequestAcceptance], cluster: int = 1) -> dict[str, Metric]:
     """A sampled SD scenario's acceptance over its requests: each figure's value (its one sample:
     the requests are the samples here) and standard error, in both weightings; the error resamples
-    runs of `cluster` consecutive requests together (a prompt's replicas: prompt_cluster)."""
+    runs of `cluster` consecutive requests together (a prompt's replicas: Scenario.prompt_replicas)."""
     positions = _positions(requests)
     columns = _table(requests, positions, cluster)
     drafted = columns[0] > 0 if columns else np.array([], dtype=bool)
@@ -124,9 +124,9 @@ def paired_changes(
     """Each figure's change (log ratio, current over baseline) and its standard error, the two sides
     being the same prompts in the same order, request i against request i: a bootstrap that
     resamples the pairs (runs of `cluster` of them together: a prompt's replicas), so what both
-    sides share cancels out of the error: the prompts (how much
-    each lends itself to drafting), and the draws where they repeat (the same seed on the same
-    build: docs/methodology/sampled.md).  Identical sides give a change of 0 with an error of 0."""
+    sides share cancels out of the error: the prompts (how much each lends itself to drafting),
+    and the draws where they repeat (the same seed on the same build: docs/methodology/sampled.md).
+    Identical sides give a change of 0 with an error of 0."""
     if len(current) != len(baseline) or len(current) < 2:
         raise ValueError(f"{len(current)} requests against {len(baseline)}: not the same requests")
     positions = _positions(current, baseline)

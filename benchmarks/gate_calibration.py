@@ -55,7 +55,7 @@ def status(change: float, low: float, high: float, tolerance: float) -> str:
 def main() -> int:
     from specperf.judge.gate import judge_gate
     from specperf.judge.metrics import metric_samples
-    from specperf.judge.verdicts import Rules
+    from specperf.judge.rules import Rules
     from specperf.records import ScenarioResult
     from specperf.storage import read_record
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specperf.judge.gate import offset_floor  # noqa: E402
 from specperf.judge.paired import compare_paired, usable_change  # noqa: E402
+from specperf.judge.rules import Rules  # noqa: E402
 from specperf.judge.sequential import look_confidence  # noqa: E402
-from specperf.judge.verdicts import Rules  # noqa: E402
 
 PAIR_NOISE = 0.075  # SmolLM2 n-gram, one 16-token request a round (docs/methodology/gate.md)
 OFFSET = 0.02  # between two fresh engines, cpu-gate's floor (benchmarks/engine_offsets.py: 1.5-2.4%)

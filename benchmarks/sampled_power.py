@@ -4,7 +4,7 @@ Each repeat starts three fresh engines of one sampled SD scenario and runs its r
 each with a seed of its own: the baseline; an A/A engine of the same build; and a "drop" engine
 whose n-gram drafts are wrong in a known share of steps (the CPU-tier fault plugin's draft_wrong: a
 lower acceptance by a known amount).  Each arm is judged against the baseline as the suite judges it
-(judge/verdicts.sampled_verdicts, every acceptance figure of the scenario together): request by
+(judge/verdicts.sampled_scenario_verdicts, every acceptance figure of the scenario together): request by
 request, as against a baseline that kept its requests' counts, and as independent samples, as
 against one that did not (the history's).  Whether the errors are honest: the baseline's spread
 between runs of the same build against its bootstrap error.  Then the requests a cell needs to catch
@@ -63,14 +63,14 @@ def judged(scenario, current: list, baseline: list, by_request: bool) -> tuple[s
     change and the change's standard error (log units)."""
     from specperf.judge.metrics import metric_samples
     from specperf.judge.sampled import acceptance_metrics
-    from specperf.judge.verdicts import changes_by_request, sampled_verdicts, samples_of
+    from specperf.judge.verdicts import changes_by_request, sampled_scenario_verdicts
     from specperf.status import worst
 
     now = acceptance_metrics(current, scenario.prompt_replicas)
     then = acceptance_metrics(baseline, scenario.prompt_replicas)
     names = list(metric_samples(now))
     pairs = changes_by_request(scenario, current, baseline) if by_request else None
-    verdicts = sampled_verdicts(names, now, then, paired=pairs, requests=samples_of(scenario, current))
+    verdicts = sampled_scenario_verdicts(scenario, names, (now, current), (then, baseline if by_request else []))
     length = next(v for v in verdicts if v.metric == "mean_acceptance_length")
     if pairs is not None:
         error = pairs["mean_acceptance_length"][1]
@@ -98,6 +98,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--requests", type=int, help="prompts per round (each the batch size's replicas)")
     parser.add_argument("--wrong", type=float, default=0.25, help="share of n-gram drafts made wrong in the drop arm")
+    parser.add_argument("--drop-repeats", type=int, help="run the drop arm in the first N repeats only (default: all)")
     parser.add_argument("--out", type=Path, help="a JSON line a repeat: each run's per-request counts")
     parser.add_argument("--replay", type=Path, help="judge the repeats an earlier --out kept, running no engine")
     args = parser.parse_args()
@@ -113,10 +114,13 @@ def main() -> int:
         repeats = run_repeats(scenario, args)
     outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
     for number, runs in enumerate(repeats, start=1):
-        for arm, current in (("A/A", runs["again"]), ("drop", runs["dropped"])):
+        for arm, current in (("A/A", runs["again"]), ("drop", runs.get("dropped"))):
+            if current is None:
+                continue
             outcomes[f"{arm} by request"].append(judged(scenario, current, runs["base"], by_request=True))
             outcomes[f"{arm} independent"].append(judged(scenario, current, runs["base"], by_request=False))
-        print(f"repeat {number}: " + "; ".join(f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items()))
+        shown = (f"{arm} {o[-1][0]} {o[-1][2]:+.1%}" for arm, o in outcomes.items() if len(o) == number)
+        print(f"repeat {number}: " + "; ".join(shown), flush=True)
     summarise(scenario, repeats, outcomes, args.wrong)
     return 0
 
@@ -132,11 +136,9 @@ def run_repeats(scenario, args) -> list[dict[str, list]]:
     for repeat in range(args.repeats):
         # request i draws with seed + i, and a seed repeats its draws: every run on seeds of its own
         a, b = SEED_STRIDE * (2 * repeat + 1), SEED_STRIDE * (2 * repeat + 2)
-        runs = {
-            "base": draw(scenario, None, [a], prepare)[a],
-            "again": draw(scenario, None, [b], prepare)[b],
-            "dropped": draw(scenario, wrong, [b], prepare)[b],
-        }
+        runs = {"base": draw(scenario, None, [a], prepare)[a], "again": draw(scenario, None, [b], prepare)[b]}
+        if args.drop_repeats is None or repeat < args.drop_repeats:
+            runs["dropped"] = draw(scenario, wrong, [b], prepare)[b]
         if args.out:
             with args.out.open("a") as out:
                 print(json.dumps({k: [r.model_dump() for r in v] for k, v in runs.items()}), file=out)

@@ -27,7 +27,11 @@ from specperf.profiles.registry import BATCHING_MODES  # noqa: E402
 from specperf.records.scenario import SERVE, Method, Model, Sampling, Scenario  # noqa: E402
 
 BLOCK = re.compile(r"(<!-- doc_lists: ([\w-]+) -->\n)(.*?)(<!-- /doc_lists -->)", re.S)
-JUDGED_BY = {"mannwhitney": "tolerance and U test", "threshold": "tolerance alone"}
+JUDGED_BY = {
+    "mannwhitney": "tolerance and U test",
+    "threshold": "tolerance alone",
+    "absolute": "its value below the tolerance fails, no baseline needed",
+}
 
 
 def pages() -> list[Path]:
@@ -43,10 +47,14 @@ def _values(spec: MetricSpec) -> str:
     return f"{low} to {spec.most:g}"
 
 
+def _tolerance(spec: MetricSpec) -> str:
+    return f"p < {spec.rel_tolerance:g}" if spec.test == "absolute" else f"{spec.rel_tolerance:.0%}"
+
+
 def metrics() -> str:
     """Every metric, as judge/metrics.py declares it."""
     rows = [
-        f"| `{m.name}` | {m.unit or '-'} | {m.direction} | {m.rel_tolerance:.0%} | {JUDGED_BY[m.test]} | {_values(m)} "
+        f"| `{m.name}` | {m.unit or '-'} | {m.direction} | {_tolerance(m)} | {JUDGED_BY[m.test]} | {_values(m)} "
         f"| {m.description} |"
         for m in METRICS.values()
     ]

@@ -102,7 +102,7 @@ def test_options_left_out_take_their_declared_defaults(pytester, monkeypatch, tm
 def test_the_gate_tolerance_is_the_scenario_records_everywhere():
     """The same float object, not an equal literal: a restated 0.03 would be another object."""
     from specperf.judge.paired import GATE_TOLERANCE
-    from specperf.judge.verdicts import DEFAULT_RULES
+    from specperf.judge.rules import DEFAULT_RULES
     from specperf.profiles.schema import ProfileTable
     from specperf.records import Scenario
 

@@ -244,13 +244,16 @@ def test_the_readmes_commands_are_the_clis():
     assert set(found) == set(sub.choices), differ("README.md, Commands", set(found), list(sub.choices))
 
 
-def test_cpu_smoke_traces_every_offline_scenario_but_the_mtp_targets_as_the_docs_say():
-    offline = [s for s in load_profile("cpu-smoke").scenarios if s.mode == OFFLINE]
+def test_cpu_smoke_traces_every_greedy_offline_scenario_but_the_mtp_targets_as_the_docs_say():
+    offline = [s for s in load_profile("cpu-smoke").scenarios if s.mode == OFFLINE and s.sampling.greedy]
     untraced = {s.model.name for s in offline if not s.trace}
     methods = {s.method.name for s in offline if s.model.name in untraced and not s.is_reference}
     assert methods == {"mtp"}, f"fixtures/scenarios/cpu-smoke.toml: untraced {sorted(untraced)}, methods {methods}"
-    assert "traced but the MTP target's" in page("README.md")
-    assert "every offline scenario but the MTP target's" in " ".join(page("docs/traces.md").split())
+    assert "traced but the MTP target's and the sampled cells" in page("README.md")
+    assert all(not s.trace for s in load_profile("cpu-smoke").scenarios if not s.sampling.greedy)
+    assert "every offline scenario but the MTP target's (its MTP and no-SD scenarios) and the sampled ones" in " ".join(
+        page("docs/traces.md").split()
+    )
 
 
 # ------------------------------------------------------------------ modules and files named

@@ -333,6 +333,17 @@ def test_a_sequential_gate_adds_engine_sets_until_it_can_decide(tmp_path):
     assert "a 99.7% interval" in next(m for m in result.verdict.metrics if m.metric == "throughput_tok_s").note
 
 
+def test_a_sequential_gate_adds_no_engine_set_for_a_speed_metric_the_profile_keeps_informational(tmp_path):
+    import math
+
+    noisy = {f"nosd@{CANDIDATE}": {"wall_s": lambda call: 0.2 * math.exp(0.03 + 0.08 * (-1) ** call)}}
+    scenario = REF.replace(rounds=8, gate_engine_sets=2, gate_engine_offset=0.02, informational=["throughput_tok_s"])
+    starter = Starter(**noisy)
+    result = gate(tmp_path, starter, max_sets=4).run(scenario)
+    assert result.gate.looks == [0.5] and len(result.rounds) == 8 and len(starter.started) == 4
+    assert statuses(result)["throughput_tok_s"] == "inconclusive" and result.verdict.status != "inconclusive"
+
+
 def test_a_sequential_gate_looks_at_the_speedup_as_well_as_the_throughput(tmp_path):
     import math
 
@@ -444,3 +455,22 @@ def test_a_gate_judges_sampled_acceptance_request_by_request_where_both_builds_k
     paired = next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length")
     assert "request by request" in paired.note and paired.status == "pass"  # -3%, well inside 5%
     assert paired.ci_high - paired.ci_low < (apart.ci_high - apart.ci_low) / 5
+
+
+def test_a_gate_fails_a_candidate_whose_sampled_draws_do_not_follow_the_target_whatever_the_current_builds(tmp_path):
+    """distribution_match_p is judged on the candidate's own value: SD that changes what users get
+    fails a gate even where the current build's draws were as far off, and passes on a value above
+    the tolerance however far below the current build's it lies."""
+    from specperf.judge.gate import judge_gate
+    from specperf.records import Metric, Sampling
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    result.scenario = result.scenario.replace(sampling=Sampling(temperature=0.8))
+    for current, candidate, status in ((0.6, 1e-9, "regression"), (1e-9, 1e-9, "regression"), (0.9, 0.01, "pass")):
+        result.gate.current.metrics["distribution_match_p"] = Metric(value=current, samples=[current])
+        result.metrics["distribution_match_p"] = Metric(value=candidate, samples=[candidate])
+        judged = judge_gate(result)
+        assert {m.metric: m.status for m in judged.metrics}["distribution_match_p"] == status
+        assert judged.status == "regression" if status == "regression" else judged.status != "regression"

@@ -7,8 +7,8 @@ from records import HARDWARE_KEY, make_record, make_scenario
 
 from specperf.judge.baselines import write_baseline
 from specperf.judge.gate import GateJudge
+from specperf.judge.rules import DEFAULT_RULES, Judgement
 from specperf.judge.stored import StoredJudge
-from specperf.judge.verdicts import DEFAULT_RULES, Judgement
 from specperf.records import Gate, Side
 
 

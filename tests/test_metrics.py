@@ -39,6 +39,7 @@ def test_metric_specs_are_consistent():
         "per_position_acceptance",
         "request_per_position_acceptance",
         "lossless_fraction",
+        "distribution_match_p",
         *(f"{latency}_p{p}_ms" for latency in ("ttft", "tpot", "itl") for p in (50, 99)),
     }
     assert all(METRICS[f"ttft_p{p}_ms"].direction == LOWER for p in (50, 99))  # a latency: lower is better
@@ -46,11 +47,12 @@ def test_metric_specs_are_consistent():
     for name, spec in METRICS.items():
         assert spec.name == name
         assert spec.direction in (HIGHER, LOWER)
-        assert spec.test in ("mannwhitney", "threshold")
+        assert spec.test in ("mannwhitney", "threshold", "absolute")
         assert 0 <= spec.rel_tolerance < 1
     assert METRICS["throughput_tok_s"].test == METRICS["speedup"].test == "mannwhitney"
     assert METRICS["mean_acceptance_length"].test == "threshold"
     assert METRICS["lossless_fraction"].rel_tolerance == 0.0
+    assert METRICS["distribution_match_p"].test == "absolute" and METRICS["distribution_match_p"].deterministic
 
 
 def test_counter_delta():

@@ -222,7 +222,7 @@ def test_the_gates_on_record_estimate_the_offset_between_engines_whatever_each_g
 def test_the_gates_on_record_only_raise_the_profiles_floor_and_the_judge_says_which_floor():
     from specperf.judge.gate import GateJudge
     from specperf.judge.paired import RecordedOffset
-    from specperf.judge.verdicts import Rules
+    from specperf.judge.rules import Rules
 
     rules = Rules(gate_engine_offset=0.02)
     assert GateJudge().rules(rules) == rules

@@ -502,9 +502,10 @@ def test_serve_url_keeps_the_selected_serve_scenarios_and_adds_no_reference(pyte
 
 def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
     """xdist hands groups out in collection order once the suite turns off its reordering by test
-    count: cpu-smoke's SmolLM2 served group first (servers start slowly), then its paired k sweep
-    (each k an engine and a no-SD engine), the tiny targets last, each group contiguous and in the
-    order it has without xdist."""
+    count: cpu-smoke's SmolLM2 offline group first (its references, draft model, adaptive proposer
+    and sampled cells), then its served group (servers start slowly) and its paired k sweep (each k
+    an engine and a no-SD engine), the tiny targets last, each group contiguous and in the order it
+    has without xdist."""
     from specperf.profiles.scenarios import load_profile
     from specperf.suite.selection import worker_group
 
@@ -514,9 +515,9 @@ def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
     runs = [group[sid] for i, sid in enumerate(ids) if i == 0 or group[ids[i - 1]] != group[sid]]
     sweep = ["smollm2-135m-ngram-k1", "smollm2-135m-ngram-k3", "smollm2-135m-ngram-k5"]
     assert runs == [
+        "smollm2-135m",
         "smollm2-135m-serve",
         *sweep,
-        "smollm2-135m",
         "smollm2-135m-ngram-dynamic",
         "tiny-llama",
         "tiny-mimo",

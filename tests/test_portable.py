@@ -13,8 +13,8 @@ from specperf.judge.baselines import (
     write_baseline,
     write_portable_baseline,
 )
+from specperf.judge.rules import DEFAULT_RULES, Rules
 from specperf.judge.stored import StoredJudge
-from specperf.judge.verdicts import DEFAULT_RULES, Rules
 from specperf.profiles.scenarios import load_profile
 
 NEW_MACHINE = "cpu-made-up-riscv-64c"

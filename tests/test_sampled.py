@@ -303,7 +303,7 @@ def test_a_profile_samples_every_cell_and_a_cell_overrides_some_settings(tmp_pat
         ("{ temperature = true }", "profile.sampling: temperature: Input should be a valid number, got True"),
         (
             "{ temprature = 1 }",
-            "profile.sampling: unknown field 'temprature' (allowed: temperature, top_p, top_k, seed)",
+            "profile.sampling: unknown field 'temprature' (allowed: temperature, top_p, top_k, seed, check_draws)",
         ),
         ('"hot"', "profile.sampling: must be a table, got 'hot'"),
     ],
@@ -354,7 +354,8 @@ def test_the_report_shows_a_sampled_scenarios_intervals_and_keeps_it_apart_from_
 
 
 def test_informational_figures_do_not_widen_the_gating_ones():
-    from specperf.judge.verdicts import Rules, sampled_verdicts
+    from specperf.judge.rules import Rules
+    from specperf.judge.verdicts import sampled_verdicts
     from specperf.records import Metric
 
     names = ["mean_acceptance_length", "acceptance_pos0", "acceptance_pos1"]

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (34, 14), "h100-nightly": (195, 15), "study-full": (316, 24)}
+SIZES = {"cpu-smoke": (37, 17), "h100-nightly": (195, 15), "study-full": (316, 24)}
 
 
 def speed_metrics() -> set[str]:

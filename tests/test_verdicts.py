@@ -8,7 +8,8 @@ from records import THROUGHPUT, make_record, make_scenario, reference_scenario, 
 from specperf.judge import verdicts as v
 from specperf.judge.baselines import baseline_from_result
 from specperf.judge.metrics import HIGHER, LOWER, METRICS, MetricSpec, metric_samples
-from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, Rules, compare_metric, judge, spec_for
+from specperf.judge.rules import Rules
+from specperf.judge.verdicts import ALPHA, MIN_ROUNDS, compare_metric, judge, spec_for
 from specperf.records import Baseline, Metric, MetricVerdict, Verdict
 from specperf.status import ERROR, IMPROVEMENT, INCOMPATIBLE, INVALID, NO_BASELINE, PASS, REGRESSION, SEVERITY, worst
 
@@ -26,7 +27,7 @@ def scaled(samples, factor):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("metric", sorted(METRICS))
+@pytest.mark.parametrize("metric", sorted(m for m in METRICS if METRICS[m].test != "absolute"))
 def test_direction_of_every_metric(metric):
     spec = METRICS[metric]
     base = scaled(BASE, 0.025 if spec.least >= 1 else 0.005)  # 2.5 suits a length, 0.5 a fraction
@@ -317,6 +318,25 @@ def test_judge_no_baseline():
     assert verdict.status == NO_BASELINE and not verdict.failed
     assert set(statuses(verdict).values()) == {NO_BASELINE}
     assert {m.metric: m.current for m in verdict.metrics}["throughput_tok_s"] == 100.0
+
+
+def test_the_distribution_checks_p_is_judged_on_its_value_with_a_baseline_or_without():
+    """A p below the tolerance (0.001) says SD's draws do not follow the target's: a regression
+    whatever the baseline held, even with none; above it a pass, even where the baseline's was higher."""
+    assert compare_metric("distribution_match_p", [0.9], [0.0004]).status == REGRESSION
+    assert compare_metric("distribution_match_p", [], [0.0004]).status == REGRESSION
+    assert compare_metric("distribution_match_p", [0.9], [0.002]).status == PASS
+    assert compare_metric("distribution_match_p", [], [0.5], tolerance=0.01).status == PASS
+    assert compare_metric("distribution_match_p", [0.5], [0.005], tolerance=0.01).status == REGRESSION
+    record = make_record()
+    record.metrics["distribution_match_p"] = Metric(value=1e-9, samples=[1e-9])
+    judged = judge(record, None)
+    assert judged.status == REGRESSION and judged.failed
+    assert statuses(judged)["distribution_match_p"] == REGRESSION
+    assert statuses(judged)["throughput_tok_s"] == NO_BASELINE
+    assert judge(record, None, rules=Rules(informational=frozenset({"distribution_match_p"}))).status == NO_BASELINE
+    record.metrics["distribution_match_p"] = Metric(value=0.3, samples=[0.3])
+    assert judge(record, None).status == NO_BASELINE
 
 
 def test_judge_incompatible_on_hash_change():

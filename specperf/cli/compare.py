@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..judge.baselines import baseline_from_result, checked_baseline
-from ..judge.verdicts import DEFAULT_RULES, Rules, judge
+from ..judge.rules import DEFAULT_RULES, Rules
+from ..judge.verdicts import judge
 from ..status import IMPROVEMENT, NO_BASELINE, PASS, SEVERITY
 from ..storage import ResultFileError, load_results, result_path
 

@@ -18,17 +18,14 @@ import statistics
 from ..records import MetricVerdict, PairedSamples, ScenarioResult, Verdict
 from ..status import ERROR, FAILING, INCONCLUSIVE, INVALID, worst
 from .paired import PRIOR_DF, RecordedOffset, compare_paired, usable_change
+from .rules import DEFAULT_RULES, Judgement, Rules
 from .sequential import look_confidence
 from .verdicts import (
-    DEFAULT_RULES,
-    Judgement,
-    Rules,
-    changes_by_request,
     compare_metric,
     judged_samples,
+    mark_informational,
     on_interval,
-    sampled_verdicts,
-    samples_of,
+    sampled_scenario_verdicts,
     spec_for,
     unknown_note,
 )
@@ -120,13 +117,13 @@ def look_decides(
     rules: Rules,
     references: dict[str, PairedSamples | None],
 ) -> bool:
-    """Whether a sequential gate's look decides it: no speed metric of these samples (as
+    """Whether a sequential gate's look decides it: no gating speed metric of these samples (as
     speed_verdict takes them) is inconclusive at the look's confidence."""
     confidence = look_confidence(looks)
     return all(
         speed_verdict(name, current, candidate, clusters, rules, confidence, references).status != INCONCLUSIVE
         for name in candidate
-        if not spec_for(name).deterministic
+        if not spec_for(name).deterministic and not rules.is_informational(name)
     )
 
 
@@ -148,9 +145,10 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     candidate, unknown = judged_samples(result.metrics)
     references = {field: getattr(result.gate, field) for _, field, _ in RATIOS.values()}
     sampled = [name for name in candidate if on_interval(scenario, name)]  # a sampled scenario's acceptance
-    by_request = changes_by_request(scenario, result.request_acceptance, result.gate.current.request_acceptance)
-    requests = samples_of(scenario, result.request_acceptance)
-    verdicts = sampled_verdicts(sampled, result.metrics, result.gate.current.metrics, rules, by_request, requests)
+    current_side = (result.gate.current.metrics, result.gate.current.request_acceptance)
+    verdicts = sampled_scenario_verdicts(
+        scenario, sampled, (result.metrics, result.request_acceptance), current_side, rules
+    )
     for name, samples in candidate.items():
         if name in sampled:
             continue
@@ -159,10 +157,11 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
         else:
             verdict = speed_verdict(name, current, candidate, clusters, rules, confidence, references)
         verdicts.append(verdict)
-    for verdict in verdicts:
-        if spec_for(verdict.metric).deterministic:
+    for verdict in verdicts:  # distribution_match_p is judged on its own value (metrics.ABSOLUTE)
+        if spec_for(verdict.metric).test == "threshold":
             verdict.judged_by = "current build"
-    status = worst(v.status for v in verdicts)
+    mark_informational(verdicts, rules)
+    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric))
     reasons = [
         *(result.validity.reasons if result.validity else []),
         *(

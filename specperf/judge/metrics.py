@@ -16,6 +16,8 @@ from ..records import VECTOR_METRICS, CallTiming, Counters, Metric, Number
 
 HIGHER = "higher"
 LOWER = "lower"
+ABSOLUTE = "absolute"
+DISTRIBUTION_MATCH_P = "distribution_match_p"
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,9 @@ class MetricSpec:
     unit: str
     direction: str  # which way is better
     rel_tolerance: float  # a change smaller than this fraction of the baseline is never a regression
-    test: str  # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone
+    # "mannwhitney": threshold AND one-sided U test over rounds; "threshold": threshold alone;
+    # "absolute": the current value against rel_tolerance itself, whatever the baseline (a p value)
+    test: str
     description: str
     least: float = 0.0  # the smallest value the metric can take (a speed: just above 0)
     most: float = math.inf  # and the largest (a rate: 1)
@@ -39,9 +43,9 @@ class MetricSpec:
 
     @property
     def deterministic(self) -> bool:
-        """Exactly reproducible on any machine (acceptance, lossless): judged on the threshold alone,
-        never widened by measured noise."""
-        return self.test == "threshold"
+        """Exactly reproducible on any machine (acceptance, lossless, the distribution check's p: its
+        draws repeat with their seeds): judged on the threshold alone, never widened by measured noise."""
+        return self.test in ("threshold", ABSOLUTE)
 
 
 # The latencies of a serve scenario (run/serving/load.py), each judged at its p50 and p99.
@@ -156,6 +160,20 @@ METRICS: dict[str, MetricSpec] = {
             0.0,
             "threshold",
             "fraction of requests whose greedy SD output equals the no-SD output",
+            0.0,
+            1.0,
+        ),
+        MetricSpec(
+            DISTRIBUTION_MATCH_P,
+            "p",
+            HIGHER,
+            # Its draws repeat with their seeds, so a false alarm would repeat every run until the
+            # build changes: 1 in 1,000 at most; a sampler that accepts every draft gives p < 1e-10.
+            0.001,
+            ABSOLUTE,
+            "a sampled SD scenario's draws against its no-SD reference's, position by position "
+            "(chi-square, Bonferroni over positions and prompts): below the tolerance, SD's outputs "
+            "do not follow the target's distribution",
             0.0,
             1.0,
         ),

@@ -14,7 +14,8 @@ from ..history.queries import Reader, Series
 from ..messages import one_line
 from ..records import Baseline, Metric, ScenarioResult, Verdict
 from ..status import ERROR, REGRESSION, SUSPECT
-from .verdicts import DEFAULT_RULES, Judgement, Rules, judge, scenario_verdict, spec_for
+from .rules import DEFAULT_RULES, Judgement, Rules
+from .verdicts import judge, scenario_verdict, spec_for
 
 MIN_RUNS = 3  # fewer runs in history: no rolling baseline yet
 JUDGED_BY = "history"

@@ -11,7 +11,8 @@ from ..status import ERROR, NO_BASELINE
 from ..storage import ResultFileError
 from .baselines import PORTABLE, baseline_path, load_baseline
 from .noise import load_noise
-from .verdicts import DEFAULT_RULES, Judgement, Rules, judge
+from .rules import DEFAULT_RULES, Judgement, Rules
+from .verdicts import judge
 
 
 def baseline_ref(baseline: Baseline) -> BaselineRef:

@@ -4,19 +4,16 @@ A change is a regression only when it is larger than the metric's tolerance and,
 judged by "mannwhitney", a one-sided Mann-Whitney U test over the round samples agrees
 (asv and Google Benchmark judge the same way).  Deterministic metrics (greedy acceptance, lossless)
 are judged on the threshold alone; a sampled scenario's acceptance on its interval over requests
-(judge/sampled.py).
+(judge/sampled.py); a distribution check's p on its value alone, with or without a baseline.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from ..records import (
     Baseline,
-    BaselineRef,
     Metric,
     MetricVerdict,
     RequestAcceptance,
@@ -37,7 +34,8 @@ from ..status import (
     REGRESSION,
     worst,
 )
-from .metrics import HIGHER, known_metric, metric_errors, metric_samples, spec_for
+from .metrics import ABSOLUTE, HIGHER, known_metric, metric_errors, metric_samples, spec_for
+from .rules import DEFAULT_RULES, Rules
 from .sampled import paired_changes
 
 __all__ = ["GATE_TOLERANCE", "spec_for"]  # also read from here by the other judges
@@ -48,54 +46,6 @@ NOISE_MULTIPLE = 3.0  # with a measured run-to-run CV, changes within 3 CV are n
 MAX_NOISE_TOLERANCE = 0.5  # measured noise never widens a speed threshold beyond 50%
 EPSILON = 1e-12
 Z95 = 1.959963984540054  # the normal's 97.5% point: a two-sided 95% interval
-
-
-@dataclass(frozen=True)
-class Rules:
-    """How a scenario is judged: the profile's tolerances, the metrics that do not fail it, and the
-    gate's.  Always taken from the profile in force (`Rules.of` its scenario), never from the result
-    file being judged, so that no file on disk can widen its own gate.  The defaults are the metrics'
-    own tolerances, every metric gating."""
-
-    tolerances: dict[str, float] = field(default_factory=dict)
-    informational: frozenset[str] = frozenset()
-    gate_tolerance: float = GATE_TOLERANCE
-    gate_engine_offset: float = 0.0
-
-    @classmethod
-    def of(cls, scenario: Any) -> Rules:
-        """The rules of a scenario of the profile in force (profiles.scenarios.Scenario)."""
-        return cls(
-            dict(scenario.tolerances),
-            frozenset(scenario.informational),
-            scenario.gate_tolerance,
-            scenario.gate_engine_offset,
-        )
-
-    def tolerance(self, metric: str) -> float | None:
-        """The profile's override for this metric (or for its spec, e.g. per_position_acceptance), if any."""
-        return self.tolerances.get(metric, self.tolerances.get(spec_for(metric).name))
-
-    def is_informational(self, metric: str) -> bool:
-        return metric in self.informational or spec_for(metric).name in self.informational
-
-
-DEFAULT_RULES = Rules()
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """What a judge says of a result: its verdict, and the baseline that judged it (for the report)."""
-
-    verdict: Verdict
-    baseline: BaselineRef | None = None
-
-
-class Judge(Protocol):
-    """The one judging contract: the stored, rolling and paired-gate judges each implement it, and
-    change nothing they are given; the run session calls its judge once per result."""
-
-    def __call__(self, result: ScenarioResult, rules: Rules) -> Judgement: ...
 
 
 def compare_metric(
@@ -119,6 +69,11 @@ def compare_metric(
         if problem:
             return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note=f"a {side} value {problem}")
     current = statistics.median(current_samples)
+    if spec.test == ABSOLUTE:  # the value itself says, whatever the baseline
+        status = REGRESSION if current < tol else PASS
+        return MetricVerdict(
+            metric=metric, status=status, current=current, tolerance=tol, note=f"{current:.2g} against {tol:g}"
+        )
     if not baseline_samples:
         return MetricVerdict(metric=metric, status=NO_BASELINE, current=current, tolerance=tol)
     baseline = statistics.median(baseline_samples)  # within the metric's range: >= 0, > 0 for speeds
@@ -150,7 +105,7 @@ def compare_metric(
 
 def on_interval(scenario: Scenario, metric: str) -> bool:
     """Whether `metric` of `scenario` is judged on its interval over requests: a sampled scenario's acceptance."""
-    return not scenario.sampling.greedy and spec_for(metric).deterministic and metric != "lossless_fraction"
+    return not scenario.sampling.greedy and spec_for(metric).test == "threshold" and metric != "lossless_fraction"
 
 
 def compare_sampled(
@@ -294,22 +249,38 @@ def judge(
         compare_metric(name, base.get(name, []), samples, rules.tolerance(name), noise.get(name))
         for name, samples in current.items()
         if name not in on_intervals
-    ] + sampled_verdicts(
+    ] + sampled_scenario_verdicts(
+        scenario,
         on_intervals,
-        result.metrics,
-        baseline.metrics if baseline is not None else {},
+        (result.metrics, result.request_acceptance),
+        (baseline.metrics, baseline.request_acceptance) if baseline is not None else ({}, []),
         rules,
-        changes_by_request(
-            scenario, result.request_acceptance, baseline.request_acceptance if baseline is not None else []
-        ),
-        samples_of(scenario, result.request_acceptance),
     )
-    for verdict in verdicts:
-        if rules.is_informational(verdict.metric):
-            verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
+    mark_informational(verdicts, rules)
     judged = scenario_verdict(result, verdicts, baseline is not None, rules)
     judged.note = "; ".join(filter(None, [judged.note, unknown_note(unknown)]))
     return judged
+
+
+def mark_informational(verdicts: list[MetricVerdict], rules: Rules) -> None:
+    """Say so in the note of each verdict the profile keeps informational (it fails nothing)."""
+    for verdict in verdicts:
+        if rules.is_informational(verdict.metric):
+            verdict.note = "; ".join(filter(None, [verdict.note, "informational: does not fail this profile"]))
+
+
+def sampled_scenario_verdicts(
+    scenario: Scenario,
+    names: list[str],
+    current: tuple[dict[str, Metric], list[RequestAcceptance]],
+    baseline: tuple[dict[str, Metric], list[RequestAcceptance]],
+    rules: Rules = DEFAULT_RULES,
+) -> list[MetricVerdict]:
+    """sampled_verdicts of `scenario`'s figures `names`, each side its (metrics, per-request counts):
+    request by request where the baseline (or a gate's current build) kept its requests' counts,
+    the t interval on the prompts behind them."""
+    paired = changes_by_request(scenario, current[1], baseline[1])
+    return sampled_verdicts(names, current[0], baseline[0], rules, paired, samples_of(scenario, current[1]))
 
 
 def samples_of(scenario: Scenario, requests: list[RequestAcceptance]) -> int | None:
@@ -332,8 +303,11 @@ def changes_by_request(
 def scenario_verdict(
     result: ScenarioResult, verdicts: list[MetricVerdict], has_baseline: bool, rules: Rules = DEFAULT_RULES
 ) -> Verdict:
-    """The worst status of the gating metrics' verdicts; an invalid result is never trusted or failed on."""
-    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric)) if has_baseline else NO_BASELINE
+    """The worst status of the gating metrics' verdicts (without a baseline, of those judged on their
+    value alone); an invalid result is never trusted or failed on."""
+    gating = [v for v in verdicts if not rules.is_informational(v.metric)]
+    absolute = [v for v in gating if spec_for(v.metric).test == ABSOLUTE and v.status == REGRESSION]
+    status = worst(v.status for v in gating) if has_baseline else REGRESSION if absolute else NO_BASELINE
     note = ""
     if not result.valid:
         note = "; ".join(result.validity.reasons) if result.validity else ""

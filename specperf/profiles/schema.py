@@ -2,8 +2,7 @@
 
 The field types (profiles/fields.py) take their names from the registry (datasets, methods, GPU
 classes), the metric list and the builtin checkpoints. :func:`problem` turns the first validation
-error into one line ``field.path: problem``. ``python -m specperf.profiles.schema`` prints the format's JSON Schema.
-"""
+error into one line ``field.path: problem``; ``python -m specperf.profiles.schema`` prints the JSON Schema."""
 
 from __future__ import annotations
 
@@ -255,6 +254,7 @@ class CellTable(_Table):
     sampling: SamplingSettings = Field({}, description="merged over [profile.sampling]")
     env: EngineEnv = Field({}, description="merged over [profile.env]")
     tolerances: Tolerances = Field({}, description="merged over [profile.tolerances]")
+    informational: list[InformationalName] = _optional("default: [profile] informational")
 
 
 class ProfileFile(_Table):

@@ -62,6 +62,9 @@ class Method(Record):
 REFERENCE_METHOD = Method(label=NO_SD_LABEL, name=NO_SD)
 
 
+CHECK_DRAWS = 64  # a distribution check's draws of each prompt per side, by default (docs/methodology/sampled.md)
+
+
 class Sampling(Record):
     """How every request draws its tokens (vLLM's SamplingParams).  Greedy at temperature 0, as the
     study and vLLM's acceptance test measure; above 0 each request draws with a seed of its own,
@@ -74,6 +77,10 @@ class Sampling(Record):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     top_k: Annotated[int, Field(ge=0)] = 0  # 0: every token
     seed: Annotated[int, Field(ge=0)] = 0
+    # draws of each prompt per side in an SD scenario's distribution check (run/distribution_check.py);
+    # 0: none.  Like the seed, in neither the id nor the hash: the p it gives is judged on its own
+    # value.  Left out of a file at its default, so that files stay as they were
+    check_draws: Annotated[int, Field(ge=0, le=1024, exclude_if=lambda draws: draws == CHECK_DRAWS)] = CHECK_DRAWS
 
     @property
     def greedy(self) -> bool:

@@ -49,6 +49,7 @@ TABLE_METRICS = (
     ("speedup", "speedup", fmt_num),
     ("mean_acceptance_length", "acceptance length", fmt_num),
     ("lossless_fraction", "lossless", fmt_pct),
+    ("distribution_match_p", "sampled: draws match no-SD's (p)", fmt_p),
 )
 TELEMETRY_ROWS = (
     ("sm_clock_mhz", "SM clock (MHz)"),

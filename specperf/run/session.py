@@ -15,24 +15,17 @@ from pathlib import Path
 
 from .. import checkpoints
 from ..judge.baselines import refresh_baselines
-from ..judge.verdicts import Judge, Rules
+from ..judge.metrics import DISTRIBUTION_MATCH_P
+from ..judge.rules import Judge, Rules
 from ..messages import one_line
 from ..profiles import model_memory, workloads
 from ..profiles.scenarios import Scenario
 from ..records import Device, Figures, OutputCheck, RunFile, RunStats, ScenarioResult, Timings, Verdict
-from ..status import (
-    ERROR,
-    ERROR_ENGINE,
-    ERROR_INPUT,
-    ERROR_INTERNAL,
-    ERROR_TIMEOUT,
-    OK,
-    SKIPPED,
-    UNSUPPORTED,
-)
+from ..status import ERROR, ERROR_ENGINE, ERROR_INPUT, ERROR_INTERNAL, ERROR_TIMEOUT, OK, SKIPPED, UNSUPPORTED
 from ..storage import new_run_id, now_iso, suite_provenance, write_record, write_result
 from .builds import environments
 from .calls import CallPreparer, Calls
+from .distribution_check import DistributionChecks
 from .engines.engine import EngineError, EngineTimeout
 from .gate.colocation import blocks_for
 from .gate.sides import (
@@ -94,6 +87,7 @@ class RunSession:
         gpu = self.device.get("kind") == "gpu"
         way = chosen_way(self.measuring.output_check, self.device)
         self.checks = OutputChecks(way, self.pool, self.prepare, self.measuring.selection, gpu, self.log)
+        self.distributions = DistributionChecks(self.pool, self.log)
         self.history = None  # the run history, opened by the rolling judge on first use
         self._judge_made: Judge | None = None
         self.environments = self.gating and (
@@ -242,7 +236,7 @@ class RunSession:
         problems = [p for t in measured.telemetry for p in telemetry_problems(t, preflight_pids, running_server)]
         sides = {}
         for side in [side for side in (CURRENT, CANDIDATE) if Role(side) in wanted]:
-            sides[side] = self._side(scenario, side, measured, calls, problems, checks)
+            sides[side] = self._side(scenario, side, measured, calls, problems, checks, wanted[Role(side)])
         judged = CANDIDATE if CANDIDATE in sides else CURRENT  # a gate's result is the candidate's
         main, facts = sides[judged], measured.engines[Role(judged)]
         result.provenance = {**self.provenance, **facts.provenance, "engine_env": facts.env}
@@ -260,15 +254,21 @@ class RunSession:
             result.baseline = current_as_baseline(sides[CURRENT])
             self._remember_gate_reference(scenario, result)
 
-    def _side(self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str], checks) -> SideSummary:
-        """One build's figures: against its paired reference rounds, or its reference measured earlier;
-        `checks`: how each engine's outputs were checked (run/output_check.py), by role."""
+    def _side(
+        self, scenario: Scenario, side: str, measured, calls: Calls, problems: list[str], checks, engine
+    ) -> SideSummary:
+        """One build's figures: against its paired reference rounds, or its reference measured
+        earlier; `checks`: how each engine's greedy outputs were checked (run/output_check.py), by role;
+        `engine`: its (scenario, python); a sampled SD scenario's outputs are checked by their
+        distribution (run/distribution_check.py)."""
         rounds, check = measured.rounds[Role(side)], checks[Role(side)]
         reference = self._references.get((side, scenario.reference_id))
         if (paired := Role(side, reference=True)) in measured.rounds:
             reference = reference_from_alternating_rounds(measured.rounds[paired], checks.get(paired))
         prompts = [ids for call in calls.calls for ids in call]
         summary = summarise(scenario, rounds, calls.requests, reference, prompts, check)
+        if found := self.distributions.of(*engine, calls):
+            summary.metrics[DISTRIBUTION_MATCH_P] = found
         if scenario.method.is_reference:
             self._references[(side, scenario.id)] = Reference.of(summary.metrics, summary.output_hashes, check.way)
         # A running server has no no-SD twin to divide by: its SD scenarios are judged without speedup.

@@ -26,7 +26,13 @@ def test_every_sampled_scenario_ran_and_is_valid(results):
     assert set(results) == {OFFLINE, "smollm2-135m-nosd-bs4-instructcoder-t0.8-p0.95"}
     for result in results.values():
         assert result["status"] == "ok" and result["validity"]["valid"], result["validity"]
-        assert result["scenario"]["sampling"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 0, "seed": 100}
+        assert result["scenario"]["sampling"] == {
+            "temperature": 0.8,
+            "top_p": 0.95,
+            "top_k": 0,
+            "seed": 100,
+            "check_draws": 0,
+        }
         # the engine ran with the vLLM fixes its vLLM wants (run/builds/fixes.py), and says so
         assert result["provenance"].get("vllm_fixes", "") == "; ".join(fixes.wanted(*installed_vllm()))
 

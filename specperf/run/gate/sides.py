@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...judge.gate import RATIOS, look_decides
 from ...judge.metrics import output_hash
-from ...judge.verdicts import Rules
+from ...judge.rules import Rules
 from ...profiles.scenarios import REFERENCE_METHOD, Scenario
 from ...records import BaselineRef, Figures, Gate, OutputCheck, PairedSamples, ScenarioResult, Side, Validity
 from ..loop import RoundResult

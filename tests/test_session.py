@@ -184,6 +184,19 @@ def test_too_few_rounds_are_invalid(tmp_path):
     assert any("too few for the significance test" in r for r in result.validity.reasons)
 
 
+def test_too_few_rounds_do_not_invalidate_a_scenario_whose_speed_is_informational(tmp_path):
+    """The rounds rule is the speed test's: where the profile keeps every speed metric informational
+    (cpu-gate's sampled cell, whose information is in its requests), fewer rounds are valid."""
+    speed = ["throughput_tok_s", "speedup"]
+    run = session(tmp_path, rounds=MIN_ROUNDS - 1)
+    run.run(REF.replace(informational=speed))
+    result = run.run(SD.replace(informational=speed))
+    assert len(result.rounds) == MIN_ROUNDS - 1 and result.valid, result.validity.reasons
+    run = session(tmp_path / "one-gating", rounds=MIN_ROUNDS - 1)
+    run.run(REF.replace(informational=speed))
+    assert not run.run(SD.replace(informational=["speedup"])).valid  # its throughput still gates
+
+
 def test_a_failed_engine_key_fails_its_other_scenarios_at_once(tmp_path):
     starter = Starter(**{SD.method.label: {"start_error": EngineError("RuntimeError: no head")}})
     run = session(tmp_path, starter)

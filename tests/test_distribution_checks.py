@@ -12,6 +12,7 @@ from specperf.records import Sampling
 from specperf.records.scenario import REFERENCE_METHOD, SERVE
 from specperf.run.calls import Calls
 from specperf.run.distribution_check import DRAWS, SEED, DistributionChecks, applies, first_prompts
+from specperf.run.engines.engine import EngineError
 from specperf.run.engines.protocol import Batch
 
 NO_SD = REFERENCE_METHOD.name
@@ -35,10 +36,16 @@ class Pool:
 
     def __init__(self, sd_weights):
         self.sd, self.reference, self.wanted = Drawing(sd_weights), Drawing([4, 3, 2, 1]), []
+        self.failing, self.failed = None, []  # the label whose engine fails to start, and the slots failed
 
     def engines_for(self, wanted):
         self.wanted.append({label: spec[0].method.name for label, spec in wanted.items()})
+        if self.failing in wanted:
+            raise EngineError("engine process died")
         return {label: self.sd if label == "sd" else self.reference for label in wanted}, 0.0
+
+    def fail(self, slot, message, kind):
+        self.failed.append((slot, message))
 
 
 def calls(prompts: list[list[int]], replicas: int = 4) -> Calls:
@@ -78,3 +85,12 @@ def test_draws_from_another_distribution_fail_and_a_references_draws_serve_the_n
     assert pool.wanted[-1] == {"sd": SAMPLED.method.name}
     checks.of(SAMPLED, "/candidate/python", calls([[1, 2], [3]]))
     assert pool.wanted[-2:] == [{"sd": SAMPLED.method.name}, {"no-SD": NO_SD}]  # another build: its own reference
+
+
+def test_an_engine_that_fails_in_the_check_fails_its_own_slot_and_leaves_the_scenario_unchecked():
+    pool, lines = Pool([4, 3, 2, 1]), []
+    pool.failing = "no-SD"
+    assert DistributionChecks(pool, log=lines.append).of(SAMPLED, "/candidate/python", calls([[1, 2]])) is None
+    reference = SAMPLED.replace(method=REFERENCE_METHOD)
+    assert pool.failed == [(("/candidate/python", reference.engine_key), "engine process died")]
+    assert f"not checked: its {REFERENCE_METHOD.label} engine failed: engine process died" in lines[-1]

@@ -324,6 +324,7 @@ def test_the_distribution_checks_p_is_judged_on_its_value_with_a_baseline_or_wit
     """A p below the tolerance (0.001) says SD's draws do not follow the target's: a regression
     whatever the baseline held, even with none; above it a pass, even where the baseline's was higher."""
     assert compare_metric("distribution_match_p", [0.9], [0.0004]).status == REGRESSION
+    assert compare_metric("distribution_match_p", [0.9], [0.0004]).p_value == 0.0004  # the report's p column
     assert compare_metric("distribution_match_p", [], [0.0004]).status == REGRESSION
     assert compare_metric("distribution_match_p", [0.9], [0.002]).status == PASS
     assert compare_metric("distribution_match_p", [], [0.5], tolerance=0.01).status == PASS
@@ -337,6 +338,16 @@ def test_the_distribution_checks_p_is_judged_on_its_value_with_a_baseline_or_wit
     assert judge(record, None, rules=Rules(informational=frozenset({"distribution_match_p"}))).status == NO_BASELINE
     record.metrics["distribution_match_p"] = Metric(value=0.3, samples=[0.3])
     assert judge(record, None).status == NO_BASELINE
+
+
+def test_a_changed_scenario_still_fails_on_a_value_that_needs_no_baseline():
+    changed = make_scenario(output_len=64)
+    record = make_record(changed)
+    record.metrics["distribution_match_p"] = Metric(value=1e-9, samples=[1e-9])
+    verdict = judge(record, baseline_of())
+    assert verdict.status == REGRESSION and verdict.note.startswith("scenario changed")
+    record.metrics["distribution_match_p"] = Metric(value=0.4, samples=[0.4])
+    assert judge(record, baseline_of()).status == INCOMPATIBLE
 
 
 def test_judge_incompatible_on_hash_change():

@@ -86,9 +86,10 @@ def write_baseline(baseline_dir: Path, result: ScenarioResult, hardware_key: str
 
 
 def portable_from_result(result: ScenarioResult) -> Baseline:
-    """The deterministic metrics of a result (acceptance, per-position rates, lossless), for any machine."""
+    """The deterministic metrics of a result (acceptance, per-position rates, lossless), for any machine;
+    not distribution_match_p, judged on its own value and from this machine's draws."""
     baseline = baseline_from_result(result)
-    deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].deterministic}
+    deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].test == "threshold"}
     return baseline.model_copy(
         update={
             "hardware_key": PORTABLE,

@@ -3,7 +3,7 @@
 A change is a regression only when it is larger than the metric's tolerance and, for metrics
 judged by "mannwhitney", a one-sided Mann-Whitney U test over the round samples agrees
 (asv and Google Benchmark judge the same way).  Deterministic metrics (greedy acceptance, lossless)
-are judged on the threshold alone; a sampled scenario's acceptance on its interval over requests
+are judged on the threshold against the baseline alone; a sampled scenario's acceptance on its interval over requests
 (judge/sampled.py); a distribution check's p on its value alone, with or without a baseline.
 """
 
@@ -69,11 +69,10 @@ def compare_metric(
         if problem:
             return MetricVerdict(metric=metric, status=INVALID, tolerance=tol, note=f"a {side} value {problem}")
     current = statistics.median(current_samples)
-    if spec.test == ABSOLUTE:  # the value itself says, whatever the baseline
+    if spec.test == ABSOLUTE:  # the value itself says, whatever the baseline (a p: shown as the verdict's p)
         status = REGRESSION if current < tol else PASS
-        return MetricVerdict(
-            metric=metric, status=status, current=current, tolerance=tol, note=f"{current:.2g} against {tol:g}"
-        )
+        note = f"p = {current:.2g}; below {tol:g} fails"
+        return MetricVerdict(metric=metric, status=status, current=current, tolerance=tol, p_value=current, note=note)
     if not baseline_samples:
         return MetricVerdict(metric=metric, status=NO_BASELINE, current=current, tolerance=tol)
     baseline = statistics.median(baseline_samples)  # within the metric's range: >= 0, > 0 for speeds
@@ -236,11 +235,12 @@ def judge(
     if not result.ok:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     if baseline is not None and baseline.scenario_hash != scenario.hash:
-        return Verdict(
-            scenario_id=scenario.id,
-            status=INCOMPATIBLE,
-            note=f"scenario changed (hash {baseline.scenario_hash} -> {scenario.hash})",
-        )
+        changed = f"scenario changed (hash {baseline.scenario_hash} -> {scenario.hash})"
+        alone = judge(result, None, noise, rules)  # what needs no baseline (distribution_match_p) still holds
+        if alone.status == REGRESSION:
+            alone.note = "; ".join(filter(None, [changed, alone.note]))
+            return alone
+        return Verdict(scenario_id=scenario.id, status=INCOMPATIBLE, note=changed)
     base = judged_samples(baseline.metrics)[0] if baseline is not None else {}
     current, unknown = judged_samples(result.metrics)
     noise = noise or {}

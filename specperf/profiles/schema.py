@@ -113,7 +113,7 @@ class ProfileTable(_Table):
     )
     engine_args: EngineArgs = {}
     env: EngineEnv = {}
-    sampling: SamplingSettings = Field({}, description="temperature, top_p, top_k and seed of every request")
+    sampling: SamplingSettings = Field({}, description="each request's temperature, top_p, top_k, seed; check_draws")
     allow_code: bool = Field(False, description="let engine_args and env load code: " + ", ".join(CODE_ARGS + CODE_ENV))
     vllm: VllmVersion = _optional("the vLLM the reference figures were measured with; default: none")
     tolerances: Tolerances = {}

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from ..judge.distribution import distribution_match_p
 from ..records import Metric, Sampling
 from ..records.scenario import CHECK_DRAWS, REFERENCE_METHOD, Scenario
+from ..status import ERROR_ENGINE
 from .calls import Calls
+from .engines.engine import EngineError
 from .engines.protocol import Batch
 from .loop import Generator
 from .pool import EnginePool
@@ -74,13 +76,20 @@ class DistributionChecks:
             return None
         started, prompts = time.monotonic(), first_prompts(calls)
         reference = scenario.replace(method=REFERENCE_METHOD)
-        kept = (python, reference.engine_key, str(prompts), scenario.sampling.model_dump_json())
-        # one engine at a time (two may not fit in a GPU's memory): the SD engine, alive after the rounds, first
-        sd_engine = self.pool.engines_for({"sd": (scenario, python)})[0]["sd"]
-        sd = draws(sd_engine, prompts, scenario.sampling, scenario.sampling.check_draws, seed=SEED + OTHER_SEEDS)
-        if kept not in self._references:
-            engine = self.pool.engines_for({"no-SD": (reference, python)})[0]["no-SD"]
-            self._references[kept] = draws(engine, prompts, scenario.sampling, scenario.sampling.check_draws)
+        # the check's draws are seeded from SEED, not the scenario's seed
+        kept = (python, reference.engine_key, str(prompts), scenario.sampling.model_dump_json(exclude={"seed"}))
+        count, drawing = scenario.sampling.check_draws, scenario
+        try:  # one engine at a time (two may not fit in a GPU's memory): the SD engine, alive after the rounds, first
+            engine = self.pool.engines_for({"sd": (scenario, python)})[0]["sd"]
+            sd = draws(engine, prompts, scenario.sampling, count, seed=SEED + OTHER_SEEDS)
+            if kept not in self._references:
+                drawing = reference
+                engine = self.pool.engines_for({"no-SD": (reference, python)})[0]["no-SD"]
+                self._references[kept] = draws(engine, prompts, scenario.sampling, count)
+        except EngineError as err:  # that engine's slot fails; the scenario keeps its rounds, without the check
+            self.pool.fail((python, drawing.engine_key), str(err), ERROR_ENGINE)
+            self.log(f"distribution check: {scenario.id} not checked: its {drawing.method.label} engine failed: {err}")
+            return None
         found = distribution_match_p(sd, self._references[kept], POSITIONS)
         self.log(f"distribution check: {scenario.id} p={found} in {time.monotonic() - started:.0f} s")
         return None if found is None else Metric(value=found, samples=[found])

@@ -258,7 +258,7 @@ def test_the_adaptive_proposer_drafts_by_its_rule_and_headroom_is_simulated(firs
     steps = {"ngram": 0, "draft": 0, "draft_agrees": 0, "draft_steps": 0}
     for sid, result in results.items():
         method = result["scenario"]["method"]["name"]
-        if method not in ("adaptive", "draft_model"):
+        if method not in ("adaptive", "draft_model") or not result["scenario"]["trace"]:  # the sampled draft model's
             continue
         for request in result["trace"]["requests"]:
             ngram_acc, draft_acc = request["ngram_acc"], request["draft_acc"]

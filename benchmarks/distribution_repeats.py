@@ -2,7 +2,7 @@
 
 One no-SD engine, one n-gram engine and one whose rejection sampler accepts every draft (the CPU-tier
 fault plugin's accept_all) of the sampled profile's scenario draw its prompts again and again, each
-repeat on seeds of its own (run/distribution_check.py: DRAWS draws of each prompt, the first
+repeat on seeds of its own (run/distribution_check.py: CHECK_DRAWS draws of each prompt, the first
 POSITIONS output tokens).  Each repeat checks the n-gram draws against that repeat's no-SD draws
 (judge/distribution.distribution_match_p), and the first `--faulty` repeats the faulty engine's
 too.  Then each SD engine draws its first repeat's seeds again: does a seed repeat its draws?
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cpu_tier
 from suite import PROFILES, faulty_python  # noqa: E402
 
 PROFILE = str(PROFILES / "sampled.toml")
-STRIDE = 10_000  # seeds apart between repeats and sides (more than DRAWS)
+STRIDE = 10_000  # seeds apart between repeats and sides (more than CHECK_DRAWS)
 
 
 def main() -> int:

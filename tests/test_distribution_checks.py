@@ -9,9 +9,9 @@ import random
 from records import make_scenario
 
 from specperf.records import Sampling
-from specperf.records.scenario import REFERENCE_METHOD, SERVE
+from specperf.records.scenario import CHECK_DRAWS, REFERENCE_METHOD, SERVE
 from specperf.run.calls import Calls
-from specperf.run.distribution_check import DRAWS, SEED, DistributionChecks, applies, first_prompts
+from specperf.run.distribution_check import SEED, DistributionChecks, applies, first_prompts
 from specperf.run.engines.engine import EngineError
 from specperf.run.engines.protocol import Batch
 
@@ -68,10 +68,10 @@ def test_the_first_distinct_prompts_are_drawn_a_seed_each_on_both_engines():
     found = DistributionChecks(pool, log=lambda line: None).of(SAMPLED, "/other/python", calls([[1, 2], [3], [5]]))
     assert found is not None and found.value > 0.001 and found.samples == [found.value]
     assert pool.wanted == [{"sd": SAMPLED.method.name}, {"no-SD": NO_SD}]  # one engine at a time
-    assert [b.prompts for b in pool.reference.batches] == [[[1, 2]] * DRAWS, [[3]] * DRAWS]
+    assert [b.prompts for b in pool.reference.batches] == [[[1, 2]] * CHECK_DRAWS, [[3]] * CHECK_DRAWS]
     reference_seeds = {p["seed"] for b in pool.reference.batches for p in b.params}
     sd_seeds = {p["seed"] for b in pool.sd.batches for p in b.params}
-    assert min(reference_seeds) == SEED and len(reference_seeds) == DRAWS and not reference_seeds & sd_seeds
+    assert min(reference_seeds) == SEED and len(reference_seeds) == CHECK_DRAWS and not reference_seeds & sd_seeds
 
 
 def test_draws_from_another_distribution_fail_and_a_references_draws_serve_the_next_scenario():

@@ -89,7 +89,7 @@ def portable_from_result(result: ScenarioResult) -> Baseline:
     """The deterministic metrics of a result (acceptance, per-position rates, lossless), for any machine;
     not distribution_match_p, judged on its own value and from this machine's draws."""
     baseline = baseline_from_result(result)
-    deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].test == "threshold"}
+    deterministic = {name: m for name, m in baseline.metrics.items() if METRICS[name].against_baseline}
     return baseline.model_copy(
         update={
             "hardware_key": PORTABLE,

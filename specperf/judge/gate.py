@@ -157,8 +157,8 @@ def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
         else:
             verdict = speed_verdict(name, current, candidate, clusters, rules, confidence, references)
         verdicts.append(verdict)
-    for verdict in verdicts:  # distribution_match_p is judged on its own value (metrics.ABSOLUTE)
-        if spec_for(verdict.metric).test == "threshold":
+    for verdict in verdicts:
+        if spec_for(verdict.metric).against_baseline:
             verdict.judged_by = "current build"
     mark_informational(verdicts, rules)
     status = worst(v.status for v in verdicts if not rules.is_informational(v.metric))

@@ -16,6 +16,7 @@ from ..records import VECTOR_METRICS, CallTiming, Counters, Metric, Number
 
 HIGHER = "higher"
 LOWER = "lower"
+THRESHOLD = "threshold"
 ABSOLUTE = "absolute"
 DISTRIBUTION_MATCH_P = "distribution_match_p"
 
@@ -45,7 +46,13 @@ class MetricSpec:
     def deterministic(self) -> bool:
         """Exactly reproducible on any machine (acceptance, lossless, the distribution check's p: its
         draws repeat with their seeds): judged on the threshold alone, never widened by measured noise."""
-        return self.test in ("threshold", ABSOLUTE)
+        return self.test in (THRESHOLD, ABSOLUTE)
+
+    @property
+    def against_baseline(self) -> bool:
+        """A deterministic metric compared with a baseline's (or a gate's current build's) value on
+        its tolerance; not one judged on its own value (ABSOLUTE: distribution_match_p)."""
+        return self.test == THRESHOLD
 
 
 # The latencies of a serve scenario (run/serving/load.py), each judged at its p50 and p99.

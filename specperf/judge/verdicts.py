@@ -104,7 +104,7 @@ def compare_metric(
 
 def on_interval(scenario: Scenario, metric: str) -> bool:
     """Whether `metric` of `scenario` is judged on its interval over requests: a sampled scenario's acceptance."""
-    return not scenario.sampling.greedy and spec_for(metric).test == "threshold" and metric != "lossless_fraction"
+    return not scenario.sampling.greedy and spec_for(metric).against_baseline and metric != "lossless_fraction"
 
 
 def compare_sampled(

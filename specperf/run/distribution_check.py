@@ -25,7 +25,6 @@ from .engines.protocol import Batch
 from .loop import Generator
 from .pool import EnginePool
 
-DRAWS = CHECK_DRAWS  # draws of each prompt per side, unless a profile says
 POSITIONS = 16  # output positions compared
 SEED = 7_000_000  # the draws' seeds start here: apart from the timing rounds' (records.Sampling.params)
 TIMEOUT_S = 600.0  # one prompt's draws
@@ -37,7 +36,7 @@ def draws(
     engine: Generator,
     prompts: list[list[int]],
     sampling: Sampling,
-    count: int = DRAWS,
+    count: int = CHECK_DRAWS,
     tokens: int = POSITIONS,
     seed: int = SEED,
 ) -> list[list[list[int]]]:

@@ -85,8 +85,8 @@ PARTS = {
     "MODEL": "m0del",
     "LABEL": "l4bel",
     "DATASET": "d4taset",
-    "B": 9731,
-    "C": 8642,
+    "B": 7913,  # within the ranges a stored scenario holds (records/scenario.py)
+    "C": 3917,
     "R": 97.25,
     "T": 7.125,
     "P": 0.8125,

@@ -45,6 +45,11 @@ def printable(text: str) -> str:
     )
 
 
+def on_one_line(text: str) -> str:
+    """Text about a file on one line, even where the file's name holds a line feed."""
+    return text.replace("\n", "\\n")
+
+
 class PrintableStream:
     """A text stream that writes printable(text) to `stream` (the CLI's stdout and stderr)."""
 

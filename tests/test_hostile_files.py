@@ -211,6 +211,10 @@ def _traced_result_file(tmp_path):
         (lambda t: t["step_us"].pop("forward"), UNSHAPED + r"step_us lacks forward"),
         (lambda t: t["step_batch"].pop("kv_tokens"), UNSHAPED + r"step_batch lacks kv_tokens"),
         (lambda t: t["step_us"]["draft"].__setitem__(0, -5), rf"trace\.step_us\.draft\[0\]: {NEGATIVE}"),
+        # found by the fuzz pass (tests/fuzz_files.py): a trace without its step times, and a step of
+        # 0 µs (a relative error of inf that summary.json cannot hold), were tracebacks in report and simulate
+        (lambda t: t.pop("step_us"), UNSHAPED + r"step_us lacks total, draft, forward, sample"),
+        (lambda t: t["step_us"]["total"].__setitem__(1, 0), UNSHAPED + r"step_us\.total\[1\]: a step of 0 µs"),
     ],
 )
 def test_a_traces_lists_are_checked_on_load(tmp_path, change, problem):
@@ -259,4 +263,39 @@ def test_a_second_result_of_one_scenario_names_both_files(tmp_path, capsys):
     with pytest.raises(ResultFileError, match=f"^{copy}: holds scenario"):
         load_results(tmp_path)
     assert main(["report", str(tmp_path)]) == 0
-    assert "report:" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "report:" in out
+    assert err == f"specperf report: {copy}: holds scenario {right.stem}, whose result is {right}\n"
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        # found by the fuzz pass: a stored offset of 1e308 overflowed the report's best-k table
+        ("gate_engine_offset", 1e308, "scenario.gate_engine_offset: Input should be less than or equal to 0.2"),
+        ("batch_size", 10**12, "scenario.batch_size: Input should be less than or equal to 8192"),
+        ("rounds", 0, "scenario.rounds: Input should be greater than or equal to 1"),
+        ("tolerances", {"throughput_tok_s": -1.0}, r"scenario.tolerances.throughput_tok_s: Input should be greater"),
+    ],
+)
+def test_a_stored_scenario_holds_what_a_profile_can(result_file, field, value, problem):
+    """A stored scenario's settings are held to the profile format's ranges (records/scenario.py)."""
+    data = json.loads(result_file.read_text())
+    data["scenario"][field] = value
+    result_file.write_text(json.dumps(data))
+    with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \({problem}"):
+        read_record(result_file, ScenarioResult, "result")
+
+
+def test_a_newer_files_extra_timing_is_kept_and_not_shown_as_a_time(tmp_path):
+    """Found by the fuzz pass: an extra field in `timings` (records keep what a newer suite adds) was
+    formatted as a duration, a TypeError in the report."""
+    from specperf.report import write_report
+
+    path = write_result(tmp_path, make_record())
+    data = json.loads(path.read_text())
+    data["timings"] = {"engine_start_s": 12.5, "a": [1, None]}
+    path.write_text(json.dumps(data))
+    result = read_record(path, ScenarioResult, "result")
+    assert result.timings.to_json()["a"] == [1, None] and "a" not in result.timings.parts()
+    assert "engine_start_s" in write_report([tmp_path]).read_text()

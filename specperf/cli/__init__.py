@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..messages import PrintableStream
+from ..messages import PrintableStream, on_one_line
 from ..storage import ResultFileError
 from . import compare, history, noise, plan, report, simulate, tune
 
@@ -27,11 +27,6 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(*args, epilog=epilog, **kwargs)
 
 
-def _one_line(message: str) -> str:
-    """An error about a file on one line, even where the file's name holds a line feed."""
-    return message.replace("\n", "\\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(prog="specperf", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,11 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ResultFileError as err:
-        print(_one_line(f"specperf: error: {err}"), file=sys.stderr)
+        print(on_one_line(f"specperf: error: {err}"), file=sys.stderr)
         return 2
     except OSError as err:  # a folder it cannot write (read-only, a directory where a file goes), a full disk
         where = f"{err.filename}: " if err.filename else ""
-        print(_one_line(f"specperf: error: {where}{err.strerror or err}"), file=sys.stderr)
+        print(on_one_line(f"specperf: error: {where}{err.strerror or err}"), file=sys.stderr)
         return 2
     finally:
         sys.stdout, sys.stderr = stdout, stderr

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
 def run(args) -> int:
+    """The report written, and on stderr each file or trend it could not use (the report lists them
+    too): still exit 0, since the report of the rest is whole."""
     from ..history import history_url
-    from ..report import write_report
+    from ..messages import on_one_line
+    from ..report import build_report
 
     run_dirs = [Path(d) for d in args.run_dirs]
     url = history_url(args.history, run_dirs[0].parent)
-    path = write_report(run_dirs, Path(args.out) if args.out else None, url)
+    path, problems = build_report(run_dirs, Path(args.out) if args.out else None, url)
+    for problem in problems:
+        print(on_one_line(f"specperf report: {problem}"), file=sys.stderr)
     print(f"report: {path}")
     return 0
 

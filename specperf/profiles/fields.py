@@ -12,7 +12,19 @@ from pydantic import Field, PlainValidator, ValidationError
 
 from ..checkpoints import BUILTINS, builtin_recipe, is_builtin
 from ..judge.metrics import DYNAMIC_VS_BEST_K, METRICS
-from ..records.scenario import MODES, SLUG, Sampling
+from ..records.scenario import (
+    MAX_BATCH_SIZE,
+    MAX_CONCURRENCY,
+    MAX_GATE_ENGINES,
+    MAX_OUTPUT_LEN,
+    MAX_REQUESTS,
+    MAX_ROUNDS,
+    MAX_TOLERANCE,
+    MAX_WARMUP,
+    MODES,
+    SLUG,
+    Sampling,
+)
 from .registry import (
     BATCHING_MODES,
     GPU_CLASSES,
@@ -105,7 +117,7 @@ def _checkpoint(value: Any) -> str:
 
 
 def _tolerance(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 10:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < MAX_TOLERANCE:
         raise ValueError(f"must be a relative tolerance such as 0.05, got {value!r}")
     return value
 
@@ -125,16 +137,16 @@ def _sampling(value: Any) -> dict[str, Any]:
 
 
 NonNegativeInt = _checked(lambda v: _integer(v, 0, "non-negative"), Annotated[int, Field(ge=0)])
-Rounds = _bounded(1000)
-Warmup = _bounded(100, low=0)
-Requests = _bounded(100_000)
-OutputLen = _bounded(131_072)  # 128 Ki tokens, beyond any model's context in the study
+Rounds = _bounded(MAX_ROUNDS)
+Warmup = _bounded(MAX_WARMUP, low=0)
+Requests = _bounded(MAX_REQUESTS)
+OutputLen = _bounded(MAX_OUTPUT_LEN)
 DraftTokens = _bounded(64)
-BatchSize = _bounded(8192)
-Concurrency = _bounded(4096)
+BatchSize = _bounded(MAX_BATCH_SIZE)
+Concurrency = _bounded(MAX_CONCURRENCY)
 GpuCount = _bounded(64)
-GateEngines = _bounded(64)
-GateBlocks = _bounded(1000)  # rounds per block, as many as Rounds at most
+GateEngines = _bounded(MAX_GATE_ENGINES)
+GateBlocks = _bounded(MAX_ROUNDS)  # rounds per block, as many as Rounds at most
 Text = _checked(_text, Annotated[str, Field(min_length=1)])
 Slug = _checked(check_slug, Annotated[str, Field(pattern=SLUG)])
 MethodLabel = _checked(_method_label, Annotated[str, Field(pattern=SLUG)])
@@ -149,7 +161,7 @@ Selection = _name_in("selection mode", SELECTION_MODES)
 PromptForm = _name_in("prompt form", PROMPT_FORMS)
 Mode = _name_in("mode", MODES)
 Checkpoint = _checked(_checkpoint, Annotated[str, Field(min_length=1)])
-Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=10)])
+Tolerance = _checked(_tolerance, Annotated[float, Field(ge=0, lt=MAX_TOLERANCE)])
 Tolerances = Annotated[
     dict[MetricName, Tolerance],
     Field(description="relative tolerance per metric name, e.g. throughput_tok_s = 0.25 (0 <= t < 10)"),

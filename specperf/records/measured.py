@@ -174,6 +174,10 @@ class Timings(Record):
     warmup_s: float = 0.0
     measure_s: float = 0.0
 
+    def parts(self) -> dict[str, float]:
+        """The timings this suite knows (a newer file's extra fields are kept, never shown as times)."""
+        return {name: getattr(self, name) for name in Timings.model_fields}
+
 
 class RequestTrace(Record):
     """One request of the traced round: draft tokens proposed and accepted at each verification step,
@@ -209,10 +213,15 @@ class Trace(Record):
 
     @model_validator(mode="after")
     def _steps_aligned(self) -> Trace:
-        """Step i of every list is one step: the readers (analysis/cost_fit.py) index them together."""
+        """Step i of every list is one step: the readers (analysis/cost_fit.py, headroom.py) index them
+        together, read step_us wherever step_batch is kept (step_us alone is a trace from before the
+        batch was kept), and divide by a step's total time."""
         for name, lists, parts in (("step_us", self.step_us, STEP_PARTS), ("step_batch", self.step_batch, STEP_BATCH)):
-            if lists and (missing := [p for p in parts if p not in lists]):
+            kept = lists or (name == "step_us" and self.step_batch)
+            if kept and (missing := [p for p in parts if p not in lists]):
                 raise ValueError(f"{name} lacks {', '.join(missing)}")
+        if 0 in self.step_us.get("total", []):
+            raise ValueError(f"step_us.total[{self.step_us['total'].index(0)}]: a step of 0 µs")
         lengths = {name: len(v) for name, v in (self.step_us | self.step_batch).items()}
         if len(set(lengths.values())) > 1:
             shortest, longest = min(lengths, key=lengths.__getitem__), max(lengths, key=lengths.__getitem__)

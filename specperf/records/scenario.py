@@ -33,6 +33,29 @@ def canonical(value: Any) -> str:
 SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 Slug = Annotated[str, Field(pattern=SLUG)]
 
+# The largest value a profile may give each setting (profiles/fields.py holds profiles to them with
+# its own messages): far beyond any real run.  A stored scenario outside them is a corrupt file,
+# never a value an analysis computes with (a gate_engine_offset of 1e308 overflowed the report).
+MAX_BATCH_SIZE = 8192
+MAX_CONCURRENCY = 4096
+MAX_REQUESTS = 100_000
+MAX_OUTPUT_LEN = 131_072  # 128 Ki tokens, beyond any model's context in the study
+MAX_ROUNDS = 1000  # also rounds per gate block
+MAX_WARMUP = 100
+MAX_GATE_ENGINES = 64
+MAX_GATE_ENGINE_OFFSET = 0.2
+MAX_TOLERANCE = 10  # a relative tolerance, below this
+MAX_REQUEST_RATE = 1e6
+
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
+Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+Requests = Annotated[int, Field(ge=1, le=MAX_REQUESTS)]
+OutputLen = Annotated[int, Field(ge=1, le=MAX_OUTPUT_LEN)]
+Rounds = Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
+Warmup = Annotated[int, Field(ge=0, le=MAX_WARMUP)]
+GateEngines = Annotated[int, Field(ge=1, le=MAX_GATE_ENGINES)]
+Tolerance = Annotated[float, Field(ge=0, lt=MAX_TOLERANCE)]
+
 
 class Model(Record):
     name: Slug
@@ -116,30 +139,31 @@ class Scenario(Record):
     profile: Slug
     model: Model
     method: Method
-    batch_size: int
+    batch_size: BatchSize
     dataset: Slug
-    num_requests: int
-    output_len: int
-    rounds: int
-    warmup: int = 1
+    num_requests: Requests
+    output_len: OutputLen
+    rounds: Rounds
+    warmup: Warmup = 1
     seed: int = 42
     batching: str = "replicate"
     engine_args: dict[str, Any] = Field(default_factory=dict)
-    tolerances: dict[str, float] = Field(default_factory=dict)
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict)
     informational: list[str] = Field(default_factory=list)  # judged and shown, never failing the case
     sampling: Sampling = GREEDY  # how requests draw tokens; greedy by default
     paired_reference: bool = False  # the no-SD engine runs beside the SD one, rounds alternating
-    gate_tolerance: float = GATE_TOLERANCE
-    gate_instances: int = 1  # paired engines per side, side by side (run/measurement.py)
-    gate_engine_sets: int = 1  # sets of fresh engines the pairs are split over (run/measurement.py)
-    gate_engine_offset: float = 0.0  # SD of the offset between fresh engines, a prior (judge/paired.py)
-    gate_blocks: int | None = None  # paired runs: blocks of this many rounds, one engine alive (run/measurement.py)
+    gate_tolerance: Tolerance = GATE_TOLERANCE
+    gate_instances: GateEngines = 1  # paired engines per side, side by side (run/measurement.py)
+    gate_engine_sets: GateEngines = 1  # sets of fresh engines the pairs are split over
+    # SD of the offset between fresh engines, a prior (judge/paired.py)
+    gate_engine_offset: Annotated[float, Field(ge=0, le=MAX_GATE_ENGINE_OFFSET)] = 0.0
+    gate_blocks: Rounds | None = None  # paired runs: blocks of this many rounds, one engine alive
     trace: bool = False  # per-step acceptance and step times (run/tracing/trace.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
     prompt_form: str = "token_ids"  # how a request reaches the engine (workloads/prompts.py prompt_ids)
     mode: str = OFFLINE  # offline: LLM.generate in rounds of calls; serve: a server under streamed requests
-    concurrency: int | None = None  # serve: requests in flight at most (run/serving/load.py)
-    request_rate: float | None = None  # serve: requests per second, Poisson; None: all at once
+    concurrency: Concurrency | None = None  # serve: requests in flight at most (run/serving/load.py)
+    request_rate: Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)] | None = None  # serve: per second, Poisson
     chat: bool | None = None  # chat template on the prompts; None: the workload's default
     env: dict[str, str] = Field(
         default_factory=dict

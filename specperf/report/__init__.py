@@ -32,6 +32,7 @@ __all__ = [
     "ReportView",
     "ResultFileError",
     "RunData",
+    "build_report",
     "build_view",
     "load_reference",
     "load_run",
@@ -66,9 +67,16 @@ def write_run_report(data: RunData, out_dir: Path) -> Path:
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, history_url: str | None = None) -> Path:
     """Load the run directories and write their report into out_dir (default: the first run directory),
     with trend lines from the history database at `history_url` where one is given."""
+    return build_report(run_dirs, out_dir, history_url)[0]
+
+
+def build_report(
+    run_dirs: list[Path], out_dir: Path | None = None, history_url: str | None = None
+) -> tuple[Path, list[str]]:
+    """write_report's page, and what the report could not use (files, trends), one line each."""
     dirs = [Path(d) for d in run_dirs]
     data = add_trends(load_run(dirs), history_url)
-    return write_run_report(data, Path(out_dir) if out_dir is not None else dirs[0])
+    return write_run_report(data, Path(out_dir) if out_dir is not None else dirs[0]), data.problems
 
 
 def add_trends(data: RunData, history_url: str | None) -> RunData:

@@ -278,3 +278,31 @@ def test_behind_the_server_the_concurrency_is_the_batch_and_poisson_sweeps_go_by
         "concurrency 4",
     )
     assert at_4.same_k is None  # k 3 was not swept behind the server
+
+
+def test_greedy_and_sampled_k_are_separate_sweeps_and_a_sampled_schedule_runs_sampled(tmp_path, capsys):
+    """k measured greedy and k measured sampled at one model, dataset and batch size were one sweep
+    (where_of left sampling out): the best k of each is its own, and the tuned profile runs the
+    sampled schedule sampled."""
+    from specperf.profiles.scenarios import load_profile
+    from specperf.records.scenario import Sampling
+
+    sampled = Sampling(temperature=0.8, top_p=0.95, seed=7)
+
+    def at(k, value, sampling=None):
+        record = swept(k, around(value))
+        if sampling is not None:
+            record.scenario = record.scenario.replace(sampling=sampling)
+        return record
+
+    results = [reference(), at(1, 1.5), at(3, 1.1), at(1, 1.1, sampled), at(3, 1.6, sampled)]
+    rows = best_k_table(results)
+    found = [(row.sampling, row.best, row.load) for row in rows]
+    assert found == [("", 1, "bs1"), ("-t0.8-p0.95", 3, "bs1 t0.8-p0.95")]
+    run_dir = write_run(tmp_path / "run", results)
+    out = tmp_path / "tuned.toml"
+    assert main(["tune", str(run_dir), "--profile-out", str(out)]) == 0
+    by_id = {s.id: s for s in load_profile(str(out)).scenarios}
+    tuned = by_id["tiny-llama-ngram-tuned-gsm8k-t0.8-p0.95-bs1-gsm8k-t0.8-p0.95"]
+    assert tuned.sampling == sampled and tuned.method.speculative_config()["num_speculative_tokens"] == 3
+    assert by_id["tiny-llama-ngram-tuned-gsm8k-bs1-gsm8k"].sampling.greedy

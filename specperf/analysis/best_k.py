@@ -33,8 +33,8 @@ from ..records import ScenarioResult
 from ..records.scenario import GATE_TOLERANCE
 from ..schedule import FIELD as SCHEDULE_FIELD
 
-SweepKey = tuple[str, str, str, str, str, int, str, bool, bool, float]  # what the k of one sweep share (sweep_key)
-Series = tuple[str, str, str, str, bool, bool, float]  # what one schedule's rows share: all but the batch size
+SweepKey = tuple[str, str, str, str, str, int, str, bool, bool, float, str]  # what the k of one sweep share
+Series = tuple[str, str, str, str, bool, bool, float, str]  # what one schedule's rows share: all but the batch size
 NO_SD = PairedChange(0.0, 0.0, 1.0, None, None, 1, 1)  # k = 0: no SD, speedup 1 exactly
 
 
@@ -95,23 +95,28 @@ class KChoice:
     reference_id: str = ""  # the no-SD scenario the speedups divide by
     served: bool = False  # behind the server, at concurrency batch_size
     request_rate: float = 0.0  # served: Poisson arrivals per second; 0: all at once
+    sampling: str = ""  # how its requests drew tokens, as the scenario id says it ("-t0.8-p0.95"); "": greedy
 
     @property
     def where(self) -> tuple:
         """Where its k were measured, as where_of gives it for a scenario."""
-        return (self.model, self.dataset, self.batch_size, self.batching, self.traced, self.served, self.request_rate)
+        where = (self.model, self.dataset, self.batch_size, self.batching, self.traced, self.served, self.request_rate)
+        return (*where, self.sampling)
 
     @property
     def series(self) -> Series:
         """What the rows of one schedule share: all but the batch size."""
-        return (self.model, self.method, self.dataset, self.batching, self.traced, self.served, self.request_rate)
+        series = (self.model, self.method, self.dataset, self.batching, self.traced, self.served, self.request_rate)
+        return (*series, self.sampling)
 
     @property
     def load(self) -> str:
-        """Where it was measured: "bs4", "served c4", "served c4 at 2 req/s"."""
+        """Where it was measured: "bs4", "served c4", "served c4 at 2 req/s", "bs4 t0.8-p0.95" (sampled)."""
+        sampled = f" {self.sampling.lstrip('-')}" if self.sampling else ""
         if not self.served:
-            return f"bs{self.batch_size}"
-        return f"served c{self.batch_size}" + (f" at {self.request_rate:g} req/s" if self.request_rate else "")
+            return f"bs{self.batch_size}{sampled}"
+        rate = f" at {self.request_rate:g} req/s" if self.request_rate else ""
+        return f"served c{self.batch_size}{rate}{sampled}"
 
     def speedup_of(self, k: int) -> KSpeedup | None:
         return next((s for s in self.ks if s.k == k), None)
@@ -126,6 +131,7 @@ class KChoice:
             "traced": self.traced,
             "served": self.served,
             "request_rate": self.request_rate or None,
+            "sampling": self.sampling or None,
             "best_k": self.best,
             "chosen_k": self.chosen,
             "ks": [s.to_json() for s in self.ks if s.k > 0],
@@ -139,9 +145,10 @@ def batch_axis(scenario) -> int:
 
 def where_of(scenario) -> tuple:
     """Where a scenario measured, as a sweep's k and a schedule beside them share it: model, dataset,
-    batch axis, batching, tracing, served and request rate."""
+    batch axis, batching, tracing, served, request rate and sampling (greedy and sampled k never mix)."""
     s = scenario
-    return (s.model.name, s.dataset, batch_axis(s), s.batching, s.trace, s.serves, s.request_rate or 0.0)
+    load = (batch_axis(s), s.batching, s.trace, s.serves, s.request_rate or 0.0, s.sampling.label())
+    return (s.model.name, s.dataset, *load)
 
 
 def speedup_metric(scenario) -> str:
@@ -202,7 +209,7 @@ def best_k_table(results: list[ScenarioResult]) -> list[KChoice]:
             continue
         ks = [NO_SD_SPEEDUP, *(by_k[k] for k in sorted(by_k))]
         best, chosen = choose(ks)
-        model, method, name, params, dataset, batch_size, batching, traced, served, rate = key
+        model, method, name, params, dataset, batch_size, batching, traced, served, rate, sampling = key
         config = {"method": name, **json.loads(params)}
         table.append(
             KChoice(
@@ -219,6 +226,7 @@ def best_k_table(results: list[ScenarioResult]) -> list[KChoice]:
                 references[key],
                 served,
                 rate,
+                sampling,
             )  # fmt: skip
         )
     return table

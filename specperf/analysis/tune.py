@@ -129,5 +129,5 @@ def _mix_row(at_size: dict[str, KChoice], mix: dict[str, float], throughputs: di
     first = next(iter(at_size.values()))
     return KChoice(
         first.model, first.method, mix_name(mix), first.batch_size, speedups, best, chosen,
-        first.batching, first.traced, first.config, "", first.served, first.request_rate,
+        first.batching, first.traced, first.config, "", first.served, first.request_rate, first.sampling,
     )  # fmt: skip

@@ -60,7 +60,7 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
         if not t.pays or source is None or source.dataset != t.dataset:  # a mix, or no SD to run
             continue
         models.setdefault(source.model.name, source)
-        label = f"{t.method}-tuned-{t.dataset}".replace("_", "-")
+        label = f"{t.method}-tuned-{t.dataset}{t.rows[0].sampling}".replace("_", "-")  # sampled: its own
         methods.setdefault(source.model.name, {})[label] = t.speculative_config()
         methods[source.model.name][t.method] = {**t.config, K_FIELD: 1}
         ks = sorted({s.k for row in t.rows for s in row.ks if s.k > 0})
@@ -118,8 +118,11 @@ def _model_table(scenario: Scenario) -> list[str]:
 
 
 def _settings(scenario: Scenario) -> dict[str, Any]:
+    """The sweep's cell settings, its sampling among them: a sampled sweep's schedule runs sampled."""
     values = {key: getattr(scenario, key) for key in CELL_SETTINGS}
     values |= {key: getattr(scenario, key) for key in ("engine_args", "env", "tolerances") if getattr(scenario, key)}
+    if not scenario.sampling.greedy:
+        values["sampling"] = scenario.sampling.to_json()
     return values
 
 

@@ -9,8 +9,9 @@ request, as against a baseline that kept its requests' counts, and as independen
 against one that did not (the history's).  Whether the errors are honest: the baseline's spread
 between runs of the same build against its bootstrap error.  Then the requests a cell needs to catch
 the measured drop, and a 5% drop, 9 times in 10 follow from the measured errors.  Prints figures,
-asserts nothing; `--out` keeps each run's per-request counts (a JSON line a repeat), `--replay`
-judges them again.  Needs the CPU tier's environment:
+asserts nothing; `--out` keeps each run's per-request counts (a JSON line a repeat; run again with
+the same file, it goes on from the repeats it holds, on new seeds), `--replay` judges them again.
+Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.1 --out power.jsonl
     .tox/cpu/bin/python benchmarks/sampled_power.py --replay power.jsonl --wrong 0.1
@@ -92,7 +93,6 @@ def requests_needed(errors: dict[str, float], requests: int, change: float, figu
 
 def main() -> int:
     from specperf.profiles.scenarios import load_profile
-    from specperf.records import RequestAcceptance
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -106,10 +106,7 @@ def main() -> int:
     if args.requests:
         scenario = scenario.replace(num_requests=args.requests)
     if args.replay:
-        repeats = [
-            {arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in json.loads(line).items()}
-            for line in args.replay.read_text().splitlines()
-        ]
+        repeats = read_repeats(args.replay)
     else:
         repeats = run_repeats(scenario, args)
     outcomes: dict[str, list[tuple[str, str, float, float]]] = {arm: [] for arm in ARMS}
@@ -126,14 +123,15 @@ def main() -> int:
 
 
 def run_repeats(scenario, args) -> list[dict[str, list]]:
-    """Each repeat's three runs (fresh engines): their per-request counts, kept in --out as they come."""
+    """Each repeat's three runs (fresh engines): their per-request counts, kept in --out as they come.
+    Repeats already in --out are kept and counted: the run goes on from them."""
     from specperf.paths import dataset_dir
     from specperf.run.calls import CallPreparer
 
     prepare = CallPreparer(dataset_dir())
     wrong = faulty_python(Path(tempfile.mkdtemp(prefix="sampled-power-")) / "python", f"draft_wrong={args.wrong}")
-    repeats = []
-    for repeat in range(args.repeats):
+    repeats = read_repeats(args.out) if args.out and args.out.exists() else []
+    for repeat in range(len(repeats), args.repeats):
         # request i draws with seed + i, and a seed repeats its draws: every run on seeds of its own
         a, b = SEED_STRIDE * (2 * repeat + 1), SEED_STRIDE * (2 * repeat + 2)
         runs = {"base": draw(scenario, None, [a], prepare)[a], "again": draw(scenario, None, [b], prepare)[b]}
@@ -144,6 +142,16 @@ def run_repeats(scenario, args) -> list[dict[str, list]]:
                 print(json.dumps({k: [r.model_dump() for r in v] for k, v in runs.items()}), file=out)
         repeats.append(runs)
     return repeats
+
+
+def read_repeats(path: Path) -> list[dict[str, list]]:
+    """The repeats an --out file kept: each run's per-request counts."""
+    from specperf.records import RequestAcceptance
+
+    return [
+        {arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in json.loads(line).items()}
+        for line in path.read_text().splitlines()
+    ]
 
 
 def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:

@@ -10,7 +10,8 @@ against one that did not (the history's).  Whether the errors are honest: the ba
 between runs of the same build against its bootstrap error.  Then the requests a cell needs to catch
 the measured drop, and a 5% drop, 9 times in 10 follow from the measured errors.  Prints figures,
 asserts nothing; `--out` keeps each run's per-request counts (a JSON line a repeat; run again with
-the same file, it goes on from the repeats it holds, on new seeds), `--replay` judges them again.
+the same file and settings, it goes on from the repeats it holds, on new seeds, up to --repeats in
+all), `--replay` judges them again.
 Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/sampled_power.py --repeats 20 --requests 16 --wrong 0.1 --out power.jsonl
@@ -34,6 +35,7 @@ from suite import PROFILES, faulty_python  # noqa: E402
 PROFILE = str(PROFILES / "sampled.toml")
 SCENARIO = "smollm2-135m-ngram-k3-bs4-instructcoder-t0.8-p0.95"
 SEED_STRIDE = 10_000  # apart between runs: more than a run's requests
+SETTINGS = "settings"  # an --out line's scenario, requests and draft_wrong, beside its runs' counts
 ARMS = ("A/A by request", "A/A independent", "drop by request", "drop independent")
 
 
@@ -130,7 +132,9 @@ def run_repeats(scenario, args) -> list[dict[str, list]]:
 
     prepare = CallPreparer(dataset_dir())
     wrong = faulty_python(Path(tempfile.mkdtemp(prefix="sampled-power-")) / "python", f"draft_wrong={args.wrong}")
-    repeats = read_repeats(args.out) if args.out and args.out.exists() else []
+    settings = {"scenario": scenario.id, "requests": scenario.num_requests * scenario.prompt_replicas}
+    settings["wrong"] = args.wrong
+    repeats = read_repeats(args.out, settings) if args.out and args.out.exists() else []
     for repeat in range(len(repeats), args.repeats):
         # request i draws with seed + i, and a seed repeats its draws: every run on seeds of its own
         a, b = SEED_STRIDE * (2 * repeat + 1), SEED_STRIDE * (2 * repeat + 2)
@@ -139,19 +143,35 @@ def run_repeats(scenario, args) -> list[dict[str, list]]:
             runs["dropped"] = draw(scenario, wrong, [b], prepare)[b]
         if args.out:
             with args.out.open("a") as out:
-                print(json.dumps({k: [r.model_dump() for r in v] for k, v in runs.items()}), file=out)
+                counts = {k: [r.model_dump() for r in v] for k, v in runs.items()}
+                print(json.dumps({SETTINGS: settings, **counts}), file=out)
         repeats.append(runs)
     return repeats
 
 
-def read_repeats(path: Path) -> list[dict[str, list]]:
-    """The repeats an --out file kept: each run's per-request counts."""
+def read_repeats(path: Path, settings: dict | None = None) -> list[dict[str, list]]:
+    """The repeats an --out file kept: each run's per-request counts.  Going on from them (`settings`:
+    this run's scenario, requests and draft_wrong), a repeat of other settings stops the run (a line
+    from before the settings were kept is taken as this run's), and a last line cut short by a kill
+    is dropped."""
     from specperf.records import RequestAcceptance
 
-    return [
-        {arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in json.loads(line).items()}
-        for line in path.read_text().splitlines()
-    ]
+    lines = path.read_text().splitlines()
+    repeats = []
+    for number, line in enumerate(lines, 1):
+        try:
+            kept = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and settings is not None:
+                print(f"{path}:{number}: cut short, measured again", file=sys.stderr)
+                path.write_text("".join(f"{line}\n" for line in lines[:-1]))
+                break
+            raise SystemExit(f"{path}:{number}: not a repeat") from None
+        theirs = kept.pop(SETTINGS, settings)
+        if settings is not None and theirs != settings:
+            raise SystemExit(f"{path}:{number}: measured with {theirs}, not this run's {settings}")
+        repeats.append({arm: [RequestAcceptance.model_validate(r) for r in counts] for arm, counts in kept.items()})
+    return repeats
 
 
 def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:

@@ -27,8 +27,10 @@ counts; tests/test_fuzz_files.py runs a few of each kind on every commit.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import io
 import json
+import os
 import random
 import shutil
 import signal
@@ -37,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from fuzz_mutations import mutate_history, mutate_json_file, mutate_jsonl_file, mutate_toml_file
 
@@ -45,6 +48,7 @@ RUNS = DATA / "runs"
 WORKLOADS = DATA / "workloads"
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "tests" / "cpu_tier" / "profiles" / "sampled.toml"
+HARDWARE_KEY = "cpu-amd-epyc-2c"  # the real runs' machine
 RUN_FILES = ("result", "trace", "run")  # the kinds read_run_dir reads, refusing a file by name
 KINDS = ("result", "trace", "run", "baseline", "profile", "workload", "study", "history")
 TIME_BOUND_S = 30.0  # one command on one mutated copy; an untouched copy takes about a second
@@ -199,6 +203,7 @@ def commands(case: Case, kind: str) -> list[tuple[list[str], list[Path]]]:
             (["history", "--history", case.url(), "show", scenario], []),
             (["history", "--history", case.url(), "drift", "--since", "36500d"], []),
             (["report", str(case.run), "--out", str(out), "--history", case.url()], [out]),
+            (["plan", "--profile", str(case.profile), "--history", case.url(), "--hardware-key", HARDWARE_KEY], []),
         ],
     }[kind]
 
@@ -215,12 +220,20 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def run_command(case: Case, argv: list[str]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of one command on `case`, run here (pytest's collection in a
     process of its own: a plugin's state must not leak into this one)."""
+    env = {"SPECPERF_HISTORY": "off", "SPECPERF_CACHE": str(case.work / "cache")}  # nothing of this machine's
     if argv[0] == "pytest":
         command = [sys.executable, "-m", "pytest", str(ROOT / "tests_perf"), "-p", "no:cacheprovider", *argv[1:]]
-        done = subprocess.run(command, cwd=case.work, capture_output=True, text=True, timeout=TIME_BOUND_S)
+        done = subprocess.run(
+            command, cwd=case.work, env=os.environ | env, capture_output=True, text=True, timeout=TIME_BOUND_S
+        )
         return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(case.work), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        mock.patch.dict(os.environ, env),
+        contextlib.chdir(case.work),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         code = _in_process(case, argv)
     return code, out.getvalue(), err.getvalue()
 
@@ -280,6 +293,7 @@ def check(case: Case, argv: list[str], owns: list[Path], refused: list[str] = ()
     before = snapshot(case.root)
     previous = signal.signal(signal.SIGALRM, _time_bound)
     signal.setitimer(signal.ITIMER_REAL, TIME_BOUND_S)
+    faulthandler.dump_traceback_later(3 * TIME_BOUND_S + 10, exit=True, file=sys.__stderr__)  # a hang in C code
     started = time.monotonic()
     problems = []
     try:
@@ -293,18 +307,22 @@ def check(case: Case, argv: list[str], owns: list[Path], refused: list[str] = ()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        faulthandler.cancel_dump_traceback_later()
     if code not in (PYTEST_EXITS if argv[0] == "pytest" else EXITS):
         problems.append(f"exit {code}")
     if "Traceback (most recent call last)" in out + err:
-        problems.append("printed a traceback: " + err.strip().splitlines()[-1][:200] if err.strip() else "")
+        problems.append("printed a traceback: " + (out + err).strip().splitlines()[-1][:200])
     lines = err.strip().splitlines()
     if silent := [path for path in refused if path not in err]:
         problems.append(f"said nothing of {silent[0]}")
     if argv[0] != "pytest" and len(lines) > MAX_ERR_LINES:
         problems.append(f"{len(lines)} lines on stderr: {lines[:4]}")
     after = snapshot(case.root)
-    owned = tuple(str(p) for p in owns)
-    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p) and not p.startswith(owned)}
+    changed = {
+        p
+        for p in before.keys() | after.keys()
+        if before.get(p) != after.get(p) and not any(Path(p.rstrip("/")).is_relative_to(o) for o in owns)
+    }
     if changed:
         problems.append(f"changed what it does not own: {sorted(changed)[:3]}")
     if time.monotonic() - started > TIME_BOUND_S:

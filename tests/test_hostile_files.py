@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from records import make_record
@@ -299,3 +300,15 @@ def test_a_newer_files_extra_timing_is_kept_and_not_shown_as_a_time(tmp_path):
     result = read_record(path, ScenarioResult, "result")
     assert result.timings.to_json()["a"] == [1, None] and "a" not in result.timings.parts()
     assert "engine_start_s" in write_report([tmp_path]).read_text()
+
+
+@pytest.mark.parametrize("k", ["5", -2, 0, 65, True])
+def test_a_stored_k_is_one_a_profile_can_give(result_file, k):
+    """A review of the fuzz pass: a stored k of "5" beside an int k was a TypeError in the report's
+    best-k table and in specperf tune, and -2 was taken."""
+    data = json.loads(result_file.read_text())
+    data["scenario"]["method"]["params"]["num_speculative_tokens"] = k
+    result_file.write_text(json.dumps(data))
+    problem = rf"scenario\.method: Value error, params\.num_speculative_tokens: {re.escape(repr(k))} is not a k"
+    with pytest.raises(ResultFileError, match=rf"^{result_file}: corrupt result \({problem} from 1 to 64"):
+        read_record(result_file, ScenarioResult, "result")

@@ -11,6 +11,7 @@ import datetime
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import and_, select
 from sqlalchemy.engine import Engine
@@ -18,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..messages import one_line, shown_url
 from ..records import SCHEMA_VERSION
+from ..records.scenario import MAX_BATCH_SIZE
 from ..status import OK
 from .database import HistoryError
 from .record import as_utc
@@ -98,6 +100,12 @@ def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
+
+
+def _batch_size(value: Any) -> int | None:
+    """A row's batch size where it is one a scenario can have (SQLite keeps any value in any column)."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    return value if is_int and 1 <= value <= MAX_BATCH_SIZE else None
 
 
 class Reader:
@@ -223,7 +231,7 @@ class Reader:
                 scenario_hash=row.scenario_hash,
                 model=row.model,
                 method=row.method,
-                batch_size=row.batch_size,
+                batch_size=_batch_size(row.batch_size),
                 dataset=row.dataset,
                 throughput=_number(row.throughput),
                 speedup=_number(row.speedup),

@@ -15,7 +15,9 @@ from ..judge.metrics import DYNAMIC_VS_BEST_K, METRICS
 from ..records.scenario import (
     MAX_BATCH_SIZE,
     MAX_CONCURRENCY,
+    MAX_DRAFT_TOKENS,
     MAX_GATE_ENGINES,
+    MAX_GPUS,
     MAX_OUTPUT_LEN,
     MAX_REQUESTS,
     MAX_ROUNDS,
@@ -141,10 +143,10 @@ Rounds = _bounded(MAX_ROUNDS)
 Warmup = _bounded(MAX_WARMUP, low=0)
 Requests = _bounded(MAX_REQUESTS)
 OutputLen = _bounded(MAX_OUTPUT_LEN)
-DraftTokens = _bounded(64)
+DraftTokens = _bounded(MAX_DRAFT_TOKENS)
 BatchSize = _bounded(MAX_BATCH_SIZE)
 Concurrency = _bounded(MAX_CONCURRENCY)
-GpuCount = _bounded(64)
+GpuCount = _bounded(MAX_GPUS)
 GateEngines = _bounded(MAX_GATE_ENGINES)
 GateBlocks = _bounded(MAX_ROUNDS)  # rounds per block, as many as Rounds at most
 Text = _checked(_text, Annotated[str, Field(min_length=1)])

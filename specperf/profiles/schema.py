@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..messages import field_path
 from ..methods import METHODS, method_of, token_tree
-from ..records.scenario import MAX_GATE_ENGINE_OFFSET, MAX_REQUEST_RATE, SERVE, Model, Scenario
+from ..records.scenario import SERVE, EngineOffset, Model, RequestRate, Scenario
 from ..schedule import FIELD as SCHEDULE_FIELD
 from ..schedule import check_schedule
 from .fields import (
@@ -136,7 +136,7 @@ class ProfileTable(_Table):
         "paired runs: the pairs split over this many sets of fresh engines, started anew for each set (more "
         "engine pairs, each an independent draw of the offset between engines)",
     )
-    gate_engine_offset: Annotated[float, Field(ge=0, le=MAX_GATE_ENGINE_OFFSET)] = _as_scenario(
+    gate_engine_offset: EngineOffset = _as_scenario(
         "gate_engine_offset",
         "paired runs: the SD of the offset between a fresh current and candidate engine (log "
         "units), as benchmarks/engine_offsets.py measures it on this tier; the prior the change's "
@@ -227,7 +227,7 @@ class CellTable(_Table):
     ]
     batch_sizes: Annotated[list[BatchSize], Field(min_length=1)] = _optional("offline cells: batch sizes")
     concurrencies: Annotated[list[Concurrency], Field(min_length=1)] = _optional("serve cells: requests in flight")
-    request_rate: Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)] = _optional(
+    request_rate: RequestRate = _optional(
         "serve cells: requests per second arriving as a seeded Poisson process; default: all at once"
     )
     num_speculative_tokens: Annotated[list[DraftTokens], Field(min_length=1)] = _optional(

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, computed_field, model_validator
 
-from ..methods import REFERENCE
+from ..methods import K_FIELD, REFERENCE
 from .base import NO_SD, Record
 
 NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its pytest marker
@@ -46,6 +46,8 @@ MAX_GATE_ENGINES = 64
 MAX_GATE_ENGINE_OFFSET = 0.2
 MAX_TOLERANCE = 10  # a relative tolerance, below this
 MAX_REQUEST_RATE = 1e6
+MAX_DRAFT_TOKENS = 64  # k
+MAX_GPUS = 64  # tensor-parallel size
 
 BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
 Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
@@ -55,13 +57,15 @@ Rounds = Annotated[int, Field(ge=1, le=MAX_ROUNDS)]
 Warmup = Annotated[int, Field(ge=0, le=MAX_WARMUP)]
 GateEngines = Annotated[int, Field(ge=1, le=MAX_GATE_ENGINES)]
 Tolerance = Annotated[float, Field(ge=0, lt=MAX_TOLERANCE)]
+EngineOffset = Annotated[float, Field(ge=0, le=MAX_GATE_ENGINE_OFFSET)]
+RequestRate = Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)]
 
 
 class Model(Record):
     name: Slug
     path: str
     tokenizer: str | None = None
-    tp: int = 1
+    tp: Annotated[int, Field(ge=1, le=MAX_GPUS)] = 1
     thinking: bool | None = None  # enable_thinking for the chat template; None: the template's default
 
 
@@ -71,6 +75,14 @@ class Method(Record):
     label: Slug  # the profile's key, used in scenario ids ("eagle3-k3")
     name: str  # vLLM's method ("eagle3"), or "none"
     params: dict[str, Any] = Field(default_factory=dict)  # the rest of speculative_config
+
+    @model_validator(mode="after")
+    def _k_in_range(self) -> Method:
+        """A stored k is one a profile can give: the best-k table sorts and compares them."""
+        k = self.params.get(K_FIELD)
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DRAFT_TOKENS):
+            raise ValueError(f"params.{K_FIELD}: {k!r} is not a k from 1 to {MAX_DRAFT_TOKENS}")
+        return self
 
     @property
     def is_reference(self) -> bool:
@@ -156,14 +168,14 @@ class Scenario(Record):
     gate_instances: GateEngines = 1  # paired engines per side, side by side (run/measurement.py)
     gate_engine_sets: GateEngines = 1  # sets of fresh engines the pairs are split over
     # SD of the offset between fresh engines, a prior (judge/paired.py)
-    gate_engine_offset: Annotated[float, Field(ge=0, le=MAX_GATE_ENGINE_OFFSET)] = 0.0
+    gate_engine_offset: EngineOffset = 0.0
     gate_blocks: Rounds | None = None  # paired runs: blocks of this many rounds, one engine alive
     trace: bool = False  # per-step acceptance and step times (run/tracing/trace.py)
     selection: str = "hash"  # which records the sample takes (workloads/sampling.py)
     prompt_form: str = "token_ids"  # how a request reaches the engine (workloads/prompts.py prompt_ids)
     mode: str = OFFLINE  # offline: LLM.generate in rounds of calls; serve: a server under streamed requests
     concurrency: Concurrency | None = None  # serve: requests in flight at most (run/serving/load.py)
-    request_rate: Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)] | None = None  # serve: per second, Poisson
+    request_rate: RequestRate | None = None  # serve: per second, Poisson
     chat: bool | None = None  # chat template on the prompts; None: the workload's default
     env: dict[str, str] = Field(
         default_factory=dict

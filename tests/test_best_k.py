@@ -306,3 +306,27 @@ def test_greedy_and_sampled_k_are_separate_sweeps_and_a_sampled_schedule_runs_sa
     tuned = by_id["tiny-llama-ngram-tuned-gsm8k-t0.8-p0.95-bs1-gsm8k-t0.8-p0.95"]
     assert tuned.sampling == sampled and tuned.method.speculative_config()["num_speculative_tokens"] == 3
     assert by_id["tiny-llama-ngram-tuned-gsm8k-bs1-gsm8k"].sampling.greedy
+
+
+def test_each_series_of_one_method_and_dataset_gets_a_schedule_of_its_own_in_the_tuned_profile(tmp_path):
+    """An offline and a served sweep of one method and dataset were tuned apart but written under one
+    label, so the profile ran the last schedule for both; behind the server the served sweep's
+    schedule runs (the offline one's serve loads would declare its scenarios twice)."""
+    from specperf.profiles.scenarios import load_profile
+
+    results = [
+        served(ngram(k), around(s), c) for c, row in ((1, (1.2, 1.6)), (4, (1.3, 1.1))) for k, s in zip((1, 5), row)
+    ]
+    results += sweep_results()
+    run_dir = write_run(tmp_path / "run", results)
+    out = tmp_path / "tuned.toml"
+    assert main(["tune", str(run_dir), "--profile-out", str(out)]) == 0
+    schedules = {
+        s.method.label: s.method.speculative_config()["num_speculative_tokens_per_batch_size"]
+        for s in load_profile(str(out)).scenarios
+        if "tuned" in s.method.label
+    }
+    assert schedules == {
+        "ngram-tuned-gsm8k": [[1, 2, 5], [3, 4, 3]],
+        "ngram-tuned-gsm8k-served": [[1, 2, 5], [3, 4, 1]],
+    }

@@ -55,16 +55,17 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
     models: dict[str, Scenario] = {}
     methods: dict[str, dict[str, dict[str, Any]]] = {}  # model -> label -> its table
     cells: list[str] = []
+    served_sweeps = {(t.model, t.method, t.dataset) for t in tuned if t.rows[0].served}
     for t in tuned:
         source = next((by_id[s.scenario_id] for s in t.rows[0].ks if s.scenario_id in by_id), None)
         if not t.pays or source is None or source.dataset != t.dataset:  # a mix, or no SD to run
             continue
         models.setdefault(source.model.name, source)
-        label = f"{t.method}-tuned-{t.dataset}{t.rows[0].sampling}".replace("_", "-")  # sampled: its own
+        label = f"{t.method}-tuned-{t.dataset}{_series_suffix(t.rows[0])}".replace("_", "-")
         methods.setdefault(source.model.name, {})[label] = t.speculative_config()
         methods[source.model.name][t.method] = {**t.config, K_FIELD: 1}
         ks = sorted({s.k for row in t.rows for s in row.ks if s.k > 0})
-        for cell in _loads(t, source, results):
+        for cell in _loads(t, source, results, serve=(t.model, t.method, t.dataset) not in served_sweeps):
             common = {"model": source.model.name, "datasets": [t.dataset], **cell}
             cells += toml_table("[cells]", {**common, "methods": [t.method], K_FIELD: ks})
             cells += toml_table("[cells]", {**common, "methods": [label]})
@@ -81,12 +82,22 @@ def tuned_profile(name: str, tier: str, tuned: list[Tuned], results: list[Scenar
     return "\n".join(lines + cells) + "\n"
 
 
-def _loads(tuned: Tuned, source: Scenario, results: list[ScenarioResult]) -> list[dict[str, Any]]:
-    """The settings of each pair of cells: where the sweep ran, and an offline sweep's serve loads."""
+def _series_suffix(row) -> str:
+    """What tells one schedule of a method and dataset from another's in its label: each series
+    (served, at a rate, traced, sampled) is tuned on its own, and one label would run only the last."""
+    served = "-served" + (f"-r{row.request_rate:g}" if row.request_rate else "") if row.served else ""
+    return served + ("-traced" if row.traced else "") + row.sampling
+
+
+def _loads(tuned: Tuned, source: Scenario, results: list[ScenarioResult], serve: bool = True) -> list[dict[str, Any]]:
+    """The settings of each pair of cells: where the sweep ran, and an offline sweep's serve loads
+    (`serve`: unless a served sweep of the method and dataset has a schedule of its own to run there)."""
     sizes = batch_sizes(tuned)
     settings = _settings(source)
     if source.serves:
         return [{**settings, "mode": "serve", "concurrencies": sizes, "request_rate": source.request_rate}]
+    if not serve:
+        return [{**settings, "batch_sizes": sizes}]
     served = {k: v for k, v in settings.items() if k != "trace"} | {
         "mode": "serve",
         "num_requests": source.num_requests * max(row.batch_size for row in tuned.rows),

@@ -36,6 +36,7 @@ PROFILE = str(PROFILES / "sampled.toml")
 SCENARIO = "smollm2-135m-ngram-k3-bs4-instructcoder-t0.8-p0.95"
 SEED_STRIDE = 10_000  # apart between runs: more than a run's requests
 SETTINGS = "settings"  # an --out line's scenario, requests and draft_wrong, beside its runs' counts
+GATING = ("mean_acceptance_length", "request_mean_acceptance_length")  # a sampled scenario's, by default
 ARMS = ("A/A by request", "A/A independent", "drop by request", "drop independent")
 
 
@@ -61,36 +62,44 @@ def draw(scenario, python: str | None, seeds: list[int], prepare) -> dict[int, l
         pool.close()
 
 
-def judged(scenario, current: list, baseline: list, by_request: bool) -> tuple[str, str, float, float]:
-    """The scenario's verdict (the worst of its acceptance figures'), mean_acceptance_length's, its
-    change and the change's standard error (log units)."""
+def judged(scenario, current: list, baseline: list, by_request: bool) -> tuple[str, dict[str, str], float, dict]:
+    """The scenario's verdict as its profile judges it (the worst of its gating acceptance figures'),
+    each figure's verdict, mean_acceptance_length's change, and each gating figure's standard error
+    of the change (log units)."""
     from specperf.judge.metrics import metric_samples
+    from specperf.judge.rules import Rules
     from specperf.judge.sampled import acceptance_metrics
     from specperf.judge.verdicts import changes_by_request, sampled_scenario_verdicts
     from specperf.status import worst
 
+    rules = Rules.of(scenario)
     now = acceptance_metrics(current, scenario.prompt_replicas)
     then = acceptance_metrics(baseline, scenario.prompt_replicas)
     names = list(metric_samples(now))
     pairs = changes_by_request(scenario, current, baseline) if by_request else None
-    verdicts = sampled_scenario_verdicts(scenario, names, (now, current), (then, baseline if by_request else []))
+    verdicts = sampled_scenario_verdicts(scenario, names, (now, current), (then, baseline if by_request else []), rules)
     length = next(v for v in verdicts if v.metric == "mean_acceptance_length")
     if pairs is not None:
-        error = pairs["mean_acceptance_length"][1]
+        errors = {name: pairs[name][1] for name in GATING}
     else:
-        a, b = now["mean_acceptance_length"], then["mean_acceptance_length"]
-        error = math.hypot(a.se / a.value, b.se / b.value)
-    return worst(v.status for v in verdicts), length.status, length.change or 0.0, error
+        errors = {name: math.hypot(now[name].se / now[name].value, then[name].se / then[name].value) for name in GATING}
+    status = worst(v.status for v in verdicts if not rules.is_informational(v.metric))
+    return status, {v.metric: v.status for v in verdicts}, length.change or 0.0, errors
 
 
-def requests_needed(errors: dict[str, float], requests: int, change: float, figures: int) -> dict[str, int]:
-    """Requests a cell needs so that a true change of `change` in mean acceptance length is flagged
-    9 times in 10 with `figures` figures judged together: the measured error of the change at
-    `requests` requests, scaled as 1 / sqrt(n)."""
+def requests_needed(
+    errors: dict[str, float], requests: int, change: float, figures: int, tolerance: float = 0.05
+) -> dict[str, int]:
+    """Requests a cell needs, with `figures` figures judged together (their intervals widened
+    together), so that a true change of `change` in mean acceptance length is flagged a regression 9
+    times in 10 (all of its interval worse than no change) and an unchanged build passes 19 times in
+    20 (none of its interval worse than `tolerance`): the measured error of the change at `requests`
+    requests, scaled as 1 / sqrt(n), the larger of the two."""
     from scipy.stats import norm
 
-    z = norm.ppf(1 - 0.05 / 2 / figures) + norm.ppf(0.9)
-    return {how: math.ceil(requests * (z * error / abs(math.log1p(change))) ** 2) for how, error in errors.items()}
+    z = norm.ppf(1 - 0.05 / 2 / figures)
+    most_error = min(abs(math.log1p(change)) / (z + norm.ppf(0.9)), -math.log1p(-tolerance) / (z + norm.ppf(0.95)))
+    return {how: math.ceil(requests * (error / most_error) ** 2) for how, error in errors.items()}
 
 
 def main() -> int:
@@ -184,13 +193,20 @@ def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list
     print(f"\n{SCENARIO}, {requests} requests a run, {len(repeats)} repeats, draft_wrong={wrong}")
     print(f"{'arm':<18} {'scenario: flagged / inconclusive / pass / improvement':>56} {'length alone':>28} change")
     for arm, rows in outcomes.items():
-        scenario_counts, length_counts = Counter(r[0] for r in rows), Counter(r[1] for r in rows)
+        scenario_counts = Counter(r[0] for r in rows)
+        length_counts = Counter(r[1]["mean_acceptance_length"] for r in rows)
 
         def shown(counts: Counter) -> str:
             return " / ".join(str(counts[s]) for s in ("regression", "inconclusive", "pass", "improvement"))
 
         mean_change = statistics.mean(r[2] for r in rows)
         print(f"{arm:<18} {shown(scenario_counts):>56} {shown(length_counts):>28} {mean_change:+.1%}")
+    print("each figure alone (of the repeats' verdicts with the scenario's figures judged together):")
+    for arm in ("A/A by request", "drop by request"):
+        for figure in outcomes[arm][0][1] if outcomes[arm] else []:
+            counts = Counter(r[1][figure] for r in outcomes[arm])
+            gating = "" if figure in GATING else " (informational)"
+            print(f"  {arm:<16} {figure + gating:<48} {shown(counts)}")
     lengths = [
         acceptance_metrics(runs[arm], scenario.prompt_replicas)["mean_acceptance_length"]
         for runs in repeats
@@ -203,13 +219,17 @@ def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list
         f"build: spread between runs {spread:.4f}, bootstrap error {bootstrap:.4f} (log units)"
     )
     drop = statistics.mean(r[2] for r in outcomes["drop independent"])
-    errors = {how: statistics.mean(r[3] for r in outcomes[f"A/A {how}"]) for how in ("by request", "independent")}
-    errors["independent, between runs"] = spread * math.sqrt(2)
-    figures = 3 + 2 * len(base[0].accepted_per_pos)
-    print(f"error of the change at {requests} requests (log units): {errors}")
-    for change in (drop, -0.05):
-        needed = requests_needed(errors, requests, change, figures)
-        print(f"requests for a change of {change:+.1%} 9 times in 10: {needed}")
+    for figure in GATING:
+        errors = {
+            how: statistics.mean(r[3][figure] for r in outcomes[f"A/A {how}"]) for how in ("by request", "independent")
+        }
+        if figure == "mean_acceptance_length":
+            errors["independent, between runs"] = spread * math.sqrt(2)
+        shown = ", ".join(f"{how} {error:.4f}" for how, error in errors.items())
+        print(f"{figure}: error of the change at {requests} requests (log units): {shown}")
+        for change in (drop, -0.05):
+            needed = requests_needed(errors, requests, change, len(GATING))
+            print(f"  requests for a change of {change:+.1%} flagged 9 times in 10, an A/A passing 19 in 20: {needed}")
 
 
 if __name__ == "__main__":

@@ -51,10 +51,17 @@ def _tolerance(spec: MetricSpec) -> str:
     return f"p < {spec.rel_tolerance:g}" if spec.test == "absolute" else f"{spec.rel_tolerance:.0%}"
 
 
+def _judged_by(spec: MetricSpec) -> str:
+    if spec.against_baseline and spec.name != "lossless_fraction":
+        sampled = "gates" if spec.gates_sampled else "shown, failing nothing unless given a tolerance"
+        return f"{JUDGED_BY[spec.test]}; sampled: its interval over requests, {sampled}"
+    return JUDGED_BY[spec.test]
+
+
 def metrics() -> str:
     """Every metric, as judge/metrics.py declares it."""
     rows = [
-        f"| `{m.name}` | {m.unit or '-'} | {m.direction} | {_tolerance(m)} | {JUDGED_BY[m.test]} | {_values(m)} "
+        f"| `{m.name}` | {m.unit or '-'} | {m.direction} | {_tolerance(m)} | {_judged_by(m)} | {_values(m)} "
         f"| {m.description} |"
         for m in METRICS.values()
     ]

@@ -271,6 +271,34 @@ def test_the_stored_judge_judges_a_sampled_scenarios_acceptance_on_its_interval(
     assert baseline_from_result(make_record(make_scenario())).request_acceptance == []
 
 
+def test_a_sampled_scenario_gates_on_its_acceptance_lengths_and_a_tolerance_makes_a_position_gate():
+    """Its positions and draft rate explain the lengths (shown, failing nothing by default); a
+    position that falls while the lengths hold passes, unless the profile gives positions a tolerance."""
+    from specperf.judge.baselines import baseline_from_result
+    from specperf.judge.rules import Rules
+
+    def result(per_pos: list[int]):
+        record = make_record(make_scenario().replace(sampling=SAMPLED))
+        requests = [
+            RequestAcceptance(steps=20, drafted=60, accepted=sum(per_pos), accepted_per_pos=per_pos) for _ in range(40)
+        ]
+        figures = sampled.acceptance_metrics(requests)
+        return record.model_copy(update={"metrics": {**record.metrics, **figures}, "request_acceptance": requests})
+
+    baseline = baseline_from_result(result([10, 6, 4]))
+    shifted = result([11, 6, 3])  # the same length, the third position 25% lower
+    judged = judge(shifted, baseline)
+    figures = {m.metric: m for m in judged.metrics}
+    assert figures["acceptance_pos2"].status == REGRESSION and judged.status == PASS
+    assert "informational: explains the acceptance lengths" in figures["acceptance_pos2"].note
+    assert "95% over the scenario's 2 acceptance figures" in figures["mean_acceptance_length"].note
+    assert not Rules().judging(shifted.scenario).is_informational("request_mean_acceptance_length")
+    strict = judge(shifted, baseline, rules=Rules(tolerances={"per_position_acceptance": 0.1}))
+    assert strict.status == REGRESSION
+    greedy = Rules().judging(make_scenario())
+    assert not greedy.is_informational("acceptance_pos2")  # a greedy scenario's exact check: every figure gates
+
+
 # ---------------------------------------------------------------- profiles
 
 

@@ -33,6 +33,9 @@ class MetricSpec:
     description: str
     least: float = 0.0  # the smallest value the metric can take (a speed: just above 0)
     most: float = math.inf  # and the largest (a rate: 1)
+    # In a sampled scenario, fails it by default; else its interval explains what the gating figures
+    # show, informational unless the profile gives it a tolerance (rules.Rules.is_informational)
+    gates_sampled: bool = True
 
     def out_of_range(self, value: object) -> str | None:
         """Why `value` cannot be a value of this metric (None: it can)."""
@@ -125,6 +128,7 @@ METRICS: dict[str, MetricSpec] = {
             "accepted draft tokens / proposed draft tokens",
             0.0,
             1.0,
+            gates_sampled=False,
         ),
         MetricSpec(
             "per_position_acceptance",
@@ -135,6 +139,7 @@ METRICS: dict[str, MetricSpec] = {
             "accepted at draft position i / drafts, each position checked",
             0.0,
             1.0,
+            gates_sampled=False,
         ),
         MetricSpec(
             "request_per_position_acceptance",
@@ -145,6 +150,7 @@ METRICS: dict[str, MetricSpec] = {
             "the mean over requests of each request's accepted at draft position i / drafts",
             0.0,
             1.0,
+            gates_sampled=False,
         ),
         *(
             MetricSpec(

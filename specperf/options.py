@@ -9,7 +9,7 @@ has one name, one type and one default everywhere, and no code reads the raw com
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,20 @@ class Options:
         "run shard I of N of the selection (for N machines; merge with `specperf report`)",
         metavar="I/N",
     )
+    max_shard_hours: float | None = option(
+        "--max-shard-hours",
+        "with --shard: cut an engine's scenarios into pieces of at most H hours by the default cost "
+        "model, as `specperf plan --max-shard-hours H` does (give both the same H)",
+        type=float,
+        metavar="H",
+    )
+    run_dir: Path | None = option(
+        "--run-dir",
+        "this run's directory (default: <reports-dir>/<run id>); where it already holds a run of this "
+        "profile, that run goes on as with --resume: a retried shard keeps what it finished",
+        read=_path_or_none,
+        metavar="DIR",
+    )
     candidate: str | None = option(
         "--candidate",
         "upgrade gate: also run every scenario on the vLLM of this interpreter's environment "
@@ -168,7 +182,14 @@ class Options:
 
     @classmethod
     def parse(cls, config: pytest.Config) -> Options:
-        return cls(**{name: declared.read(config.getoption(name)) for name, declared in declarations().items()})
+        parsed = cls(**{name: declared.read(config.getoption(name)) for name, declared in declarations().items()})
+        if parsed.run_dir is not None and parsed.resume is None and (parsed.run_dir / "run.json").is_file():
+            return replace(parsed, resume=parsed.run_dir)  # a run there already: it goes on (--resume)
+        return parsed
+
+    def new_run_dir(self, run_id: str) -> Path:
+        """Where a run that resumes none writes: --run-dir, else <reports-dir>/<run id>."""
+        return self.run_dir if self.run_dir is not None else Path(self.reports_dir) / run_id
 
 
 def declarations() -> dict[str, Declaration]:

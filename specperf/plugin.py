@@ -87,7 +87,7 @@ def pytest_configure(config):
         from .suite.progress import controller_progress
 
         opts = options(config)
-        run_dir = (lambda: Path(opts.resume)) if opts.resume else (lambda: Path(opts.reports_dir) / run_id(config))
+        run_dir = (lambda: Path(opts.resume)) if opts.resume else (lambda: opts.new_run_dir(run_id(config)))
         config.pluginmanager.register(controller_progress(config, run_dir), "specperf-worker-progress")
     if worker is not None and worker.get("specperf_loadgroup"):
         config.option.loadgroup = True  # workers parse the command line, not the line above
@@ -186,7 +186,7 @@ def specperf_session(request):
     session = RunSession(
         place=RunPlace(
             profile=profile.name,
-            reports_dir=opts.reports_dir,
+            reports_dir=opts.new_run_dir(run_id(config)).parent,
             run_id=run_id(config),
             resume_dir=opts.resume,
             profile_path=str(profile.path),

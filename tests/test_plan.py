@@ -17,6 +17,7 @@ from specperf.cli import main
 from specperf.history import History
 from specperf.history.queries import TimedResult
 from specperf.plan import DEFAULT, FITTED, HISTORY, OUTPUT_LEN, STUDY, TRACES, Planner, make_plan, split, study
+from specperf.plan.shards import plan_shard
 from specperf.plan.view import plan_lines, select
 from specperf.profiles.scenarios import load_profile
 from specperf.records import Timings
@@ -426,6 +427,9 @@ def run_cli(capsys, *argv):
         (["--profile", "cpu-smoke", "-k", "nothing-matches-this"], "no scenario matches the selection"),
         (["--profile", "cpu-smoke", "--history", "/nonexistent/h.sqlite"], "no such database"),
         (["--profile", "cpu-smoke", "--history", "sqlite+pysqlcipher://:KEY@//x/y.db"], ":***@//x/y.db: no such"),
+        (["--profile", "cpu-smoke", "--max-shard-hours", "0"], "--max-shard-hours: expected hours above 0"),
+        (["--profile", "cpu-smoke", "--max-shard-hours", "1", "--shards", "2"], "give it or --shards, not both"),
+        (["--profile", "cpu-smoke", "--arrays"], "--arrays prints the arrays of --max-shard-hours H"),
     ],
 )
 def test_bad_input_is_one_line(capsys, argv, words):
@@ -499,3 +503,43 @@ def test_a_gpu_plan_starts_each_engine_keys_output_check_engine_once():
     for engine in (e for s in make_plan(cpu, list(cpu.scenarios), Planner(cpu)).shards for e in s.engines):
         paired = any(e.scenario.paired_reference and not e.scenario.is_reference for e in engine.scenarios)
         assert engine.starts == (2 if paired else 1), engine.label  # a paired engine starts its no-SD one beside it
+
+
+def test_arrays_of_a_longest_shard_are_what_their_tasks_run(capsys):
+    """study-full on a cluster, shards of at most 6 hours: an array per TP size, its tasks asking for
+    that many GPUs; what each task's --shard I/N --max-shard-hours 6 runs is the plan's shard, every
+    scenario runs, and each shard keeps within 6 hours unless it holds a piece that alone does not."""
+    prof = load_profile("study-full")
+    scenarios = list(prof.scenarios)
+    plan = make_plan(prof, scenarios, Planner(prof), gpus=64, max_shard_s=6 * 3600)
+    arrays = plan.arrays()
+    assert sorted(gpus for gpus, _, _ in arrays) == sorted({s.model.tp for s in scenarios})
+    assert sum(count for _, count, _ in arrays) == len(plan.shards)
+    ran = set()
+    for gpus, count, options in arrays:
+        selected = select(prof, None, re.search(r'-m "([^"]+)"', options).group(1))
+        assert options.endswith("--max-shard-hours 6") and {s.model.tp for s in selected} == {gpus}
+        shards = [p for p in plan.shards if p.selection and p.selection.strip() in options]
+        assert len(shards) == count
+        parts = sharding.assign(selected, count, 6 * 3600)  # what each task's sharding.shard takes
+        for index, (shard, mine) in enumerate(zip(shards, parts), start=1):
+            planned = sorted(e.scenario.id for line in shard.engines for e in line.scenarios)
+            assert planned == sorted(s.id for s in mine) and shard.gpus == gpus
+            assert shard.command.endswith(f"--shard {index}/{count} --max-shard-hours 6")
+            ran |= {s.id for s in mine}
+    assert ran == {s.id for s in scenarios}
+    longest_key = max(
+        plan_shard(plan.planner, 0, list(u.scenarios + u.references)).seconds for u in sharding.units(scenarios)
+    )
+    assert plan.wall_s < longest_key / 3  # uncut, an engine key of the 70B model ran for days on one shard
+    code, out, _ = run_cli(capsys, "--profile", "study-full", "--max-shard-hours", "6", "--arrays")
+    assert code == 0 and out.splitlines() == [f"{g}\t{c}\t{o}" for g, c, o in arrays]
+    code, out, _ = run_cli(capsys, "--profile", "study-full", "--gpus", "64", "--max-shard-hours", "6")
+    assert code == 0 and f"{arrays[1][1]} tasks, 4 GPUs a task: pytest tests_perf --profile study-full -m" in out
+    assert re.search(r"\n +1 +1 +[0-9.]+  pytest tests_perf --profile study-full -m .* --shard 1/\d+ --max", out)
+
+
+def test_a_cpu_array_asks_for_no_gpu(capsys):
+    code, out, _ = run_cli(capsys, "--profile", "cpu-smoke", "--max-shard-hours", "0.001", "--arrays")
+    ((gpus, count, options),) = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and gpus == "0" and int(count) > 1 and options == "--max-shard-hours 0.001"

@@ -161,6 +161,9 @@ def usage_error(pytester, *args) -> str:
             "--rolling-baseline: history postgresql://u@127.0.0.1:1/h: OperationalError",
         ),
         (["--two-strike"], "--two-strike goes with --rolling-baseline N"),
+        (["--max-shard-hours", "6"], "--max-shard-hours goes with --shard I/N"),
+        (["--shard", "1/2", "--max-shard-hours", "0"], "--max-shard-hours: expected hours above 0"),
+        (["--run-dir", "a", "--resume", "b"], "--run-dir goes on from the run it holds by itself"),
         (["--gate-max-sets", "4"], "--gate-max-sets goes with --candidate"),
         (["--candidate", "/usr/bin/python3", "--gate-max-sets", "0"], "--gate-max-sets must be 1..64 sets, got 0"),
         (["--serve-url", "staging:8000"], "--serve-url: 'staging:8000' is not an http(s) URL"),
@@ -208,6 +211,17 @@ def test_resume_takes_the_profile_by_name_never_from_a_path_in_the_run(pytester,
     assert "is not one of" in usage_error(pytester, "--resume", str(run_dir))
     (run_dir / "run.json").write_text("{")
     assert "corrupt run file" in usage_error(pytester, "--resume", str(run_dir))
+
+
+def test_a_run_dir_that_holds_a_run_goes_on_from_it_and_an_empty_one_starts_there(pytester, profile, tmp_path):
+    """A retried shard's command is the same as its first try's: --run-dir resumes what that try left."""
+    from specperf.run.hardware.device import describe_device
+
+    run_dir = tmp_path / "runs" / "shard2"
+    assert len(collected_ids(pytester, "--run-dir", str(run_dir), "--profile", str(profile))) == 16
+    resumable_run(run_dir, "cpu-smoke", describe_device()["hardware_key"])
+    line = usage_error(pytester, "--run-dir", str(run_dir), "--profile", str(profile))
+    assert "that run measured profile 'cpu-smoke', not 'plugin-test'" in line  # taken as --resume
 
 
 def test_resume_refuses_a_run_of_other_hardware(pytester, profile, tmp_path):

@@ -218,3 +218,43 @@ def test_shard_rejects_bad_numbers():
         sharding.assign([], 0)
     assert sharding.shard([], 1, 1) == []
     assert sharding.assign([], 3) == [[], [], []]
+
+
+def study_full():
+    return list(load_profile("study-full").scenarios)
+
+
+def test_a_longest_shard_cuts_an_engines_scenarios_into_pieces_that_fit():
+    """study-full's largest engine key runs for days on one H100's cost model: at 6 hours a piece its
+    scenarios spread over shards, each piece within 6 hours unless it is one scenario, each with the
+    references it needs, and every scenario still runs once."""
+    scenarios = study_full()
+    max_s = 6 * 3600
+    units = sharding.units(scenarios)
+    longest = max(units, key=lambda u: u.cost)
+    assert longest.cost > 4 * max_s
+    cut = sharding.pieces(longest, max_s)
+    assert len(cut) > 1 and [s for p in cut for s in p.scenarios] == list(longest.scenarios)
+    for piece in cut:
+        assert piece.cost <= max_s or len(piece.scenarios) == 1
+        wanted = {s.reference_id for s in piece.scenarios}
+        assert {r.id for r in piece.references} == wanted & {r.id for r in longest.references}
+    assert sharding.pieces(longest, None) == [longest] == sharding.pieces(longest, longest.cost)
+    count = sum(len(sharding.pieces(u, max_s)) for u in units)  # a shard a piece
+    shards = sharding.assign(scenarios, count, max_s)
+    sd = [s.id for part in shards for s in part if not s.method.is_reference]
+    assert sorted(sd) == sorted(s.id for s in scenarios if not s.method.is_reference)  # each SD scenario once
+    homes = {i for i, part in enumerate(shards) for s in part if s.engine_key == longest.engine_key}
+    assert len(homes) > 1  # the engine key now starts on several shards
+    for part in shards:  # references measured beside what needs them
+        assert {s.reference_id for s in part} & {s.id for s in scenarios} <= {s.id for s in part}
+    for part in shards:  # none longer, but where a scenario alone is longer
+        assert sharding.group_cost(part) <= max_s or len([s for s in part if not s.method.is_reference]) == 1
+    assert [sharding.shard(scenarios, i, count, max_s) for i in (1, 2)] == shards[:2]
+
+
+@pytest.mark.parametrize("hours", [0, -1, float("nan"), float("inf"), 8761])
+def test_max_shard_hours_rejects_what_is_no_length(hours):
+    with pytest.raises(ValueError, match="--max-shard-hours: expected hours above 0"):
+        sharding.parse_max_shard_hours(hours)
+    assert sharding.parse_max_shard_hours(0.5) == 1800

@@ -17,7 +17,7 @@ def run(args) -> int:
     from ..plan.view import plan_lines, select
     from ..profiles.scenarios import ProfileError, load_profile
     from ..run.hardware import device
-    from ..run.sharding import MAX_SHARDS
+    from ..run.sharding import MAX_SHARDS, parse_max_shard_hours
 
     def error(message: str) -> int:
         print(f"specperf: error: {message}", file=sys.stderr)
@@ -28,6 +28,16 @@ def run(args) -> int:
             return error(f"{option} must be at least 1, got {value}")
     if args.shards is not None and args.shards > MAX_SHARDS:
         return error(f"--shards must be at most {MAX_SHARDS}, got {args.shards}")
+    max_shard_s = None
+    if args.max_shard_hours is not None:
+        if args.shards is not None:
+            return error("--max-shard-hours chooses the shard count itself: give it or --shards, not both")
+        try:
+            max_shard_s = parse_max_shard_hours(args.max_shard_hours)
+        except ValueError as err:
+            return error(str(err))
+    if args.arrays and max_shard_s is None:
+        return error("--arrays prints the arrays of --max-shard-hours H: give both")
     try:
         profile = load_profile(args.profile)
         scenarios = select(profile, args.keyword, args.markexpr)
@@ -60,7 +70,10 @@ def run(args) -> int:
     where = (f"hardware {key}" if key else f"the study's hardware ({profile.requires_gpu or 'GPU'})") + (
         f", {len(rows)} results in the history" if url and key else ", no history"
     )
-    plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus)
+    plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus, max_shard_s)
+    if args.arrays:  # for a submit script: one line an array, tab-separated
+        print("\n".join(f"{gpus}\t{count}\t{options}" for gpus, count, options in plan.arrays()))
+        return 0
     print("\n".join(plan_lines(plan, where, args.scenarios)))
     return 0
 
@@ -74,6 +87,19 @@ def add_parser(sub) -> None:
         type=int,
         help="split into N shards as --shard I/N does (default: 1; with "
         "--gpus the count in 1..N with the shortest wall time)",
+    )
+    plan.add_argument(
+        "--max-shard-hours",
+        type=float,
+        metavar="H",
+        help="for a cluster scheduler: cut engines' scenarios into pieces of at most H hours and print "
+        "the arrays of shards that keep within it (an array per TP size), each shard's GPUs, hours and command",
+    )
+    plan.add_argument(
+        "--arrays",
+        action="store_true",
+        help="with --max-shard-hours: print only the arrays, a line each: GPUs a task (0: CPU tier), tasks, "
+        "the pytest options of every task (tab-separated; each task adds --shard I/N)",
     )
     plan.add_argument(
         "--history",

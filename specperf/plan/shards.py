@@ -36,6 +36,7 @@ class ShardPlan:
     gpus: int
     start_at: float = 0.0  # minutes into the run, when scheduled on GPUs
     command: str = ""  # the pytest options that run this shard
+    selection: str = ""  # the part of them its array's other shards share (-m of a TP size's models)
 
     @property
     def scenarios(self) -> int:
@@ -57,6 +58,18 @@ class Plan:
     shards: list[ShardPlan]
     skipped: list[Scenario] = field(default_factory=list)  # need more GPUs than --gpus gives
     gpus: int | None = None
+    max_shard_s: float | None = None  # --max-shard-hours: arrays of shards a scheduler places
+
+    def arrays(self) -> list[tuple[int, int, str]]:
+        """The job arrays a scheduler submits, one per selection (each TP size's models apart): GPUs a
+        task (0 on the CPU tier), tasks, and the pytest options every task shares (each adds --shard I/N)."""
+        cut = f"--max-shard-hours {self.max_shard_s / 3600:g}" if self.max_shard_s is not None else ""
+        found: dict[str, tuple[int, int, str]] = {}
+        for shard in self.shards:
+            gpus, count, options = found.get(shard.selection, (0, 0, (shard.selection + cut).strip()))
+            held = shard.gpus if self.profile.tier == "gpu" else 0
+            found[shard.selection] = (max(gpus, held), count + 1, options)
+        return list(found.values())
 
     @property
     def wall_s(self) -> float:
@@ -98,13 +111,53 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
     return ShardPlan(index, engines, planner.machine.run_s, gpus, command=command)
 
 
-def split(planner: Planner, scenarios: list[Scenario], count: int, selection: str = "") -> list[ShardPlan]:
-    """The shards `pytest [selection] --shard I/count` runs (run/sharding.py's split), planned."""
-    parts = sharding.assign(scenarios, count)
-    return [
-        plan_shard(planner, i + 1, part, f"{selection}--shard {i + 1}/{count}" if count > 1 else selection.strip())
-        for i, part in enumerate(parts)
-    ]
+def split(
+    planner: Planner, scenarios: list[Scenario], count: int, selection: str = "", max_s: float | None = None
+) -> list[ShardPlan]:
+    """The shards `pytest [selection] --shard I/count [--max-shard-hours H]` runs (run/sharding.py's
+    split), planned."""
+    return planned(planner, sharding.assign(scenarios, count, max_s), selection, max_s)
+
+
+def planned(planner: Planner, parts: list[list[Scenario]], selection: str, max_s: float | None) -> list[ShardPlan]:
+    count, cut = len(parts), f" --max-shard-hours {max_s / 3600:g}" if max_s is not None else ""
+    shards = []
+    for i, part in enumerate(parts):
+        command = f"{selection}--shard {i + 1}/{count}{cut}" if count > 1 else selection.strip()
+        shards.append(plan_shard(planner, i + 1, part, command))
+        shards[-1].selection = selection
+    return shards
+
+
+def array(planner: Planner, scenarios: list[Scenario], max_s: float, selection: str = "") -> list[ShardPlan]:
+    """The fewest shards of `scenarios` (cut as --max-shard-hours cuts them) in which each either
+    runs within `max_s` by the planner's figures or holds a single piece (a scenario may alone be longer)."""
+    pieces = [piece for unit in sharding.units(scenarios) for piece in sharding.pieces(unit, max_s)]
+    piece_of = {id(s): i for i, piece in enumerate(pieces) for s in piece.scenarios}
+    seconds = [plan_shard(planner, 0, list(p.scenarios + p.references)).seconds for p in pieces]
+    long = sum(1 for x in seconds if x > max_s)
+    low = max(1, long + math.ceil(math.fsum(x for x in seconds if x <= max_s) / max_s))
+    high = len(pieces)
+
+    def fits(count: int) -> list[ShardPlan] | None:
+        parts = sharding.assign(scenarios, count, max_s)
+        shards = planned(planner, parts, selection, max_s)
+        ok = all(
+            shard.seconds <= max_s or len({piece_of[id(s)] for s in part if id(s) in piece_of}) <= 1
+            for shard, part in zip(shards, parts)
+        )
+        return shards if ok or count == len(pieces) else None
+
+    best = fits(high)  # a shard a piece always fits
+    while low < high:  # the fewest that fit, by bisection
+        middle = (low + high) // 2
+        shards = fits(middle)
+        if shards is None:
+            low = middle + 1
+        else:
+            best, high = shards, middle
+    assert best is not None
+    return best
 
 
 def schedule(shards: list[ShardPlan], gpus: int) -> None:
@@ -139,7 +192,12 @@ def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
 
 
 def make_plan(
-    profile: Profile, scenarios: list[Scenario], planner: Planner, shards: int | None = None, gpus: int | None = None
+    profile: Profile,
+    scenarios: list[Scenario],
+    planner: Planner,
+    shards: int | None = None,
+    gpus: int | None = None,
+    max_shard_s: float | None = None,
 ) -> Plan:
     """The plan of `scenarios` (a profile's selection) in `shards` shards; with `gpus`, scheduled on
     that many GPUs (scenarios needing more are skipped, as a run there skips them) and, without
@@ -150,10 +208,17 @@ def make_plan(
         raise ValueError(f"--shards and --gpus must be at least 1, got {shards if gpus is None else gpus}")
     skipped = [s for s in scenarios if gpus is not None and s.model.tp > gpus]
     runnable = [s for s in scenarios if s not in skipped]
-    options = [[("", runnable, count)] for count in ([shards] if shards is not None else range(1, (gpus or 1) + 1))]
+    if max_shard_s is not None:
+        return arrays_plan(profile, runnable, planner, max_shard_s, gpus, skipped)
+    # more shards than units leaves some empty: no shorter, so counts stop at the units
+    most = len(sharding.units(runnable))
+    options = [
+        [("", runnable, count)] for count in ([shards] if shards is not None else range(1, min(gpus or 1, most) + 1))
+    ]
     groups = _by_tp(runnable)
     if gpus is not None and shards is None and len(groups) > 1:
-        for counts in itertools.product(*[range(1, gpus // tp + 1) for tp in groups]):
+        ranges = [range(1, min(gpus // tp, len(sharding.units(members))) + 1) for tp, (_, members) in groups.items()]
+        for counts in itertools.product(*ranges):
             options.append(
                 [(selection, members, count) for (selection, members), count in zip(groups.values(), counts)]
             )
@@ -168,3 +233,23 @@ def make_plan(
         if best is None or candidate.wall_s < best.wall_s - 1e-6:
             best = candidate
     return best
+
+
+def arrays_plan(
+    profile: Profile,
+    scenarios: list[Scenario],
+    planner: Planner,
+    max_shard_s: float,
+    gpus: int | None,
+    skipped: list[Scenario],
+) -> Plan:
+    """Shards of at most `max_shard_s` for a cluster scheduler: an array per TP size (a task asks for
+    that many GPUs), each the fewest shards that keep within it; with `gpus`, scheduled on that many."""
+    groups = _by_tp(scenarios)
+    selections = groups.values() if len(groups) > 1 else [("", scenarios)]
+    parts = [shard for selection, members in selections for shard in array(planner, members, max_shard_s, selection)]
+    for i, shard in enumerate(parts):
+        shard.index = i + 1
+    if gpus is not None:
+        schedule(parts, gpus)
+    return Plan(profile, planner, parts, skipped, gpus, max_shard_s)

@@ -133,10 +133,33 @@ def plan_lines(plan: Plan, hardware: str, detail: bool = False) -> list[str]:
             f"GPUs as its largest TP); wall time {_minutes(plan.wall_s)}, {plan.gpu_hours:.1f} GPU-hours "
             f"busy, {plan.gpus * plan.wall_s / 3600:.1f} held ({plan.gpus} x the wall time)"
         )
+    if plan.max_shard_s is not None:
+        lines += ["", *array_lines(plan)]
     if plan.skipped:
         tps = sorted({s.model.tp for s in plan.skipped})
         lines.append(
             f"not run on {plan.gpus} GPU(s): {len(plan.skipped)} scenarios need "
             f"{'/'.join(map(str, tps))} GPUs (TP), as a run there skips them"
         )
+    return lines
+
+
+def array_lines(plan: Plan) -> list[str]:
+    """The arrays a cluster scheduler runs (--max-shard-hours): per array its tasks and the command
+    each runs, then a line a shard: its GPUs (TP), expected hours and command."""
+    hours = plan.max_shard_s / 3600 if plan.max_shard_s is not None else 0.0
+    run = f"pytest tests_perf --profile {plan.profile.name}"
+    lines = [f"arrays, shards of at most {hours:g} h (examples/slurm, examples/kubernetes):"]
+    for gpus, count, options in plan.arrays():
+        held = f"{gpus} GPU{'s' if gpus != 1 else ''} a task" if gpus else "no GPU"
+        lines.append(f"  {count} tasks, {held}: {run} {options} --shard $I/{count}".replace("  --", " --"))
+    over = [s for s in plan.shards if s.seconds > plan.max_shard_s] if plan.max_shard_s is not None else []
+    if over:
+        lines.append(
+            f"  {len(over)} shards run longer than {hours:g} h: each holds scenarios that alone do "
+            f"(the longest {max(s.seconds for s in over) / 3600:.1f} h)"
+        )
+    lines.append(f"  {'shard':>7} {'GPUs':>5} {'hours':>7}  command")
+    for shard in plan.shards:
+        lines.append(f"  {shard.index:>7} {shard.gpus:>5} {shard.seconds / 3600:>7.2f}  {run} {shard.command}")
     return lines

@@ -9,6 +9,11 @@ a shard also runs every reference its SD scenarios name (`reference_id`).  A ref
 on several shards; that is deliberate, because a reference is cheap next to the SD engines it
 serves.  References that no selected SD scenario needs form units of their own, one per engine key.
 
+With a longest shard (`--max-shard-hours`), a unit that alone costs more is cut into pieces of its
+scenarios, in id order, each as long as fits (a piece of one scenario may still cost more), each
+with the references its scenarios need and an engine start of its own: a scheduler can place
+shards of a few hours where one engine key of a study's largest model runs for days.
+
 Units are placed by greedy longest-processing-time: most expensive first (alone, with its
 references), each onto the shard whose load it leaves lowest, a shard paying for a reference (and
 its engine start) only the first time it takes it; ties go to the lower shard index.  Units are
@@ -28,6 +33,7 @@ from ..analysis.cost import H100, Machine, engine_start_default, measuring_s
 # the same split from the scenarios alone, and only the proportions matter.
 MACHINE = H100
 MAX_SHARDS = 4096  # far beyond any fleet; the split's work grows with the count
+MAX_SHARD_HOURS = 8760.0  # a year
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -46,8 +52,15 @@ def estimated_cost(scenario, machine: Machine = MACHINE) -> float:
 
 
 def start_cost(scenario, machine: Machine = MACHINE) -> float:
-    """The start of the scenario's engine, paid once per engine key on a shard."""
-    return engine_start_default(scenario, machine)
+    """The start of the scenario's engine, paid once per engine key on a shard (kept per engine key:
+    a study's split asks for it millions of times)."""
+    key = (scenario.engine_key, machine.name)
+    if key not in _STARTS:
+        _STARTS[key] = engine_start_default(scenario, machine)
+    return _STARTS[key]
+
+
+_STARTS: dict[tuple[str, str], float] = {}
 
 
 def group_cost(scenarios, machine: Machine = MACHINE) -> float:
@@ -101,6 +114,27 @@ def units(scenarios) -> list[Unit]:
     return sorted(result, key=lambda u: u.engine_key)
 
 
+def pieces(unit: Unit, max_s: float | None) -> list[Unit]:
+    """`unit`, cut where it costs more than `max_s` seconds: its scenarios in order, a piece closed
+    when the next scenario would take it past `max_s`, each piece with the references it needs."""
+    if max_s is None or unit.cost <= max_s:
+        return [unit]
+    by_id = {r.id: r for r in unit.references}
+
+    def piece(members: list) -> Unit:
+        wanted = {s.reference_id for s in members} & by_id.keys()
+        return Unit(unit.engine_key, tuple(members), tuple(r for r in unit.references if r.id in wanted))
+
+    cut: list[Unit] = []
+    members: list = []
+    for scenario in unit.scenarios:
+        if members and piece([*members, scenario]).cost > max_s:
+            cut.append(piece(members))
+            members = []
+        members.append(scenario)
+    return [*cut, piece(members)]
+
+
 class _Shard:
     def __init__(self, keys: dict, costs: dict):
         self.keys, self.costs = keys, costs  # engine key and estimated cost by id() of a scenario
@@ -119,23 +153,32 @@ class _Shard:
         self.engine_keys.update(self.keys[id(s)] for s in scenarios)
 
 
-def assign(scenarios, count: int) -> list[list]:
-    """All `count` shards (0-based list); each shard keeps the input order of its scenarios."""
+def assign(scenarios, count: int, max_s: float | None = None) -> list[list]:
+    """All `count` shards (0-based list); each shard keeps the input order of its scenarios.
+    max_s: the longest a unit may cost before it is cut into pieces (`--max-shard-hours`, in seconds)."""
     if count < 1:
         raise ValueError(f"shard count must be >= 1, got {count}")
     scenarios = list(scenarios)
     keys = {id(s): s.engine_key for s in scenarios}
     costs = {id(s): estimated_cost(s) for s in scenarios}
     shards = [_Shard(keys, costs) for _ in range(count)]
-    for unit in sorted(units(scenarios), key=lambda u: (-u.cost, u.engine_key)):
+    cut = [piece for unit in units(scenarios) for piece in pieces(unit, max_s)]
+    for unit in sorted(cut, key=lambda u: (-u.cost, u.engine_key)):
         wanted = unit.scenarios + unit.references
         target = min(shards, key=lambda sh: sh.load + sh.added_cost(wanted))  # first of equals: lowest index
         target.take(wanted)
     return [[s for s in scenarios if id(s) in sh.members] for sh in shards]
 
 
-def shard(scenarios: list, index: int, count: int) -> list:
+def shard(scenarios: list, index: int, count: int, max_s: float | None = None) -> list:
     """The scenarios of shard `index` of `count` (1-based, as parse_shard returns), in input order."""
     if not 1 <= index <= count:
         raise ValueError(f"--shard: expected I/N with 1 <= I <= N, got {index}/{count}")
-    return assign(list(scenarios), count)[index - 1]
+    return assign(list(scenarios), count, max_s)[index - 1]
+
+
+def parse_max_shard_hours(value: float) -> float:
+    """--max-shard-hours in seconds: a positive number of hours, at most a year."""
+    if not 0 < value <= MAX_SHARD_HOURS:  # NaN fails this too
+        raise ValueError(f"--max-shard-hours: expected hours above 0 and at most {MAX_SHARD_HOURS}, got {value}")
+    return value * 3600

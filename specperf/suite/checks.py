@@ -33,6 +33,8 @@ def check_options(config) -> None:
         raise pytest.UsageError(
             f"--scenario-timeout must be positive seconds, at most {MAX_SCENARIO_TIMEOUT_S:g} (a week), got {timeout}"
         )
+    if opts.run_dir is not None and opts.resume not in (None, opts.run_dir):
+        raise pytest.UsageError("--run-dir goes on from the run it holds by itself: give it or --resume, not both")
     if opts.resume is not None:
         chosen_profile(config)  # the run file must be readable and of the same profile
     if opts.shard is not None:
@@ -40,6 +42,15 @@ def check_options(config) -> None:
 
         try:
             parse_shard(opts.shard)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+    if opts.max_shard_hours is not None:
+        from ..run.sharding import parse_max_shard_hours
+
+        if opts.shard is None:
+            raise pytest.UsageError("--max-shard-hours goes with --shard I/N (it changes how the shards are cut)")
+        try:
+            parse_max_shard_hours(opts.max_shard_hours)
         except ValueError as err:
             raise pytest.UsageError(str(err)) from None
     rolling = opts.rolling_baseline

@@ -40,6 +40,8 @@ def run_id(config) -> str:
         worker = worker_input(config)
         if worker is not None and "specperf_run_id" in worker:
             config.stash[RUN_ID_KEY] = worker["specperf_run_id"]
+        elif options(config).run_dir is not None:
+            config.stash[RUN_ID_KEY] = options(config).run_dir.name
         else:
             shard = options(config).shard
             suffix = "-shard{}of{}".format(*shard.split("/")) if shard else ""

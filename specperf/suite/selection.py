@@ -120,10 +120,12 @@ def this_shard(config, perf: list) -> list:
     """With --shard I/N, only this machine's share of the selected scenarios; the rest is deselected."""
     if options(config).shard is None:
         return perf
-    from ..run.sharding import parse_shard, shard
+    from ..run.sharding import parse_max_shard_hours, parse_shard, shard
 
     index, count = parse_shard(options(config).shard)
-    mine = {s.id for s in shard([scenario_of(item) for item in perf], index, count)}
+    hours = options(config).max_shard_hours
+    max_s = parse_max_shard_hours(hours) if hours is not None else None
+    mine = {s.id for s in shard([scenario_of(item) for item in perf], index, count, max_s)}
     kept = [item for item in perf if scenario_of(item).id in mine]
     config.hook.pytest_deselected(items=[item for item in perf if scenario_of(item).id not in mine])
     return kept

@@ -120,6 +120,7 @@ def split(
 
 
 def planned(planner: Planner, parts: list[list[Scenario]], selection: str, max_s: float | None) -> list[ShardPlan]:
+    """The shards of a split, each planned, with the command that runs it."""
     count, cut = len(parts), f" --max-shard-hours {max_s / 3600:g}" if max_s is not None else ""
     shards = []
     for i, part in enumerate(parts):
@@ -135,8 +136,8 @@ def array(planner: Planner, scenarios: list[Scenario], max_s: float, selection: 
     pieces = [piece for unit in sharding.units(scenarios) for piece in sharding.pieces(unit, max_s)]
     piece_of = {id(s): i for i, piece in enumerate(pieces) for s in piece.scenarios}
     seconds = [plan_shard(planner, 0, list(p.scenarios + p.references)).seconds for p in pieces]
-    long = sum(1 for x in seconds if x > max_s)
-    low = max(1, long + math.ceil(math.fsum(x for x in seconds if x <= max_s) / max_s))
+    too_long = sum(1 for x in seconds if x > max_s)
+    low = max(1, too_long + math.ceil(math.fsum(x for x in seconds if x <= max_s) / max_s))
     high = len(pieces)
 
     def fits(count: int) -> list[ShardPlan] | None:

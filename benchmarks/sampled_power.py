@@ -87,18 +87,19 @@ def judged(scenario, current: list, baseline: list, by_request: bool) -> tuple[s
     return status, {v.metric: v.status for v in verdicts}, length.change or 0.0, errors
 
 
-def requests_needed(
-    errors: dict[str, float], requests: int, change: float, figures: int, tolerance: float = 0.05
-) -> dict[str, int]:
+def requests_needed(errors: dict[str, float], requests: int, change: float, figures: int, tolerance: float) -> dict:
     """Requests a cell needs, with `figures` figures judged together (their intervals widened
-    together), so that a true change of `change` in mean acceptance length is flagged a regression 9
-    times in 10 (all of its interval worse than no change) and an unchanged build passes 19 times in
-    20 (none of its interval worse than `tolerance`): the measured error of the change at `requests`
-    requests, scaled as 1 / sqrt(n), the larger of the two."""
+    together), so that a true change of `change` in a figure is flagged a regression 9 times in 10
+    (all of its interval worse than no change) and an unchanged build passes 19 times in 20 with
+    every figure (none of its interval worse than `tolerance`; Bonferroni over the figures): the
+    measured error of the change at `requests` requests, scaled as 1 / sqrt(n), the larger of the two."""
     from scipy.stats import norm
 
     z = norm.ppf(1 - 0.05 / 2 / figures)
-    most_error = min(abs(math.log1p(change)) / (z + norm.ppf(0.9)), -math.log1p(-tolerance) / (z + norm.ppf(0.95)))
+    bounds = [-math.log1p(-tolerance) / (z + norm.ppf(1 - 0.05 / figures))]
+    if change < 0:  # a drop to flag (a rise or none: the A/A bound alone)
+        bounds.append(abs(math.log1p(change)) / (z + norm.ppf(0.9)))
+    most_error = min(bounds)
     return {how: math.ceil(requests * (error / most_error) ** 2) for how, error in errors.items()}
 
 
@@ -186,6 +187,8 @@ def read_repeats(path: Path, settings: dict | None = None) -> list[dict[str, lis
 def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list], wrong: float) -> None:
     """The arms' verdicts, the errors' honesty (the baseline's spread between runs against its
     bootstrap error) and the requests a cell needs."""
+    from specperf.judge.metrics import spec_for
+    from specperf.judge.rules import Rules
     from specperf.judge.sampled import acceptance_metrics
 
     base = repeats[0]["base"]
@@ -227,8 +230,9 @@ def summarise(scenario, repeats: list[dict[str, list]], outcomes: dict[str, list
             errors["independent, between runs"] = spread * math.sqrt(2)
         shown = ", ".join(f"{how} {error:.4f}" for how, error in errors.items())
         print(f"{figure}: error of the change at {requests} requests (log units): {shown}")
+        tolerance = Rules.of(scenario).tolerance(figure) or spec_for(figure).rel_tolerance
         for change in (drop, -0.05):
-            needed = requests_needed(errors, requests, change, len(GATING))
+            needed = requests_needed(errors, requests, change, len(GATING), tolerance)
             print(f"  requests for a change of {change:+.1%} flagged 9 times in 10, an A/A passing 19 in 20: {needed}")
 
 

@@ -109,9 +109,10 @@ class Options:
     )
     run_dir: Path | None = option(
         "--run-dir",
-        "this run's directory (default: <reports-dir>/<run id>); where it already holds a run of this "
-        "profile, that run goes on as with --resume: a retried shard keeps what it finished",
-        read=_path_or_none,
+        "this run's directory (default: <reports-dir>/<run id>); where it already holds a run (its "
+        "run.json), that run goes on as with --resume, so a retried shard keeps what it finished "
+        "(under -n the run file is written at the end only)",
+        read=lambda given: Path(given).absolute() if given else None,  # '.' too has a name then
         metavar="DIR",
     )
     candidate: str | None = option(

@@ -66,7 +66,7 @@ def plan_arrays(profile: str, hours: str) -> list[tuple[int, int, str]]:
         capture_output=True,
         text=True,
     ).stdout.splitlines()
-    return [(int(g), int(t), o) for g, t, o in (line.split("\t") for line in lines)]
+    return [(int(g), int(t), o) for g, t, o, _ in (line.split("\t") for line in lines)]
 
 
 def test_an_indexed_job_per_array_takes_its_shard_from_the_completion_index(tmp_path):
@@ -78,23 +78,31 @@ def test_an_indexed_job_per_array_takes_its_shard_from_the_completion_index(tmp_
         job = loaded(document)
         assert job.spec.completion_mode == "Indexed" and job.spec.completions == tasks
         assert job.spec.backoff_limit_per_index >= 1  # a crashed shard is retried on its own
-        (rule,) = job.spec.pod_failure_policy.rules
-        assert rule.action == "FailIndex" and 1 in rule.on_exit_codes.values  # a regression is not retried
+        assert job.spec.max_failed_indexes == tasks and job.spec.template.spec.restart_policy == "Never"
+        preempted, final = job.spec.pod_failure_policy.rules  # the API asks restartPolicy Never of both
+        assert preempted.action == "Ignore" and preempted.on_pod_conditions[0].type == "DisruptionTarget"
+        assert final.action == "FailIndex" and 1 not in final.on_exit_codes.values  # exit 1 is retried
         (container,) = job.spec.template.spec.containers
-        assert container.resources.limits == {"nvidia.com/gpu": str(gpus)}
+        assert container.resources.limits["nvidia.com/gpu"] == str(gpus)
         script = container.command[-1]
         name = job.metadata.name
         assert f"{options} --shard $((JOB_COMPLETION_INDEX + 1))/{tasks} " in script
-        assert f"--run-dir /runs/{name}-$((JOB_COMPLETION_INDEX + 1)) " in script  # a retry resumes
+        run_dir = re.search(
+            r"--run-dir (/runs/nightly-1-\d{8}-\d{6}/" + name + r"-\$\(\(JOB_COMPLETION_INDEX \+ 1\)\)) ", script
+        )
+        assert run_dir  # a retry resumes; a sweep rendered again, in another folder, starts afresh
         assert script.endswith("--dataset-dir '/data/my samples'")
-        (mount,) = container.volume_mounts
-        (volume,) = job.spec.template.spec.volumes
-        assert mount.name == volume.name and volume.persistent_volume_claim.claim_name == "specperf-runs"
-        assert f"/runs/{name}-*/run.json" in merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+        mounts = {m.mount_path: m.name for m in container.volume_mounts}
+        volumes = {v.name: v for v in job.spec.template.spec.volumes}
+        assert volumes[mounts["/runs"]].persistent_volume_claim.claim_name == "specperf-runs"
+        assert volumes[mounts["/dev/shm"]].empty_dir.medium == "Memory"
+        merging = merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+        assert f"{run_dir.group(1).split('$')[0]}*/run.json" in merging
         check_script(tmp_path / f"{name}.sh", script)
     merged = loaded(merge)
     (container,) = merged.spec.template.spec.containers
     assert container.resources is None  # it needs no GPU
+    assert re.search(r"--out /runs/nightly-1-\d{8}-\d{6}/merged", container.command[-1])
     check_script(tmp_path / "merge.sh", container.command[-1])
     assert re.fullmatch(r"nightly-1-(tp\d+|cpu)", jobs[0]["metadata"]["name"])
 

@@ -513,14 +513,14 @@ def test_arrays_of_a_longest_shard_are_what_their_tasks_run(capsys):
     scenarios = list(prof.scenarios)
     plan = make_plan(prof, scenarios, Planner(prof), gpus=64, max_shard_s=6 * 3600)
     arrays = plan.arrays()
-    assert sorted(gpus for gpus, _, _ in arrays) == sorted({s.model.tp for s in scenarios})
-    assert sum(count for _, count, _ in arrays) == len(plan.shards)
+    assert sorted(gpus for gpus, _, _, _ in arrays) == sorted({s.model.tp for s in scenarios})
+    assert sum(count for _, count, _, _ in arrays) == len(plan.shards)
     ran = set()
-    for gpus, count, options in arrays:
+    for gpus, count, options, hours in arrays:
         selected = select(prof, None, re.search(r'-m "([^"]+)"', options).group(1))
         assert options.endswith("--max-shard-hours 6") and {s.model.tp for s in selected} == {gpus}
         shards = [p for p in plan.shards if p.selection and p.selection.strip() in options]
-        assert len(shards) == count
+        assert len(shards) == count and hours == max(p.seconds for p in shards) / 3600
         parts = sharding.assign(selected, count, 6 * 3600)  # what each task's sharding.shard takes
         for index, (shard, mine) in enumerate(zip(shards, parts), start=1):
             planned = sorted(e.scenario.id for line in shard.engines for e in line.scenarios)
@@ -533,13 +533,43 @@ def test_arrays_of_a_longest_shard_are_what_their_tasks_run(capsys):
     )
     assert plan.wall_s < longest_key / 3  # uncut, an engine key of the 70B model ran for days on one shard
     code, out, _ = run_cli(capsys, "--profile", "study-full", "--max-shard-hours", "6", "--arrays")
-    assert code == 0 and out.splitlines() == [f"{g}\t{c}\t{o}" for g, c, o in arrays]
+    assert code == 0 and out.splitlines() == [f"{g}\t{c}\t{o}\t{h:.3f}" for g, c, o, h in arrays]
     code, out, _ = run_cli(capsys, "--profile", "study-full", "--gpus", "64", "--max-shard-hours", "6")
-    assert code == 0 and f"{arrays[1][1]} tasks, 4 GPUs a task: pytest tests_perf --profile study-full -m" in out
+    assert (
+        code == 0 and f"{arrays[1][1]} tasks, 4 GPUs a task, the longest {arrays[1][3]:.2f} h: pytest tests_perf" in out
+    )
     assert re.search(r"\n +1 +1 +[0-9.]+  pytest tests_perf --profile study-full -m .* --shard 1/\d+ --max", out)
 
 
 def test_a_cpu_array_asks_for_no_gpu(capsys):
     code, out, _ = run_cli(capsys, "--profile", "cpu-smoke", "--max-shard-hours", "0.001", "--arrays")
-    ((gpus, count, options),) = [line.split("\t") for line in out.splitlines()]
+    ((gpus, count, options, _),) = [line.split("\t") for line in out.splitlines()]
     assert code == 0 and gpus == "0" and int(count) > 1 and options == "--max-shard-hours 0.001"
+
+
+def test_a_selection_the_gpus_leave_empty_plans_nothing_and_its_tasks_repeat_the_selection(capsys):
+    """study-extra on 1 GPU: its 70B and GLM models (TP 4) cannot run, as a run there skips them; the
+    TP-1 array's tasks name its models, so that their --shard splits what the plan split; the
+    user's -k/-m reach every task, and-ed with the array's models."""
+    code, out, _ = run_cli(capsys, "--profile", "study-extra", "-m", "model_llama3_70b", "--gpus", "1")
+    assert code == 0 and "not run on 1 GPU(s): 8 scenarios need 4 GPUs" in out
+    code, out, _ = run_cli(
+        capsys, "--profile", "study-extra", "-m", "model_llama3_70b", "--gpus", "1", "--max-shard-hours", "6"
+    )
+    assert code == 0 and "arrays, shards of at most 6 h" in out
+    code, out, _ = run_cli(capsys, "--profile", "study-extra", "--gpus", "1", "--max-shard-hours", "6", "--arrays")
+    ((gpus, _, options, _),) = [line.split("\t") for line in out.splitlines()]
+    assert gpus == "1" and options.startswith('-m "model_llama3_1_8b or ')
+    code, out, _ = run_cli(
+        capsys, "--profile", "study-extra", "-k", "eagle3", "-m", "not gsm8k", "--max-shard-hours", "6", "--arrays"
+    )
+    options = [line.split("\t")[2] for line in out.splitlines()]
+    assert options and all(o.startswith('-k "eagle3" -m "') and "not gsm8k" in o for o in options)
+    prof = load_profile("study-extra")
+    chosen = select(prof, "eagle3", "not gsm8k")
+    for option in options:  # what the tasks select is what the plan split
+        models = re.search(r'-m "\(not gsm8k\) and \(([^)]*)\)"', option)
+        expression = f"(not gsm8k) and ({models.group(1)})" if models else "not gsm8k"
+        assert {s.id for s in select(prof, "eagle3", expression)} <= {s.id for s in chosen}
+    code, out, _ = run_cli(capsys, "--profile", "study-extra", "--max-shard-hours", "0.0123456789", "--arrays")
+    assert all(line.split("\t")[2].endswith("--max-shard-hours 0.0123456789") for line in out.splitlines())

@@ -292,10 +292,10 @@ def test_a_sampled_scenario_gates_on_its_acceptance_lengths_and_a_tolerance_make
     assert figures["acceptance_pos2"].status == REGRESSION and judged.status == PASS
     assert "informational: explains the acceptance lengths" in figures["acceptance_pos2"].note
     assert "95% over the scenario's 2 acceptance figures" in figures["mean_acceptance_length"].note
-    assert not Rules().judging(shifted.scenario).is_informational("request_mean_acceptance_length")
+    assert not Rules().for_scenario(shifted.scenario).is_informational("request_mean_acceptance_length")
     strict = judge(shifted, baseline, rules=Rules(tolerances={"per_position_acceptance": 0.1}))
     assert strict.status == REGRESSION
-    greedy = Rules().judging(make_scenario())
+    greedy = Rules().for_scenario(make_scenario())
     assert not greedy.is_informational("acceptance_pos2")  # a greedy scenario's exact check: every figure gates
 
 

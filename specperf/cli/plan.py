@@ -70,9 +70,10 @@ def run(args) -> int:
     where = (f"hardware {key}" if key else f"the study's hardware ({profile.requires_gpu or 'GPU'})") + (
         f", {len(rows)} results in the history" if url and key else ", no history"
     )
-    plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus, max_shard_s)
+    chosen = "".join(f'{flag} "{expr}" ' for flag, expr in (("-k", args.keyword), ("-m", args.markexpr)) if expr)
+    plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus, max_shard_s, chosen)
     if args.arrays:  # for a submit script: one line an array, tab-separated
-        print("\n".join(f"{gpus}\t{count}\t{options}" for gpus, count, options in plan.arrays()))
+        print("\n".join(f"{gpus}\t{count}\t{options}\t{hours:.3f}" for gpus, count, options, hours in plan.arrays()))
         return 0
     print("\n".join(plan_lines(plan, where, args.scenarios)))
     return 0
@@ -99,7 +100,7 @@ def add_parser(sub) -> None:
         "--arrays",
         action="store_true",
         help="with --max-shard-hours: print only the arrays, a line each: GPUs a task (0: CPU tier), tasks, "
-        "the pytest options of every task (tab-separated; each task adds --shard I/N)",
+        "the pytest options of every task (each adds --shard I/N), the hours of its longest shard (tab-separated)",
     )
     plan.add_argument(
         "--history",

@@ -137,7 +137,7 @@ def offset_floor(name: str, rules: Rules) -> float:
 def judge_gate(result: ScenarioResult, rules: Rules = DEFAULT_RULES) -> Verdict:
     """rules: the profile's (never the result's own)."""
     scenario = result.scenario
-    rules = rules.judging(scenario)
+    rules = rules.for_scenario(scenario)
     if not result.ok or result.gate is None:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     current = judged_samples(result.gate.current.metrics)[0]

@@ -31,9 +31,9 @@ class Rules:
             frozenset(scenario.informational),
             scenario.gate_tolerance,
             scenario.gate_engine_offset,
-        ).judging(scenario)
+        ).for_scenario(scenario)
 
-    def judging(self, scenario: Any) -> Rules:
+    def for_scenario(self, scenario: Any) -> Rules:
         """These rules for `scenario` (records.Scenario): whether it samples decides which acceptance
         figures gate by default.  Every judge applies it, so rules taken from no profile do too."""
         return replace(self, sampled=not scenario.sampling.greedy)

@@ -232,7 +232,7 @@ def judge(
     """noise: this scenario's measured CV per metric (noise.load_noise), widening its thresholds;
     rules: the profile's (never the result's own)."""
     scenario = result.scenario
-    rules = rules.judging(scenario)
+    rules = rules.for_scenario(scenario)
     if not result.ok:
         return Verdict(scenario_id=scenario.id, status=ERROR, note=result.error or "no result")
     if baseline is not None and baseline.scenario_hash != scenario.hash:
@@ -282,7 +282,7 @@ def sampled_scenario_verdicts(
     request by request where the baseline (or a gate's current build) kept its requests' counts,
     the t interval on the prompts behind them."""
     paired = changes_by_request(scenario, current[1], baseline[1])
-    rules = rules.judging(scenario)
+    rules = rules.for_scenario(scenario)
     return sampled_verdicts(names, current[0], baseline[0], rules, paired, samples_of(scenario, current[1]))
 
 
@@ -308,7 +308,7 @@ def scenario_verdict(
 ) -> Verdict:
     """The worst status of the gating metrics' verdicts (without a baseline, of those judged on their
     value alone); an invalid result is never trusted or failed on."""
-    rules = rules.judging(result.scenario)
+    rules = rules.for_scenario(result.scenario)
     gating = [v for v in verdicts if not rules.is_informational(v.metric)]
     absolute = [v for v in gating if spec_for(v.metric).test == ABSOLUTE and v.status == REGRESSION]
     status = worst(v.status for v in gating) if has_baseline else REGRESSION if absolute else NO_BASELINE

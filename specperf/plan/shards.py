@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 
 from ..profiles.scenarios import Profile, Scenario
@@ -60,15 +61,16 @@ class Plan:
     gpus: int | None = None
     max_shard_s: float | None = None  # --max-shard-hours: arrays of shards a scheduler places
 
-    def arrays(self) -> list[tuple[int, int, str]]:
+    def arrays(self) -> list[tuple[int, int, str, float]]:
         """The job arrays a scheduler submits, one per selection (each TP size's models apart): GPUs a
-        task (0 on the CPU tier), tasks, and the pytest options every task shares (each adds --shard I/N)."""
-        cut = f"--max-shard-hours {self.max_shard_s / 3600:g}" if self.max_shard_s is not None else ""
-        found: dict[str, tuple[int, int, str]] = {}
+        task (0 on the CPU tier), tasks, the pytest options every task shares (each adds --shard
+        I/N), and the hours its longest shard is expected to run (a time limit's floor)."""
+        cut = hours_option(self.max_shard_s)
+        found: dict[str, tuple[int, int, str, float]] = {}
         for shard in self.shards:
-            gpus, count, options = found.get(shard.selection, (0, 0, (shard.selection + cut).strip()))
+            gpus, count, options, hours = found.get(shard.selection, (0, 0, (shard.selection + cut).strip(), 0.0))
             held = shard.gpus if self.profile.tier == "gpu" else 0
-            found[shard.selection] = (max(gpus, held), count + 1, options)
+            found[shard.selection] = (max(gpus, held), count + 1, options, max(hours, shard.seconds / 3600))
         return list(found.values())
 
     @property
@@ -111,6 +113,11 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
     return ShardPlan(index, engines, planner.machine.run_s, gpus, command=command)
 
 
+def hours_option(max_s: float | None) -> str:
+    """--max-shard-hours as the tasks must be given it: every digit the plan cut by."""
+    return f"--max-shard-hours {max_s / 3600:.15g}" if max_s is not None else ""
+
+
 def split(
     planner: Planner, scenarios: list[Scenario], count: int, selection: str = "", max_s: float | None = None
 ) -> list[ShardPlan]:
@@ -121,7 +128,7 @@ def split(
 
 def planned(planner: Planner, parts: list[list[Scenario]], selection: str, max_s: float | None) -> list[ShardPlan]:
     """The shards of a split, each planned, with the command that runs it."""
-    count, cut = len(parts), f" --max-shard-hours {max_s / 3600:g}" if max_s is not None else ""
+    count, cut = len(parts), f" {hours_option(max_s)}" if max_s is not None else ""
     shards = []
     for i, part in enumerate(parts):
         command = f"{selection}--shard {i + 1}/{count}{cut}" if count > 1 else selection.strip()
@@ -131,8 +138,11 @@ def planned(planner: Planner, parts: list[list[Scenario]], selection: str, max_s
 
 
 def array(planner: Planner, scenarios: list[Scenario], max_s: float, selection: str = "") -> list[ShardPlan]:
-    """The fewest shards of `scenarios` (cut as --max-shard-hours cuts them) in which each either
-    runs within `max_s` by the planner's figures or holds a single piece (a scenario may alone be longer)."""
+    """Few shards of `scenarios` (cut as --max-shard-hours cuts them) in which each either runs
+    within `max_s` by the planner's figures or holds a single piece (a scenario may alone be
+    longer): the count found by bisection, as if more shards always fitted better (nearly so)."""
+    if not scenarios:
+        return []
     pieces = [piece for unit in sharding.units(scenarios) for piece in sharding.pieces(unit, max_s)]
     piece_of = {id(s): i for i, piece in enumerate(pieces) for s in piece.scenarios}
     seconds = [plan_shard(planner, 0, list(p.scenarios + p.references)).seconds for p in pieces]
@@ -199,6 +209,7 @@ def make_plan(
     shards: int | None = None,
     gpus: int | None = None,
     max_shard_s: float | None = None,
+    chosen: str = "",
 ) -> Plan:
     """The plan of `scenarios` (a profile's selection) in `shards` shards; with `gpus`, scheduled on
     that many GPUs (scenarios needing more are skipped, as a run there skips them) and, without
@@ -210,9 +221,9 @@ def make_plan(
     skipped = [s for s in scenarios if gpus is not None and s.model.tp > gpus]
     runnable = [s for s in scenarios if s not in skipped]
     if max_shard_s is not None:
-        return arrays_plan(profile, runnable, planner, max_shard_s, gpus, skipped)
+        return arrays_plan(profile, runnable, planner, max_shard_s, gpus, skipped, chosen)
     # more shards than units leaves some empty: no shorter, so counts stop at the units
-    most = len(sharding.units(runnable))
+    most = max(1, len(sharding.units(runnable)))
     options = [
         [("", runnable, count)] for count in ([shards] if shards is not None else range(1, min(gpus or 1, most) + 1))
     ]
@@ -243,14 +254,32 @@ def arrays_plan(
     max_shard_s: float,
     gpus: int | None,
     skipped: list[Scenario],
+    chosen: str = "",
 ) -> Plan:
     """Shards of at most `max_shard_s` for a cluster scheduler: an array per TP size (a task asks for
-    that many GPUs), each the fewest shards that keep within it; with `gpus`, scheduled on that many."""
+    that many GPUs), each of few shards that keep within it; with `gpus`, scheduled on that many.
+    `chosen`: the -k/-m options the selection was made with, which every task repeats."""
     groups = _by_tp(scenarios)
-    selections = groups.values() if len(groups) > 1 else [("", scenarios)]
-    parts = [shard for selection, members in selections for shard in array(planner, members, max_shard_s, selection)]
+    several = len(groups) > 1 or bool(skipped)  # a task's selection must leave the skipped TP sizes out
+    selections = groups.values() if several else [("", scenarios)]
+    parts = [
+        shard
+        for selection, members in selections
+        for shard in array(planner, members, max_shard_s, joined(chosen, selection))
+    ]
     for i, shard in enumerate(parts):
         shard.index = i + 1
     if gpus is not None:
         schedule(parts, gpus)
     return Plan(profile, planner, parts, skipped, gpus, max_shard_s)
+
+
+def joined(chosen: str, models: str) -> str:
+    """The user's -k/-m options and a TP size's `-m "model_..."` as one selection: pytest keeps only
+    the last -m, so the two expressions are and-ed."""
+    user_m = re.search(r'-m "([^"]*)" ?', chosen)
+    if user_m and models:
+        rest = chosen.replace(user_m.group(0), "")
+        inner = re.fullmatch(r'-m "([^"]*)" ', models).group(1)  # type: ignore[union-attr]
+        return f'{rest}-m "({user_m.group(1)}) and ({inner})" '
+    return chosen + models

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Iterable
 
 from ..profiles.scenarios import Profile, Scenario
@@ -91,7 +92,8 @@ def plan_lines(plan: Plan, hardware: str, detail: bool = False) -> list[str]:
     for shard in plan.shards:
         where = f", {shard.gpus} GPU{'s' if shard.gpus > 1 else ''}" if plan.profile.tier == "gpu" else ""
         when = f", starts at {shard.start_at:.1f} min" if plan.gpus is not None and shard.engines else ""
-        command = f" (pytest tests_perf --profile {plan.profile.name} {shard.command})" if shard.command else ""
+        run = f"pytest tests_perf --profile {profile_option(plan.profile)}"
+        command = f" ({run} {shard.command})" if shard.command else ""
         lines += [
             "",
             f"shard {shard.index}/{len(plan.shards)}{command}: {shard.scenarios} scenarios, "
@@ -144,15 +146,26 @@ def plan_lines(plan: Plan, hardware: str, detail: bool = False) -> list[str]:
     return lines
 
 
+def profile_option(profile: Profile) -> str:
+    """How a command names the profile: by name where fixtures/scenarios/ holds it, else by its path."""
+    from ..profiles.scenarios import available_profiles
+
+    return profile.name if profile.name in available_profiles() else shlex.quote(str(profile.path))
+
+
 def array_lines(plan: Plan) -> list[str]:
     """The arrays a cluster scheduler runs (--max-shard-hours): per array its tasks and the command
     each runs, then a line a shard: its GPUs (TP), expected hours and command."""
     hours = plan.max_shard_s / 3600 if plan.max_shard_s is not None else 0.0
-    run = f"pytest tests_perf --profile {plan.profile.name}"
+    run = f"pytest tests_perf --profile {profile_option(plan.profile)}"
     lines = [f"arrays, shards of at most {hours:g} h (examples/slurm, examples/kubernetes):"]
-    for gpus, count, options in plan.arrays():
+    for gpus, count, options, hours_longest in plan.arrays():
         held = f"{gpus} GPU{'s' if gpus != 1 else ''} a task" if gpus else "no GPU"
-        lines.append(f"  {count} tasks, {held}: {run} {options} --shard $I/{count}".replace("  --", " --"))
+        lines.append(
+            f"  {count} tasks, {held}, the longest {hours_longest:.2f} h: {run} {options} --shard $I/{count}".replace(
+                "  --", " --"
+            )
+        )
     over = [s for s in plan.shards if s.seconds > plan.max_shard_s] if plan.max_shard_s is not None else []
     if over:
         lines.append(
@@ -161,5 +174,6 @@ def array_lines(plan: Plan) -> list[str]:
         )
     lines.append(f"  {'shard':>7} {'GPUs':>5} {'hours':>7}  command")
     for shard in plan.shards:
-        lines.append(f"  {shard.index:>7} {shard.gpus:>5} {shard.seconds / 3600:>7.2f}  {run} {shard.command}")
+        gpus = shard.gpus if plan.profile.tier == "gpu" else 0
+        lines.append(f"  {shard.index:>7} {gpus:>5} {shard.seconds / 3600:>7.2f}  {run} {shard.command}")
     return lines

@@ -175,7 +175,7 @@ def submitted_array(cluster: Cluster, runs: Path) -> tuple[str, int, str]:
         "--arrays",
         env=env,
     )
-    ((gpus, tasks, options),) = [line.split("\t") for line in plan.splitlines()]
+    ((gpus, tasks, options, _),) = [line.split("\t") for line in plan.splitlines()]
     assert (gpus, tasks, options) == ("0", "2", f"--max-shard-hours {HOURS}")
     out = cluster.run(str(ROOT / "examples" / "slurm" / "submit.sh"), str(PROFILE), HOURS, str(runs), env=env)
     array, merge = out.split()
@@ -215,7 +215,7 @@ def test_an_array_of_shards_with_a_requeued_task_merges_into_one_report(cluster,
         assert f"[resumed] {Path(name).stem}: kept from" in task_log
         assert measured(results / name) == kept[name]  # judged again with the run, not measured again
     assert {p.stem for p in results.glob("*.json")} == {s.id for s in parts[longer - 1]}
-    summary = json.loads((runs / "merged" / "summary.json").read_text())
+    summary = json.loads((runs / f"resume-{array}-merged" / "summary.json").read_text())
     ids = [s["id"] for s in summary["scenarios"]]
     assert sorted(ids) == sorted(SCENARIOS) and len(summary["run_dirs"]) == tasks
     assert all(s["result_status"] == "ok" for s in summary["scenarios"])

@@ -432,6 +432,30 @@ def test_a_gate_judges_a_sampled_scenarios_acceptance_on_its_interval(tmp_path):
     assert next(m for m in judge_gate(result).metrics if m.metric == "mean_acceptance_length").status == "regression"
 
 
+def test_a_gate_of_a_sampled_scenario_gates_on_its_lengths_unless_a_position_is_given_a_tolerance(tmp_path):
+    """As the stored judge: a position that falls while the acceptance lengths hold is shown, failing
+    nothing, until the profile gives positions a tolerance of their own."""
+    from specperf.judge.gate import judge_gate
+    from specperf.judge.rules import Rules
+    from specperf.records import Metric, Sampling
+
+    run = gate(tmp_path, Starter())
+    run.run(REF)
+    result = run.run(SD)
+    result.scenario = result.scenario.replace(sampling=Sampling(temperature=0.8))
+    result.gate.current.metrics["mean_acceptance_length"] = Metric(value=2.0, samples=[2.0], se=0.01)
+    result.metrics["mean_acceptance_length"] = Metric(value=2.0, samples=[2.0], se=0.01)
+    result.gate.current.metrics["per_position_acceptance"] = Metric(
+        value=[0.5, 0.3], samples=[[0.5, 0.3]], se=[0.01] * 2
+    )
+    result.metrics["per_position_acceptance"] = Metric(value=[0.55, 0.2], samples=[[0.55, 0.2]], se=[0.01] * 2)
+    judged = judge_gate(result)
+    second = next(m for m in judged.metrics if m.metric == "acceptance_pos1")
+    assert second.status == "regression" and "informational: explains the acceptance lengths" in second.note
+    assert judged.status == "pass"
+    assert judge_gate(result, Rules(tolerances={"per_position_acceptance": 0.1})).status == "regression"
+
+
 def test_a_gate_judges_sampled_acceptance_request_by_request_where_both_builds_kept_their_counts(tmp_path):
     """Both builds ran the same prompts in the same order: the candidate's requests pair with the
     current build's, which takes out how unequally the prompts lend themselves to drafting."""

@@ -4,11 +4,12 @@ Each repeat starts three fresh engines of one sampled SD scenario and runs its r
 each with a seed of its own: the baseline; an A/A engine of the same build; and a "drop" engine
 whose n-gram drafts are wrong in a known share of steps (the CPU-tier fault plugin's draft_wrong: a
 lower acceptance by a known amount).  Each arm is judged against the baseline as the suite judges it
-(judge/verdicts.sampled_scenario_verdicts, every acceptance figure of the scenario together): request by
-request, as against a baseline that kept its requests' counts, and as independent samples, as
-against one that did not (the history's).  Whether the errors are honest: the baseline's spread
-between runs of the same build against its bootstrap error.  Then the requests a cell needs to catch
-the measured drop, and a 5% drop, 9 times in 10 follow from the measured errors.  Prints figures,
+(judge/verdicts.sampled_scenario_verdicts with the profile's rules: the two acceptance lengths gate,
+every figure is shown): request by request, as against a baseline that kept its requests' counts,
+and as independent samples, as against one that did not (the history's).  Whether the errors are
+honest: the baseline's spread between runs of the same build against its bootstrap error.  Then the
+requests a cell needs for the measured drop, and a 5% drop, to be flagged 9 times in 10 while an
+unchanged build passes 19 times in 20 follow from the measured errors.  Prints figures,
 asserts nothing; `--out` keeps each run's per-request counts (a JSON line a repeat; run again with
 the same file and settings, it goes on from the repeats it holds, on new seeds, up to --repeats in
 all), `--replay` judges them again.

@@ -70,8 +70,16 @@ def run(args) -> int:
     where = (f"hardware {key}" if key else f"the study's hardware ({profile.requires_gpu or 'GPU'})") + (
         f", {len(rows)} results in the history" if url and key else ", no history"
     )
-    chosen = "".join(f'{flag} "{expr}" ' for flag, expr in (("-k", args.keyword), ("-m", args.markexpr)) if expr)
-    plan = make_plan(profile, scenarios, Planner(profile, rows), args.shards, args.gpus, max_shard_s, chosen)
+    plan = make_plan(
+        profile,
+        scenarios,
+        Planner(profile, rows),
+        args.shards,
+        args.gpus,
+        max_shard_s,
+        args.keyword or "",
+        args.markexpr or "",
+    )
     if args.arrays:  # for a submit script: one line an array, tab-separated
         print("\n".join(f"{gpus}\t{count}\t{options}\t{hours:.3f}" for gpus, count, options, hours in plan.arrays()))
         return 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 
 from ..profiles.scenarios import Profile, Scenario
@@ -63,14 +62,13 @@ class Plan:
 
     def arrays(self) -> list[tuple[int, int, str, float]]:
         """The job arrays a scheduler submits, one per selection (each TP size's models apart): GPUs a
-        task (0 on the CPU tier), tasks, the pytest options every task shares (each adds --shard
+        task (0 on the CPU tier: plan_shard), tasks, the pytest options every task shares (each adds --shard
         I/N), and the hours its longest shard is expected to run (a time limit's floor)."""
         cut = hours_option(self.max_shard_s)
         found: dict[str, tuple[int, int, str, float]] = {}
         for shard in self.shards:
             gpus, count, options, hours = found.get(shard.selection, (0, 0, (shard.selection + cut).strip(), 0.0))
-            held = shard.gpus if self.profile.tier == "gpu" else 0
-            found[shard.selection] = (max(gpus, held), count + 1, options, max(hours, shard.seconds / 3600))
+            found[shard.selection] = (max(gpus, shard.gpus), count + 1, options, max(hours, shard.seconds / 3600))
         return list(found.values())
 
     @property
@@ -109,7 +107,7 @@ def plan_shard(planner: Planner, index: int, scenarios: list[Scenario], command:
                 key,
             )
         )
-    gpus = max((s.model.tp for s in scenarios), default=0)
+    gpus = max((s.model.tp for s in scenarios), default=0) if planner.profile.tier == "gpu" else 0
     return ShardPlan(index, engines, planner.machine.run_s, gpus, command=command)
 
 
@@ -189,17 +187,27 @@ def schedule(shards: list[ShardPlan], gpus: int) -> None:
         free += held
 
 
-def _by_tp(scenarios: list[Scenario]) -> dict[int, tuple[str, list[Scenario]]]:
-    """The selection split by TP size, each part with the `-m` expression of its models."""
+def _by_tp(scenarios: list[Scenario], keyword: str = "", markexpr: str = "") -> dict[int, tuple[str, list[Scenario]]]:
+    """The selection split by TP size, each part with the options that select it: its models' `-m`,
+    and-ed with the user's own -m (pytest keeps only the last), beside the user's -k."""
     from ..suite.selection import model_marker
 
     groups: dict[int, list[Scenario]] = {}
     for s in scenarios:
         groups.setdefault(s.model.tp, []).append(s)
     return {
-        tp: ('-m "' + " or ".join(sorted({model_marker(s.model.name) for s in members})) + '" ', members)
+        tp: (
+            selection_options(keyword, markexpr, " or ".join(sorted({model_marker(s.model.name) for s in members}))),
+            members,
+        )
         for tp, members in sorted(groups.items())
     }
+
+
+def selection_options(keyword: str = "", markexpr: str = "", models: str = "") -> str:
+    """pytest's -k and -m options of a selection (each with its trailing space; '' for none)."""
+    marks = f"({markexpr}) and ({models})" if markexpr and models else markexpr or models
+    return "".join(f'{flag} "{expr}" ' for flag, expr in (("-k", keyword), ("-m", marks)) if expr)
 
 
 def make_plan(
@@ -209,7 +217,8 @@ def make_plan(
     shards: int | None = None,
     gpus: int | None = None,
     max_shard_s: float | None = None,
-    chosen: str = "",
+    keyword: str = "",
+    markexpr: str = "",
 ) -> Plan:
     """The plan of `scenarios` (a profile's selection) in `shards` shards; with `gpus`, scheduled on
     that many GPUs (scenarios needing more are skipped, as a run there skips them) and, without
@@ -221,7 +230,7 @@ def make_plan(
     skipped = [s for s in scenarios if gpus is not None and s.model.tp > gpus]
     runnable = [s for s in scenarios if s not in skipped]
     if max_shard_s is not None:
-        return arrays_plan(profile, runnable, planner, max_shard_s, gpus, skipped, chosen)
+        return arrays_plan(profile, runnable, planner, max_shard_s, gpus, skipped, keyword, markexpr)
     # more shards than units leaves some empty: no shorter, so counts stop at the units
     most = max(1, len(sharding.units(runnable)))
     options = [
@@ -254,32 +263,18 @@ def arrays_plan(
     max_shard_s: float,
     gpus: int | None,
     skipped: list[Scenario],
-    chosen: str = "",
+    keyword: str = "",
+    markexpr: str = "",
 ) -> Plan:
     """Shards of at most `max_shard_s` for a cluster scheduler: an array per TP size (a task asks for
     that many GPUs), each of few shards that keep within it; with `gpus`, scheduled on that many.
-    `chosen`: the -k/-m options the selection was made with, which every task repeats."""
-    groups = _by_tp(scenarios)
+    `keyword`, `markexpr`: the -k/-m the selection was made with, which every task repeats."""
+    groups = _by_tp(scenarios, keyword, markexpr)
     several = len(groups) > 1 or bool(skipped)  # a task's selection must leave the skipped TP sizes out
-    selections = groups.values() if several else [("", scenarios)]
-    parts = [
-        shard
-        for selection, members in selections
-        for shard in array(planner, members, max_shard_s, joined(chosen, selection))
-    ]
+    selections = groups.values() if several else [(selection_options(keyword, markexpr), scenarios)]
+    parts = [shard for selection, members in selections for shard in array(planner, members, max_shard_s, selection)]
     for i, shard in enumerate(parts):
         shard.index = i + 1
     if gpus is not None:
         schedule(parts, gpus)
     return Plan(profile, planner, parts, skipped, gpus, max_shard_s)
-
-
-def joined(chosen: str, models: str) -> str:
-    """The user's -k/-m options and a TP size's `-m "model_..."` as one selection: pytest keeps only
-    the last -m, so the two expressions are and-ed."""
-    user_m = re.search(r'-m "([^"]*)" ?', chosen)
-    if user_m and models:
-        rest = chosen.replace(user_m.group(0), "")
-        inner = re.fullmatch(r'-m "([^"]*)" ', models).group(1)  # type: ignore[union-attr]
-        return f'{rest}-m "({user_m.group(1)}) and ({inner})" '
-    return chosen + models

@@ -89,10 +89,10 @@ def plan_lines(plan: Plan, hardware: str, detail: bool = False) -> list[str]:
         return line.label + (f" [{hashlib.sha256(line.engine_key.encode()).hexdigest()[:6]}]" if shared else "")
 
     width = max((len(label(line)) for s in plan.shards for line in s.engines), default=10) + 2
+    run = f"pytest tests_perf --profile {profile_option(plan.profile)}"
     for shard in plan.shards:
         where = f", {shard.gpus} GPU{'s' if shard.gpus > 1 else ''}" if plan.profile.tier == "gpu" else ""
         when = f", starts at {shard.start_at:.1f} min" if plan.gpus is not None and shard.engines else ""
-        run = f"pytest tests_perf --profile {profile_option(plan.profile)}"
         command = f" ({run} {shard.command})" if shard.command else ""
         lines += [
             "",
@@ -161,11 +161,8 @@ def array_lines(plan: Plan) -> list[str]:
     lines = [f"arrays, shards of at most {hours:g} h (examples/slurm, examples/kubernetes):"]
     for gpus, count, options, hours_longest in plan.arrays():
         held = f"{gpus} GPU{'s' if gpus != 1 else ''} a task" if gpus else "no GPU"
-        lines.append(
-            f"  {count} tasks, {held}, the longest {hours_longest:.2f} h: {run} {options} --shard $I/{count}".replace(
-                "  --", " --"
-            )
-        )
+        command = " ".join(filter(None, [run, options, f"--shard $I/{count}"]))
+        lines.append(f"  {count} tasks, {held}, the longest {hours_longest:.2f} h: {command}")
     over = [s for s in plan.shards if s.seconds > plan.max_shard_s] if plan.max_shard_s is not None else []
     if over:
         lines.append(
@@ -174,6 +171,5 @@ def array_lines(plan: Plan) -> list[str]:
         )
     lines.append(f"  {'shard':>7} {'GPUs':>5} {'hours':>7}  command")
     for shard in plan.shards:
-        gpus = shard.gpus if plan.profile.tier == "gpu" else 0
-        lines.append(f"  {shard.index:>7} {gpus:>5} {shard.seconds / 3600:>7.2f}  {run} {shard.command}")
+        lines.append(f"  {shard.index:>7} {shard.gpus:>5} {shard.seconds / 3600:>7.2f}  {run} {shard.command}")
     return lines

@@ -18,6 +18,7 @@ from .run.builds.versions import installed_version, installed_vllm, reference_vl
 from .suite.benchmark import BenchmarkedRounds, choose_table_columns
 from .suite.checks import check_colocation, check_options, gate_environments
 from .suite.closing import (
+    Interruption,
     close_run,
     close_workers_run,
     run_history_url,
@@ -47,6 +48,7 @@ FINISHED_KEY = pytest.StashKey[dict]()
 SUITE_RUN_KEY = pytest.StashKey[bool]()
 OUTCOMES_KEY = pytest.StashKey[ScenarioOutcomes]()
 NOTHING_COUNTS_KEY = pytest.StashKey[str]()
+INTERRUPTION_KEY = pytest.StashKey[Interruption]()
 SLOWER_KEY = pytest.StashKey[list[str]]()  # dynamic SD schedules shown slower than the best fixed k
 
 
@@ -75,6 +77,8 @@ def pytest_configure(config):
     chosen_profile(config)  # a profile error is one usage line, before collection
     choose_table_columns(config)
     terminate_as_interrupt()
+    config.stash[INTERRUPTION_KEY] = Interruption()
+    config.pluginmanager.register(config.stash[INTERRUPTION_KEY], "specperf-interruption")
     if config.getoption("dist", "no") == "load":
         config.option.dist = "loadgroup"  # -n N: each model's scenarios stay on one worker
     if config.getoption("dist", "no") == "loadgroup":
@@ -280,7 +284,7 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == pytest.ExitCode.OK and (why := why_nothing_counts(session, config.stash[OUTCOMES_KEY])):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         config.stash[NOTHING_COUNTS_KEY] = why
-    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or config.stash[INTERRUPTION_KEY].seen
     run = config.stash.get(SESSION_KEY, None)
     if run is not None and worker_input(config) is not None:
         config.workeroutput["specperf"] = worker_output(run, interrupted)

@@ -4,11 +4,17 @@ controller merges its workers' run files): run.json, the history, the report, an
 
 from __future__ import annotations
 
+import dis
 from pathlib import Path
+from types import CodeType, TracebackType
+
+import pytest
+from packaging.version import Version
 
 from ..messages import one_line
 from ..options import options
 from ..records import RunFile
+from ..run.builds.versions import installed_version
 
 
 def terminate_as_interrupt() -> None:
@@ -24,6 +30,66 @@ def terminate_as_interrupt() -> None:
             raise KeyboardInterrupt("SIGTERM")
 
         signal.signal(signal.SIGTERM, interrupt)
+
+
+class Interruption:
+    """Whether Ctrl-C or SIGTERM reached this process, seen before pytest reports it, so an
+    interrupted run is closed as one even when pytest fails to report it."""
+
+    def __init__(self):
+        self.seen = False
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo):
+        self.seen = True
+        if pytest_fails_on_frames_without_line():
+            give_frames_a_line(excinfo.value)
+        return (yield)
+
+
+# Workaround: CPython leaves some instructions without a line number (python/cpython#107901, fixed in
+# 3.12 for loops only), so a signal handled at one gives a traceback entry whose tb_lineno is None.
+# pytest fails to show such a KeyboardInterrupt (TracebackEntry.lineno), and the run ends with a
+# crash (exit 1) instead of as interrupted.  tests/test_interrupted_at_no_line.py shows it is still
+# needed.
+PYTEST_FAILS_ON_FRAMES_WITHOUT_LINE = Version("9.2")  # the releases before it: checked through 9.1.1
+
+
+def pytest_fails_on_frames_without_line() -> bool:
+    version = installed_version("pytest")
+    return version is not None and version < PYTEST_FAILS_ON_FRAMES_WITHOUT_LINE
+
+
+def give_frames_a_line(error: BaseException) -> None:
+    """Give each traceback entry without a line number, of an exception and of those it chains, the
+    line of the last instruction before it that has one."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if error.__traceback__ is not None:
+            error.__traceback__ = _with_lines(error.__traceback__)
+        error = error.__cause__ or error.__context__
+
+
+def _with_lines(head: TracebackType) -> TracebackType:
+    entries = []
+    while head is not None:
+        entries.append(head)
+        head = head.tb_next
+    rest = None
+    for entry in reversed(entries):
+        if entry.tb_lineno is None:
+            line = _line_before(entry.tb_frame.f_code, entry.tb_lasti)
+            entry = TracebackType(rest, entry.tb_frame, entry.tb_lasti, line)
+        elif entry.tb_next is not rest:
+            entry.tb_next = rest
+        rest = entry
+    return rest
+
+
+def _line_before(code: CodeType, offset: int) -> int:
+    lines = [line for start, line in dis.findlinestarts(code) if start <= offset and line is not None]
+    return lines[-1] if lines else code.co_firstlineno
 
 
 def run_history_url(config) -> str | None:

@@ -165,6 +165,19 @@ def test_engine_sets_start_fresh_engines_for_each_set_of_pairs(tmp_path):
     assert "(SD between engines 0.0%, between pairs 0.0%)" in throughput.line()
 
 
+def test_a_set_of_fewer_pairs_than_engines_per_side_starts_only_the_engines_its_pairs_use(tmp_path):
+    # cpu-gate's sampled cell: one pair (its requests, not its rounds, carry its information) with 2
+    # engines per side the profile's
+    from specperf.records import Sampling
+
+    speed = ["throughput_tok_s", "speedup"]
+    sampled = REF.replace(rounds=1, gate_instances=2, informational=speed, sampling=Sampling(temperature=0.8))
+    starter = Starter()
+    result = gate(tmp_path, starter).run(sampled)
+    assert result.status == OK and result.valid and len(starter.started) == 2, result.validity
+    assert len(result.rounds) == len(result.gate.current.rounds) == 1 and result.gate.pairing == "interleaved"
+
+
 def test_a_gate_speedup_carries_the_reference_change_and_its_error(tmp_path):
     # The candidate's SD engine is as fast as the current one, but its no-SD reference is 20% faster:
     # speedup falls by 1/1.2, and the interval is the SD change's and the reference's together.
@@ -309,6 +322,25 @@ def test_a_gate_that_can_tell_neither_is_inconclusive_and_fails_unless_told_to_w
     view = scenario_view(result.model_copy(update={"verdict": warning}))
     assert view.status == "inconclusive" and not view.failed
     assert scenario_view(result.model_copy(update={"verdict": failing})).failed
+
+
+def test_a_speed_metrics_own_tolerance_replaces_the_gate_tolerance_for_it_alone():
+    """cpu-gate gives speedup 5%: a 1.5% drop on 4 engine pairs with a 2% floor reaches about -4.1%
+    (a ratio's floor is sqrt(2) times wider), inconclusive at the gate's 3% and shown within 5%;
+    throughput's interval reaches about -3.3% and keeps the 3%."""
+    import math
+
+    from specperf.judge.gate import speed_verdict
+    from specperf.judge.rules import Rules
+
+    current = {"speedup": [2.0] * 16, "throughput_tok_s": [100.0] * 16}
+    candidate = {name: [v * math.exp(-0.015) for v in values] for name, values in current.items()}
+    clusters = [j % 4 for j in range(16)]
+    rules = Rules(gate_engine_offset=0.02, tolerances={"speedup": 0.05})
+    at_gate_tolerance = speed_verdict("speedup", current, candidate, clusters, Rules(gate_engine_offset=0.02), 0.95, {})
+    assert at_gate_tolerance.status == "inconclusive" and -0.05 < at_gate_tolerance.ci_low < -0.03
+    assert speed_verdict("speedup", current, candidate, clusters, rules, 0.95, {}).status == "pass"
+    assert speed_verdict("throughput_tok_s", current, candidate, clusters, rules, 0.95, {}).status == "inconclusive"
 
 
 def test_a_sequential_gate_adds_engine_sets_until_it_can_decide(tmp_path):

@@ -42,6 +42,13 @@ class Rules:
         """The profile's override for this metric (or for its spec, e.g. per_position_acceptance), if any."""
         return self.tolerances.get(metric, self.tolerances.get(spec_for(metric).name))
 
+    def speed_tolerance(self, metric: str) -> float:
+        """A gate's tolerance for a paired speed change: the profile's for this metric (e.g. a wider
+        one for speedup, a ratio of two engines' throughputs and so about sqrt(2) times as noisy), else
+        gate_tolerance."""
+        tolerance = self.tolerance(metric)
+        return self.gate_tolerance if tolerance is None else tolerance
+
     def is_informational(self, metric: str) -> bool:
         return self.why_informational(metric) is not None
 

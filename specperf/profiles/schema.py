@@ -149,7 +149,7 @@ class ProfileTable(_Table):
     )
     gate_tolerance: Tolerance = _as_scenario(
         "gate_tolerance",
-        "a paired speed change (--candidate, paired_reference) within this fraction is never a regression",
+        "a paired speed change (--candidate, paired_reference) shown within this passes; tolerances' entry overrides",
     )
     trace: bool = _as_scenario(
         "trace",

@@ -22,7 +22,7 @@ NO_SD_LABEL = REFERENCE.marker  # the reference's label in scenario ids, and its
 OFFLINE, SERVE = "offline", "serve"  # LLM.generate, the study's; vLLM's OpenAI server under streamed load
 MODES = (OFFLINE, SERVE)
 DERIVED = ("id", "reference_id")  # stored with a scenario, computed from its fields
-GATE_TOLERANCE = 0.03  # a paired speed change smaller than this is never a regression (judge/paired.py)
+GATE_TOLERANCE = 0.03  # a paired speed change shown within this passes (judge/paired.py three_way)
 
 
 def canonical(value: Any) -> str:

@@ -101,7 +101,7 @@ def phases(wanted: dict, rounds: int, blocks: int | None, instances: int, sets: 
         return
     first, planned = 0, _split(rounds, sets)
     for set_number, pairs in enumerate(planned + planned[:1] * extra_sets):
-        clusters = list(range(first, first + instances))
+        clusters = list(range(first, first + min(instances, pairs)))  # no engine that would run no pair
         turn_of = {c: set_number + i for i, c in enumerate(clusters)}  # the first set's turns, one on per set
         alive = {}
         for c in clusters:  # started (and warmed up) in the order of the cluster's first pair

@@ -12,11 +12,14 @@ import pytest
 from specperf.suite.closing import give_frames_a_line, pytest_fails_on_frames_without_line
 
 # A loop whose backward jump has no line number in CPython 3.11 (python/cpython#107901): the only
-# place it checks for a signal, so SIGINT lands there.
+# place it checks for a signal, so SIGINT lands there.  SIGINT raises KeyboardInterrupt as a
+# terminal's Ctrl-C does, whatever the process inherited: a shell starts background jobs (a CI
+# runner's among them) with it ignored, and the loop would then run on.
 LOOP = """
 import os, signal, threading
 
 def interrupted_loop():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
     for i in range(10**12):
         if not i % 1000000:
@@ -51,7 +54,8 @@ except KeyboardInterrupt as error:
 def probe(tmp_path_factory):
     script = tmp_path_factory.mktemp("probe") / "probe.py"
     script.write_text(LOOP + PROBE)
-    found = json.loads(subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120)
+    found = json.loads(done.stdout)
     if not found["no_line"]:
         pytest.skip("this Python gives the loop's backward jump a line number (python/cpython#107901)")
     return found
@@ -79,6 +83,7 @@ def suite_run(pytester, tmp_path):
     result = pytester.runpytest_subprocess(
         *("-p", "no:cacheprovider", "--profile", "cpu-smoke", "--history", "off", "--update-baselines"),
         *("--reports-dir", reports, "--baseline-dir", tmp_path / "baselines", loop_test),
+        timeout=300,
     )
     (run_file,) = reports.glob("*/run.json")
     return result, loop_test, json.loads(run_file.read_text())
@@ -101,7 +106,7 @@ def test_a_suite_run_whose_interrupt_a_plugin_fails_to_report_is_still_closed_as
 
 
 def test_any_other_pytest_run_is_left_as_pytest_ends_it(pytester, loop_test):
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", loop_test)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", loop_test, timeout=300)
     crashes = pytest_fails_on_frames_without_line()
     assert result.ret == (1 if crashes else pytest.ExitCode.INTERRUPTED), result.stdout.str() + result.stderr.str()
 

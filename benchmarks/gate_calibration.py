@@ -69,7 +69,8 @@ def main() -> int:
             result = read_record(path, ScenarioResult, "result")
             if result.gate is None or not result.ok:
                 continue
-            after = {m.metric: m for m in judge_gate(result, Rules.of(result.scenario)).metrics}
+            rules = Rules.of(result.scenario)
+            after = {m.metric: m for m in judge_gate(result, rules).metrics}
             current, candidate = metric_samples(result.gate.current.metrics), metric_samples(result.metrics)
             for metric in SPEED:
                 if metric not in after or after[metric].ci_low is None:
@@ -81,7 +82,7 @@ def main() -> int:
                 )
                 before = independent_pairs(current[metric], candidate[metric])
                 table.setdefault((result.id, metric, "before"), []).append(
-                    (*before, status(*before, result.scenario.gate_tolerance), "")
+                    (*before, status(*before, rules.speed_tolerance(metric)), "")
                 )
     print(
         f"{'scenario':<42} {'metric':<16} {'judged':<6} {'repeats: change [interval] verdict':<90} "

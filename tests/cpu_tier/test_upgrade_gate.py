@@ -80,7 +80,7 @@ def test_the_same_build_twice_passes_the_gate(gate):
 def test_the_speedup_moves_by_the_no_sd_references_change(gate):
     """The same n-gram engines over a slower reference: the speedup's change is the n-gram engines'
     change less the reference's (in logs), whatever the slowdown came to on this machine (a loaded
-    CPU adds each sleeping step's wake-up to the injected half)."""
+    CPU adds each sleeping step's wake-up to the injected sleep)."""
     _, _, results = gate
     speedup = metrics(results[NGRAM])["speedup"]
     assert "relative to the no-SD reference's change" in speedup["note"]

@@ -28,7 +28,10 @@ scenario, arm and role order, each engine pair with all its pairs: a design of 8
 engine pairs judged once at 95%), 8:16:2 the same grown by `--gate-max-sets 8` (two engine pairs a
 set while inconclusive, each look at the confidence judge/sequential.py spends to it). Drawn gates
 share engine pairs with one another, so their rates say what the design does with engine pairs like
-those measured, on fewer independent engine pairs than gates. Prints figures, asserts nothing.
+those measured, on fewer independent engine pairs than gates.  `--replay` also judges each gate by
+each design on its own engine pairs in the order they were measured, where it has enough: gates of
+16 engine pairs (`--sets 8`) give cpu-gate's verdict on their first 8 and the sequential gate's on
+as many as it needed.  Prints figures, asserts nothing.
 Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
@@ -231,14 +234,60 @@ def resampled_gate(units: list[tuple[list, list]], tolerance: float, floor: floa
     return compare_paired("throughput_tok_s", current, candidate, tolerance, clusters, floor, confidence=confidence)
 
 
-def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]], tolerance: float, floor: float):
-    """Gates drawn from the engine pairs measured (each engine pair with all its pairs, without
-    replacement within a gate): per design (first look's engine pairs, most, engine pairs a set),
-    the three-way verdicts and the engine pairs used.  A design whose most equals its first is a
+def design_verdict(units: list[tuple[list, list]], design: tuple[int, int, int], tolerance: float, floor: float):
+    """The verdict of a design (first look's engine pairs, most, engine pairs a set) on these engine
+    pairs taken in order, and the engine pairs it used.  A design whose most equals its first is a
     gate of one look at 95%; else one set at a time while inconclusive, each look at the confidence
     judge/sequential.py spends to it, as `--gate-max-sets` runs it."""
     from specperf.judge.sequential import look_confidence
 
+    first, most, step = design
+    looks: list[float] = []
+    for size in range(first, most + 1, step):
+        looks += [size / most] if most > first else []
+        verdict = resampled_gate(units[:size], tolerance, floor, look_confidence(looks))
+        if verdict.status != "inconclusive":
+            break
+    return verdict, size
+
+
+def design_name(design: tuple[int, int, int]) -> str:
+    first, most, _ = design
+    return f"{first}" if most == first else f"{first}->{most}"
+
+
+def in_order(gates: list[dict], designs: list[tuple[int, int, int]], tolerance: float, floor: float) -> None:
+    """Each gate judged again by each design on its own engine pairs in the order they were measured
+    (wall clock): a gate of 16 engine pairs is cpu-gate's gate on its first 8 and the sequential
+    gate's (8->16) on as many as that needed, as if the sets it did not need had not run."""
+    rows: dict[tuple[str, str, str], list] = {}
+    print(f"\neach gate by design, engine pairs in measured order, tolerance {tolerance:.0%}, floor {floor:.1%}")
+    for gate in gates:
+        by_cluster: dict[int, tuple[list, list]] = {}
+        for a, b in zip(gate["current"], gate["candidate"]):
+            current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
+            current.append(a["tokens"] / a["wall_s"])
+            candidate.append(b["tokens"] / b["wall_s"])
+        units = [by_cluster[c] for c in sorted(by_cluster)]
+        for design in designs:
+            if len(units) < design[1]:
+                continue
+            verdict, used = design_verdict(units, design, tolerance, floor)
+            rows.setdefault((gate["scenario"], gate["arm"], design_name(design)), []).append(verdict)
+            print(
+                f"  {gate['scenario']} repeat {gate['repeat'] + 1}, {gate['arm']}, {design_name(design)}: "
+                f"{verdict.status}, {verdict.change:+.1%} [{verdict.ci_low:+.1%}, {verdict.ci_high:+.1%}] on {used} "
+                "engine pairs"
+            )
+    for (sid, arm, design), verdicts in sorted(rows.items()):
+        counts = " / ".join(str(sum(v.status == status for v in verdicts)) for status in THREE_WAY)
+        print(f"{sid:<40} {arm:>11} {design:>6}: {counts} (flagged / inconclusive / pass / improvement)")
+
+
+def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]], tolerance: float, floor: float):
+    """Gates drawn from the engine pairs measured (each engine pair with all its pairs, without
+    replacement within a gate): per design (design_verdict), the three-way verdicts and the engine
+    pairs used."""
     rng = random.Random(1)
     print(f"\nresampled gates ({draws} a row), tolerance {tolerance:.0%}, engine-offset floor {floor:.1%}")
     print(
@@ -246,24 +295,17 @@ def resampled(gates: list[dict], draws: int, designs: list[tuple[int, int, int]]
         + " ".join(f"{s:>11}" for s in THREE_WAY)
     )
     for (sid, arm, order), units in sorted(engine_pairs(gates).items()):
-        for first, most, step in designs:
-            if len(units) < most:
+        for design in designs:
+            if len(units) < design[1]:
                 continue
             counts = dict.fromkeys(THREE_WAY, 0)
             used = 0
             for _ in range(draws):
-                drawn = rng.sample(units, most)
-                looks: list[float] = []
-                for size in range(first, most + 1, step):
-                    looks += [size / most] if most > first else []
-                    verdict = resampled_gate(drawn[:size], tolerance, floor, look_confidence(looks))
-                    if verdict.status != "inconclusive":
-                        break
+                verdict, size = design_verdict(rng.sample(units, design[1]), design, tolerance, floor)
                 counts[verdict.status] += 1
                 used += size
-            design = f"{first}" if most == first else f"{first}->{most}"
             print(
-                f"{sid:<40} {arm:>5} {order:>7} {len(units):>8} {design:>9} "
+                f"{sid:<40} {arm:>5} {order:>7} {len(units):>8} {design_name(design):>9} "
                 + " ".join(f"{counts[s] / draws:>11.1%}" for s in THREE_WAY)
                 + f"   mean engine pairs {used / draws:.1f}"
             )
@@ -377,7 +419,8 @@ def main() -> int:
         "--designs",
         nargs="+",
         default=["8", "8:16:2"],
-        help="with --resample: FIRST[:MOST:STEP] engine pairs (cpu-gate: 8; with --gate-max-sets 8: 8:16:2)",
+        help="with --replay: FIRST[:MOST:STEP] engine pairs (cpu-gate: 8; with --gate-max-sets 8: 8:16:2), each "
+        "gate judged by each on its own engine pairs in measured order and, with --resample, on drawn ones",
     )
     parser.add_argument(
         "--busy",
@@ -406,8 +449,9 @@ def main() -> int:
             gates = quiet
         report(gates, first.gate_tolerance, floor)
         lean(gates)
+        designs = [tuple(int(x) for x in (d.split(":") if ":" in d else (d, d, 1))) for d in args.designs]
+        in_order(gates, designs, first.gate_tolerance, floor)
         if args.resample:
-            designs = [tuple(int(x) for x in (d.split(":") if ":" in d else (d, d, 1))) for d in args.designs]
             resampled(gates, args.resample, designs, first.gate_tolerance, floor)
         return 0
     prepare = CallPreparer(dataset_dir())

@@ -215,12 +215,7 @@ def engine_pairs(gates: list[dict], clock: str = "wall") -> dict[tuple[str, str,
     for gate in gates:
         arm = "A/A" if gate["arm"].startswith("A/A") else gate["arm"]
         order = "swapped" if (gate["scenario"], gate["repeat"]) in swapped else "given"
-        by_cluster: dict[int, tuple[list, list]] = {}
-        for a, b in zip(gate["current"], gate["candidate"]):
-            current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
-            current.append(a["tokens"] / a[f"{clock}_s"])
-            candidate.append(b["tokens"] / b[f"{clock}_s"])
-        found.setdefault((gate["scenario"], arm, order), []).extend(by_cluster.values())
+        found.setdefault((gate["scenario"], arm, order), []).extend(gate_units(gate, clock))
     return found
 
 
@@ -256,29 +251,37 @@ def design_name(design: tuple[int, int, int]) -> str:
     return f"{first}" if most == first else f"{first}->{most}"
 
 
+def gate_units(gate: dict, clock: str = "wall") -> list[tuple[list, list]]:
+    """A gate's engine pairs in the order they were measured: each its pairs' current and candidate
+    throughputs."""
+    by_cluster: dict[int, tuple[list, list]] = {}
+    for a, b in zip(gate["current"], gate["candidate"]):
+        current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
+        current.append(a["tokens"] / a[f"{clock}_s"])
+        candidate.append(b["tokens"] / b[f"{clock}_s"])
+    return [by_cluster[c] for c in sorted(by_cluster)]
+
+
 def in_order(gates: list[dict], designs: list[tuple[int, int, int]], tolerance: float, floor: float) -> None:
     """Each gate judged again by each design on its own engine pairs in the order they were measured
-    (wall clock): a gate of 16 engine pairs is cpu-gate's gate on its first 8 and the sequential
-    gate's (8->16) on as many as that needed, as if the sets it did not need had not run."""
+    (wall clock), as if the sets a design did not need had not run.  A design of one look judges
+    every whole block of its engine pairs as a gate of its own (fresh engines each): a gate of 16
+    engine pairs is two of cpu-gate's 8, and one sequential gate's (8->16)."""
     rows: dict[tuple[str, str, str], list] = {}
     print(f"\neach gate by design, engine pairs in measured order, tolerance {tolerance:.0%}, floor {floor:.1%}")
     for gate in gates:
-        by_cluster: dict[int, tuple[list, list]] = {}
-        for a, b in zip(gate["current"], gate["candidate"]):
-            current, candidate = by_cluster.setdefault(a["cluster"], ([], []))
-            current.append(a["tokens"] / a["wall_s"])
-            candidate.append(b["tokens"] / b["wall_s"])
-        units = [by_cluster[c] for c in sorted(by_cluster)]
+        units = gate_units(gate)
         for design in designs:
-            if len(units) < design[1]:
-                continue
-            verdict, used = design_verdict(units, design, tolerance, floor)
-            rows.setdefault((gate["scenario"], gate["arm"], design_name(design)), []).append(verdict)
-            print(
-                f"  {gate['scenario']} repeat {gate['repeat'] + 1}, {gate['arm']}, {design_name(design)}: "
-                f"{verdict.status}, {verdict.change:+.1%} [{verdict.ci_low:+.1%}, {verdict.ci_high:+.1%}] on {used} "
-                "engine pairs"
-            )
+            first, most, _ = design
+            blocks = range(0, len(units) - most + 1, most) if first == most else range(1 if len(units) >= most else 0)
+            for start in blocks:
+                verdict, used = design_verdict(units[start:], design, tolerance, floor)
+                rows.setdefault((gate["scenario"], gate["arm"], design_name(design)), []).append(verdict)
+                print(
+                    f"  {gate['scenario']} repeat {gate['repeat'] + 1}, {gate['arm']}, {design_name(design)}: "
+                    f"{verdict.status}, {verdict.change:+.1%} [{verdict.ci_low:+.1%}, {verdict.ci_high:+.1%}] on "
+                    f"engine pairs {start + 1}-{start + used}"
+                )
     for (sid, arm, design), verdicts in sorted(rows.items()):
         counts = " / ".join(str(sum(v.status == status for v in verdicts)) for status in THREE_WAY)
         print(f"{sid:<40} {arm:>11} {design:>6}: {counts} (flagged / inconclusive / pass / improvement)")

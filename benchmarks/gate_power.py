@@ -29,9 +29,9 @@ engine pairs judged once at 95%), 8:16:2 the same grown by `--gate-max-sets 8` (
 set while inconclusive, each look at the confidence judge/sequential.py spends to it). Drawn gates
 share engine pairs with one another, so their rates say what the design does with engine pairs like
 those measured, on fewer independent engine pairs than gates.  `--replay` also judges each gate by
-each design on its own engine pairs in the order they were measured, where it has enough: gates of
-16 engine pairs (`--sets 8`) give cpu-gate's verdict on their first 8 and the sequential gate's on
-as many as it needed.  Prints figures, asserts nothing.
+each design on its own engine pairs in the order they were measured, where it has enough: a gate of
+16 engine pairs (`--sets 8`) gives cpu-gate's verdict on its first 8 and on its last 8, and the
+sequential gate's on as many as it needed.  Prints figures, asserts nothing.
 Needs the CPU tier's environment:
 
     .tox/cpu/bin/python benchmarks/gate_power.py --slowdowns 0 0.03 0.05 0.10 --repeats 10 --json power.jsonl
@@ -219,7 +219,7 @@ def engine_pairs(gates: list[dict], clock: str = "wall") -> dict[tuple[str, str,
     return found
 
 
-def resampled_gate(units: list[tuple[list, list]], tolerance: float, floor: float, confidence: float):
+def units_verdict(units: list[tuple[list, list]], tolerance: float, floor: float, confidence: float):
     """The verdict on these engine pairs' pairs, as the session judges a gate's throughput."""
     from specperf.judge.paired import compare_paired
 
@@ -240,7 +240,7 @@ def design_verdict(units: list[tuple[list, list]], design: tuple[int, int, int],
     looks: list[float] = []
     for size in range(first, most + 1, step):
         looks += [size / most] if most > first else []
-        verdict = resampled_gate(units[:size], tolerance, floor, look_confidence(looks))
+        verdict = units_verdict(units[:size], tolerance, floor, look_confidence(looks))
         if verdict.status != "inconclusive":
             break
     return verdict, size
@@ -273,8 +273,11 @@ def in_order(gates: list[dict], designs: list[tuple[int, int, int]], tolerance: 
         units = gate_units(gate)
         for design in designs:
             first, most, _ = design
-            blocks = range(0, len(units) - most + 1, most) if first == most else range(1 if len(units) >= most else 0)
-            for start in blocks:
+            if first == most:  # one look: every whole block of `most` engine pairs
+                starts = list(range(0, len(units) - most + 1, most))
+            else:  # sequential: one gate, from the first engine pair
+                starts = [0] if len(units) >= most else []
+            for start in starts:
                 verdict, used = design_verdict(units[start:], design, tolerance, floor)
                 rows.setdefault((gate["scenario"], gate["arm"], design_name(design)), []).append(verdict)
                 print(

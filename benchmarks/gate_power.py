@@ -153,19 +153,10 @@ def shared_gate(
 
 
 def judge(gate: dict, clock: str, tolerance: float, offset_floor: float):
-    from specperf.judge.paired import compare_paired
+    """A gate's verdict on all its engine pairs at once, at the session's confidence."""
+    from specperf.judge.paired import CONFIDENCE
 
-    def speed(side):
-        return [r["tokens"] / r[f"{clock}_s"] for r in gate[side]]
-
-    return compare_paired(
-        "throughput_tok_s",
-        speed("current"),
-        speed("candidate"),
-        tolerance,
-        [r["cluster"] for r in gate["candidate"]],
-        offset_floor,
-    )
+    return units_verdict(gate_units(gate, clock), tolerance, offset_floor, CONFIDENCE)
 
 
 def report(gates: list[dict], tolerance: float, offset_floor: float) -> None:

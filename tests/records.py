@@ -87,6 +87,7 @@ def make_record(
             "memory_gib": 8,
             "driver": None,
             "hardware_key": hardware_key,
+            "calibration_s": 0.04,
         },
         "provenance": {"suite_version": "0.1.0", "vllm": "0.32.0", "git_commit": None},
         "effective_config": {"max_num_seqs": 256},

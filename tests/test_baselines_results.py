@@ -459,6 +459,7 @@ def test_describe_cpu(monkeypatch):
     monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
     monkeypatch.setattr(hardware, "_host_memory_gib", lambda: 16)
     device = hardware.describe_cpu()
+    assert device.pop("calibration_s") > 0  # run/hardware/calibration.py: this machine's speed
     assert device == {
         "kind": "cpu",
         "name": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz",

@@ -244,16 +244,22 @@ def test_the_readmes_commands_are_the_clis():
     assert set(found) == set(sub.choices), differ("README.md, Commands", set(found), list(sub.choices))
 
 
-def test_cpu_smoke_traces_every_greedy_offline_scenario_but_the_mtp_targets_as_the_docs_say():
-    offline = [s for s in load_profile("cpu-smoke").scenarios if s.mode == OFFLINE and s.sampling.greedy]
-    untraced = {s.model.name for s in offline if not s.trace}
-    methods = {s.method.name for s in offline if s.model.name in untraced and not s.is_reference}
-    assert methods == {"mtp"}, f"fixtures/scenarios/cpu-smoke.toml: untraced {sorted(untraced)}, methods {methods}"
-    assert "traced but the MTP target's and the sampled cells" in page("README.md")
-    assert all(not s.trace for s in load_profile("cpu-smoke").scenarios if not s.sampling.greedy)
-    assert "every offline scenario but the MTP target's (its MTP and no-SD scenarios) and the sampled ones" in " ".join(
-        page("docs/traces.md").split()
-    )
+def test_the_cpu_profiles_trace_what_the_docs_say():
+    """cpu-smoke traces every greedy offline scenario; cpu-full every one but the MTP target's; neither
+    traces a sampled one."""
+    for name, untraced_methods in (("cpu-smoke", set()), ("cpu-full", {"mtp"})):
+        scenarios = load_profile(name).scenarios
+        offline = [s for s in scenarios if s.mode == OFFLINE and s.sampling.greedy]
+        untraced = {s.model.name for s in offline if not s.trace}
+        methods = {s.method.name for s in offline if s.model.name in untraced and not s.is_reference}
+        assert methods == untraced_methods, (
+            f"fixtures/scenarios/{name}.toml: untraced {sorted(untraced)}, methods {methods}"
+        )
+        assert all(not s.trace for s in scenarios if not s.sampling.greedy)
+    assert "traced but the sampled and served cells" in page("README.md")
+    traces_page = " ".join(page("docs/traces.md").split())
+    assert "every offline scenario but the sampled ones (the traces' acceptance rules are greedy ones)" in traces_page
+    assert "and `cpu-full` every one but those and the MTP target's" in traces_page
 
 
 # ------------------------------------------------------------------ modules and files named

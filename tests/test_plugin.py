@@ -504,38 +504,40 @@ def test_a_profile_that_loads_code_says_so_in_the_header(pytester, tmp_path):
 def test_serve_url_keeps_the_selected_serve_scenarios_and_adds_no_reference(pytester):
     cpu_smoke = str(Path(__file__).resolve().parent.parent / "fixtures" / "scenarios" / "cpu-smoke.toml")
     everything = collected_ids(pytester, "--profile", cpu_smoke, "-k", "smollm2 and ngram")
-    assert "smollm2-135m-nosd-c4-instructcoder-serve" in everything  # the reference an SD scenario needs
+    assert "smollm2-135m-nosd-c2-instructcoder-serve" in everything  # the reference an SD scenario needs
     attached = collected_ids(
         pytester, "--profile", cpu_smoke, "-k", "smollm2 and ngram", "--serve-url", "http://127.0.0.1:8000"
     )
     assert sorted(attached) == [
         "smollm2-135m-ngram-k3-c1-instructcoder-serve",
-        "smollm2-135m-ngram-k3-c4-instructcoder-serve",
+        "smollm2-135m-ngram-k3-c2-instructcoder-serve",
     ]
 
 
-def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester):
+def test_under_loadgroup_the_costliest_worker_groups_go_out_first(pytester, monkeypatch, tmp_path):
     """xdist hands groups out in collection order once the suite turns off its reordering by test
-    count: cpu-smoke's SmolLM2 offline group first (its references, draft model, adaptive proposer
-    and sampled cells), then its served group (servers start slowly) and its paired k sweep (each k
-    an engine and a no-SD engine), the tiny targets last, each group contiguous and in the order it
-    has without xdist."""
+    count: cpu-full's SmolLM2 offline group first (its references, draft model, whose checkpoint a
+    fresh machine builds first, adaptive proposer and sampled cells), then its served group
+    (servers start slowly) and its paired k sweep (each k an engine and a no-SD engine), the tiny
+    targets last, each group contiguous and in the order it has without xdist."""
     from specperf.profiles.scenarios import load_profile
     from specperf.suite.selection import worker_group
 
-    group = {s.id: worker_group(s) for s in load_profile("cpu-smoke").scenarios}
+    monkeypatch.setenv("SPECPERF_CACHE", str(tmp_path / "fresh"))  # no checkpoint built yet
+    group = {s.id: worker_group(s) for s in load_profile("cpu-full").scenarios}
 
-    ids = collected_ids(pytester, "--profile", "cpu-smoke", "--dist", "loadgroup", in_subprocess=True)
+    ids = collected_ids(pytester, "--profile", "cpu-full", "--dist", "loadgroup", in_subprocess=True)
     runs = [group[sid] for i, sid in enumerate(ids) if i == 0 or group[ids[i - 1]] != group[sid]]
-    sweep = ["smollm2-135m-ngram-k1", "smollm2-135m-ngram-k3", "smollm2-135m-ngram-k5"]
     assert runs == [
         "smollm2-135m",
         "smollm2-135m-serve",
-        *sweep,
+        "smollm2-135m-ngram-k3",
+        "smollm2-135m-ngram-k1",
+        "smollm2-135m-ngram-k5",
         "smollm2-135m-ngram-dynamic",
         "tiny-llama",
         "tiny-mimo",
     ]
-    plain = collected_ids(pytester, "--profile", "cpu-smoke", in_subprocess=True)
+    plain = collected_ids(pytester, "--profile", "cpu-full", in_subprocess=True)
     assert plain != ids and sorted(plain) == sorted(ids)
     assert ids == sorted(plain, key=lambda sid: runs.index(group[sid]))  # each group keeps its order

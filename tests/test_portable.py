@@ -43,6 +43,40 @@ def test_a_new_machine_judges_acceptance_against_the_portable_baseline(store):
     assert f"speed has no baseline on {NEW_MACHINE} yet: record one with --update-baselines" in verdict.note
 
 
+@pytest.mark.parametrize(
+    "recorded_s, judged_s, speed_judged",
+    [
+        (0.04, 0.04, True),
+        (0.044, 0.04, True),  # within SPEED_MATCH: one machine's drift
+        (0.06, 0.04, False),  # the baseline's machine half again as slow
+        (0.03, 0.04, False),
+        (None, 0.04, False),  # a baseline from before the calibration
+    ],
+)
+def test_a_speed_baseline_judges_only_a_machine_of_its_own_speed(store, recorded_s, judged_s, speed_judged):
+    """Machines of one CPU key differ in speed: a speed baseline whose calibration is not this
+    machine's leaves speed without a baseline (not +90%), and acceptance still judged by the
+    portable one."""
+    recorded = make_record(hardware_key=NEW_MACHINE, throughput=[200.0, 201.0, 199.0, 200.5, 199.5])
+    recorded.device.calibration_s = recorded_s
+    write_baseline(store, recorded, NEW_MACHINE)
+    result = make_record(hardware_key=NEW_MACHINE, throughput=[100.0, 101.0, 99.0, 100.5, 99.5])
+    result.device.calibration_s = judged_s
+    verdict = judged(store, result)
+    by_metric = {m.metric: m for m in verdict.metrics}
+    assert by_metric["mean_acceptance_length"].status == "pass"
+    if speed_judged:
+        assert by_metric["throughput_tok_s"].status == "regression" and verdict.status == "regression"
+        return
+    assert (
+        by_metric["throughput_tok_s"].status == "no-baseline"
+        and by_metric["mean_acceptance_length"].judged_by == PORTABLE
+    )
+    assert verdict.status == "no-baseline"
+    why = "has no calibration" if recorded_s is None else ("slower" if recorded_s > judged_s else "faster")
+    assert why in verdict.note and "so speed has no baseline here" in verdict.note
+
+
 def test_a_scenario_with_no_baseline_anywhere_says_how_to_record_one(tmp_path):
     verdict = judged(tmp_path, make_record(hardware_key=NEW_MACHINE))
     assert verdict.status == "no-baseline"
@@ -139,10 +173,13 @@ def test_portable_baselines_hold_deterministic_metrics_only():
     assert portable.hardware_key == PORTABLE and portable.device is None
 
 
-def test_committed_portable_baselines_match_cpu_smoke():
+@pytest.mark.parametrize("profile", ["cpu-smoke", "cpu-full"])
+def test_committed_portable_baselines_match_the_cpu_profiles(profile):
+    """cpu-smoke's and cpu-full's SD scenarios each have a portable baseline of their definition (the
+    cells they share are the same cells: one id, one baseline)."""
     from specperf.paths import baseline_dir
 
-    sd = [s for s in load_profile("cpu-smoke").scenarios if not s.method.is_reference]
+    sd = [s for s in load_profile(profile).scenarios if not s.method.is_reference]
     for scenario in sd:
         baseline = load_baseline(baseline_dir(), PORTABLE, scenario.id)
         assert baseline is not None, scenario.id

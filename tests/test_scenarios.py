@@ -24,9 +24,9 @@ from specperf.profiles.schema import CellTable, MethodTable, ModelTable, Profile
 
 REPO = Path(__file__).resolve().parents[1]
 
-SHIPPED = ("cpu-smoke", "h100-nightly", "study-full")
+SHIPPED = ("cpu-smoke", "cpu-full", "h100-nightly", "study-full")
 # (scenarios, distinct engine keys): one engine per (checkpoint, method), shared by batch sizes and datasets
-SIZES = {"cpu-smoke": (37, 17), "h100-nightly": (195, 15), "study-full": (316, 24)}
+SIZES = {"cpu-smoke": (25, 10), "cpu-full": (43, 17), "h100-nightly": (195, 15), "study-full": (316, 24)}
 
 
 def speed_metrics() -> set[str]:
@@ -56,7 +56,7 @@ def test_shipped_profiles_are_available():
 def test_shipped_profile_loads(profiles, name):
     profile = profiles[name]
     assert profile.name == name
-    assert profile.tier == ("cpu" if name == "cpu-smoke" else "gpu")
+    assert profile.tier == ("cpu" if name.startswith("cpu-") else "gpu")
     assert len(profile.scenarios) == SIZES[name][0]
 
 
@@ -682,7 +682,7 @@ def test_every_scenario_shares_its_xdist_worker_with_its_reference_and_serving_h
     each paired SD engine's scenarios are a group of their own."""
     from specperf.suite.selection import worker_group
 
-    profile = load_profile("cpu-smoke")
+    profile = load_profile("cpu-full")
     by_id = {s.id: s for s in profile.scenarios}
     for s in profile.scenarios:
         if not s.paired_reference:

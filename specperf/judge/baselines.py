@@ -11,12 +11,36 @@ the hardware itself, where there is one, wins).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from ..records import VECTOR_METRICS, Baseline, ScenarioResult
+from ..records import VECTOR_METRICS, Baseline, Device, ScenarioResult
 from ..storage import ResultFileError, inside, read_record, write_record
 from .metrics import METRICS, implausible, known_metric, metric_samples, sample_summary, spec_for
 
 PORTABLE = "portable"  # the folder of the deterministic metrics' baselines, for every machine
+#: A CPU speed baseline judges a machine whose calibration (run/hardware/calibration.py) is within
+#: this much of its own: machines of one CPU key ran the same build up to twice as fast, and one VM's
+#: calibration moved by a few percent between runs.
+SPEED_MATCH = 0.15
+
+
+def speed_mismatch(recorded: dict[str, Any] | None, current: Device) -> str | None:
+    """Why a CPU speed baseline, recorded on the device `recorded` (Baseline.device), cannot judge
+    `current`'s speed (None: it can): that machine's calibration is unknown, or differs from this
+    one's by more than SPEED_MATCH.  A GPU's key names its speed."""
+    recorded = recorded or {}
+    if current.kind != "cpu" or recorded.get("kind", "cpu") != "cpu":
+        return None
+    key, then = recorded.get("hardware_key", current.hardware_key), recorded.get("calibration_s")
+    if not isinstance(then, (int, float)) or then <= 0 or current.calibration_s is None:
+        return f"the speed baseline of {key} has no calibration of its machine's speed"
+    ratio = then / current.calibration_s
+    if abs(ratio - 1) <= SPEED_MATCH:
+        return None
+    return (
+        f"the speed baseline of {key} came from a machine {abs(ratio - 1):.0%} "
+        f"{'slower' if ratio > 1 else 'faster'} by calibration ({then:g} s against {current.calibration_s:g} s here)"
+    )
 
 
 def baseline_path(baseline_dir: Path, hardware_key: str, scenario_id: str) -> Path:

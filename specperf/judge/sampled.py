@@ -13,8 +13,9 @@ that a change is judged on its 95% interval (verdicts.compare_sampled).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -61,12 +62,14 @@ def _figures(positions: int) -> dict[str, Callable[..., Any]]:
 
 def _bootstrap_se(statistic: Callable[..., Any], columns: list[np.ndarray]) -> float:
     """The bootstrap standard error of `statistic` over requests (the columns' rows resampled
-    together); NaN with fewer than two requests."""
-    from scipy.stats import bootstrap
+    together); NaN with fewer than two requests, or where the statistic is not finite in every
+    resample (scipy then warns of its interval, which the suite does not use: the caller says why)."""
+    from scipy.stats import DegenerateDataWarning, bootstrap
 
     if len(columns[0]) < 2:
         return math.nan
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
         found = bootstrap(
             columns,
             statistic,
@@ -118,15 +121,26 @@ def acceptance_metrics(requests: list[RequestAcceptance], cluster: int = 1) -> d
     return metrics
 
 
+class PairedChange(NamedTuple):
+    """A figure's change request by request and its standard error: a log ratio, or, where `linear`,
+    the change relative to the baseline's value (a log ratio has no error where the figure is 0 in
+    some resamples of the requests: a position no resampled request reached, on either side)."""
+
+    change: float
+    error: float
+    linear: bool = False
+
+
 def paired_changes(
     current: list[RequestAcceptance], baseline: list[RequestAcceptance], cluster: int = 1
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, PairedChange]:
     """Each figure's change (log ratio, current over baseline) and its standard error, the two sides
     being the same prompts in the same order, request i against request i: a bootstrap that
     resamples the pairs (runs of `cluster` of them together: a prompt's replicas), so what both
     sides share cancels out of the error: the prompts (how much each lends itself to drafting),
     and the draws where they repeat (the same seed on the same build: docs/methodology/sampled.md).
-    Identical sides give a change of 0 with an error of 0."""
+    Identical sides give a change of 0 with an error of 0.  A figure whose log ratio is not finite in
+    every resample is changed relative to the baseline's value instead (PairedChange.linear)."""
     if len(current) != len(baseline) or len(current) < 2:
         raise ValueError(f"{len(current)} requests against {len(baseline)}: not the same requests")
     positions = _positions(current, baseline)
@@ -140,6 +154,16 @@ def paired_changes(
 
         with np.errstate(invalid="ignore", divide="ignore"):
             change = float(log_ratio(*columns))
-        if math.isfinite(change):
-            changes[name] = (change, _bootstrap_se(log_ratio, columns))
+            base_value = float(statistic(*columns[width:]))
+        error = _bootstrap_se(log_ratio, columns) if math.isfinite(change) else math.nan
+        if math.isfinite(error):
+            changes[name] = PairedChange(change, error)
+        elif base_value > 0:
+
+            def relative(
+                *cols: np.ndarray, axis: int = -1, _figure: Callable[..., Any] = statistic, _base: float = base_value
+            ) -> Any:
+                return (_figure(*cols[:width], axis=axis) - _figure(*cols[width:], axis=axis)) / _base
+
+            changes[name] = PairedChange(float(relative(*columns)), _bootstrap_se(relative, columns), linear=True)
     return changes

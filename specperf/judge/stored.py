@@ -9,7 +9,7 @@ from ..messages import one_line
 from ..records import Baseline, BaselineRef, ScenarioResult
 from ..status import ERROR, NO_BASELINE
 from ..storage import ResultFileError
-from .baselines import PORTABLE, baseline_path, load_baseline
+from .baselines import PORTABLE, baseline_path, load_baseline, speed_mismatch
 from .noise import load_noise
 from .rules import DEFAULT_RULES, Judgement, Rules
 from .verdicts import judge
@@ -47,10 +47,13 @@ class StoredJudge:
 
         Without a baseline of this hardware, the portable one judges the deterministic metrics; with
         one, the portable one judges those it lacks."""
-        baseline, note, source, from_portable = None, "", "hardware", set()
+        baseline, note, source, from_portable, other_speed = None, "", "hardware", set(), None
         try:
             baseline = load_baseline(self.baseline_dir, self.hardware_key, result.id)
             portable = load_baseline(self.baseline_dir, PORTABLE, result.id)
+            other_speed = speed_mismatch(baseline.device, result.device) if baseline is not None else None
+            if other_speed:  # this machine's speed was never measured: its deterministic metrics are portable
+                baseline = None
             if baseline is None:
                 baseline, source = portable, PORTABLE
             elif portable is not None:  # a metric the hardware's file lacks never goes unjudged
@@ -78,16 +81,21 @@ class StoredJudge:
                 by = PORTABLE if metric.metric in from_portable else source
                 metric.judged_by = by if metric.baseline is not None else ""
             if source == PORTABLE:
-                verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline()]))
+                verdict.note = "; ".join(filter(None, [verdict.note, self.no_speed_baseline(other_speed)]))
         elif verdict.status == NO_BASELINE:
-            verdict.note = "; ".join(filter(None, [verdict.note, self.no_baseline()]))
+            verdict.note = "; ".join(filter(None, [verdict.note, other_speed, self.no_baseline()]))
         return Judgement(verdict, shown)
 
     def no_baseline(self) -> str:
         return f"no baseline yet, for {self.hardware_key} or portable: record one with --update-baselines"
 
-    def no_speed_baseline(self) -> str:
+    def no_speed_baseline(self, other_speed: str | None = None) -> str:
+        """`other_speed`: why this hardware key's speed baseline was set aside (baselines.speed_mismatch)."""
+        why = (
+            f"{other_speed}, so speed has no baseline here"
+            if other_speed
+            else f"speed has no baseline on {self.hardware_key} yet"
+        )
         return (
-            f"acceptance and lossless judged against the portable baseline; speed has no baseline on "
-            f"{self.hardware_key} yet: record one with --update-baselines"
+            f"acceptance and lossless judged against the portable baseline; {why}: record one with --update-baselines"
         )

@@ -36,7 +36,7 @@ from ..status import (
 )
 from .metrics import ABSOLUTE, HIGHER, known_metric, metric_errors, metric_samples, spec_for
 from .rules import DEFAULT_RULES, Rules
-from .sampled import paired_changes
+from .sampled import PairedChange, paired_changes
 
 __all__ = ["GATE_TOLERANCE", "spec_for"]  # also read from here by the other judges
 
@@ -156,7 +156,7 @@ def sampled_verdicts(
     current: dict[str, Metric],
     baseline: dict[str, Metric],
     rules: Rules = DEFAULT_RULES,
-    paired: dict[str, tuple[float, float]] | None = None,
+    paired: dict[str, PairedChange] | None = None,
     requests: int | None = None,
 ) -> list[MetricVerdict]:
     """The verdicts of a sampled scenario's acceptance figures `names` (flattened: acceptance_pos0, ...),
@@ -172,7 +172,7 @@ def sampled_verdicts(
         then = statistics.median(base_values[name]) if base_values.get(name) else None
         change, error, how, linear = None, None, "", False
         if paired is not None and name in paired:
-            (change, error), how = paired[name], ", request by request"
+            (change, error, linear), how = paired[name], ", request by request"
         elif then is not None and then > 0 and now > 0 and name in errors:
             # a baseline without its error (the history's median over runs): taken as this run's
             base_error = base_errors[name] / then if name in base_errors else errors[name] / now
@@ -294,7 +294,7 @@ def samples_of(scenario: Scenario, requests: list[RequestAcceptance]) -> int | N
 
 def changes_by_request(
     scenario: Scenario, current: list[RequestAcceptance], baseline: list[RequestAcceptance]
-) -> dict[str, tuple[float, float]] | None:
+) -> dict[str, PairedChange] | None:
     """A sampled result's changes request by request against a baseline (or a gate's current build)
     that kept its requests' counts (sampled.paired_changes: the same scenario hash, so the same
     prompts in the same order, a prompt's replicas resampled together); None where it kept none."""

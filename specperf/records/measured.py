@@ -255,6 +255,8 @@ class Device(Record):
     driver: str | None = None
     hardware_key: str = Field(min_length=1)
     facts: dict[str, Any] = Field(default_factory=dict)  # added by conftest.py (pytest_specperf_machine_facts)
+    # A CPU's speed, which its key does not name: seconds of a fixed workload (run/hardware/calibration.py)
+    calibration_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _foreign_processes_shaped(self) -> Device:

@@ -91,10 +91,12 @@ def order_scenarios(config, everything: list, selected: list) -> list:
 
 
 def longest_group_first(perf: list, tier: str) -> list:
-    """Worker groups by their cost (analysis/cost.py's default model), the most expensive first,
-    each keeping its order: xdist hands groups out in this order (the plugin turns its reordering
-    by test count off), so the longest start first and the short ones fill in at the end."""
+    """Worker groups by their cost (analysis/cost.py's default model, and the checkpoints they
+    would build first: a fresh machine builds the SmolLM2 draft for a minute), the most expensive
+    first, each keeping its order: xdist hands groups out in this order (the plugin turns its
+    reordering by test count off), so the longest start first and the short ones fill in at the end."""
     from ..analysis.cost import CPU, H100
+    from ..plan.progress import builds_left_s
     from ..run.sharding import group_cost
 
     machine = H100 if tier == "gpu" else CPU
@@ -103,7 +105,8 @@ def longest_group_first(perf: list, tier: str) -> list:
         groups.setdefault(worker_group(scenario_of(item)), []).append(item)
 
     def cost(items: list) -> float:
-        return group_cost([scenario_of(item) for item in items], machine)
+        scenarios = [scenario_of(item) for item in items]
+        return group_cost(scenarios, machine) + sum(builds_left_s(scenarios).values())
 
     return [item for items in sorted(groups.values(), key=cost, reverse=True) for item in items]
 

@@ -11,6 +11,7 @@ import pytest
 LONGEST_FIRST = (
     "test_end_to_end.py",
     "test_upgrade_gate.py",
+    "test_every_method.py",
     "test_detection.py",
     "test_gate_modes.py",
     "test_server.py",

@@ -149,3 +149,16 @@ def check_sampled_acceptance(result: dict) -> None:
     for name in ("per_position_acceptance", "request_per_position_acceptance"):
         assert len(metrics[name]["se"]) == len(metrics[name]["value"]) == 3
     assert "lossless_fraction" not in metrics  # greedy equality says nothing of sampled outputs
+
+
+def assert_methods_accept_and_are_lossless(results: dict, methods: set[str]) -> None:
+    """A run's SD scenarios cover `methods` (at least), each accepting drafts on code editing, each
+    greedy one lossless, each with a speedup."""
+    sd = [r for r in results.values() if r["scenario"]["method"]["name"] != "none"]
+    assert {r["scenario"]["method"]["name"] for r in sd} >= methods
+    for result in sd:  # on chat (ShareGPT) n-gram may find no match that holds: code editing has them
+        if result["scenario"]["dataset"] == "instructcoder":
+            assert result["counters"]["accepted"] > 0, result["scenario"]["id"]
+        if result["scenario"]["sampling"]["temperature"] == 0:
+            assert result["metrics"]["lossless_fraction"]["value"] == 1.0, result["scenario"]["id"]
+        assert result["metrics"]["speedup"]["value"] > 0

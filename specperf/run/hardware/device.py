@@ -42,6 +42,8 @@ def usable_cores() -> int:
 
 
 def describe_cpu() -> dict:
+    from .calibration import calibration_s
+
     name, cores = cpu_model(), usable_cores()
     return {
         "kind": "cpu",
@@ -50,6 +52,7 @@ def describe_cpu() -> dict:
         "memory_gib": _host_memory_gib(),
         "driver": None,
         "hardware_key": f"cpu-{slug(name)}-{cores}c",
+        "calibration_s": calibration_s(),
     }
 
 

